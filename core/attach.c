@@ -1,0 +1,155 @@
+#include "attach.h"
+
+#include <fnmatch.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "log.h"
+
+static curesv_ledger *ledger;
+static unsigned n_rules;
+static struct curesv_attach_rule rules[CURESV_MAX_ATTACH_RULES];
+
+static _Atomic uint32_t next_serial = 1;
+/* Bumped when any thread is renamed or a reservation is created: rules may now match otherwise. */
+static _Atomic uint32_t rename_epoch = 1;
+
+static _Thread_local struct {
+	uint32_t serial;
+	uint32_t handle;        /* attached reservation, CURESV_SHARED when none */
+	uint32_t epoch;         /* rename_epoch when the name was last read; 0 = never */
+	bool explicit_;         /* set by curesv_thread_attach: rules no longer apply */
+} self;
+
+/* Names by serial, seqlocked by the serial word: a reader keeps a name only if the serial it read
+ * before and after is the one it wanted. Two threads whose serials collide modulo the size may
+ * leave one's name under the other's serial: a cosmetic mislabel in the leak list, nothing more. */
+#define REGISTRY 4096
+struct name_cell {
+	_Atomic uint32_t serial;
+	_Atomic uint64_t name[2];
+};
+static struct name_cell registry[REGISTRY];
+
+void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *r, unsigned n)
+{
+	ledger = l;
+	n_rules = n < CURESV_MAX_ATTACH_RULES ? n : CURESV_MAX_ATTACH_RULES;
+	memcpy(rules, r, n_rules * sizeof *r);
+	atomic_fetch_add_explicit(&rename_epoch, 1, memory_order_relaxed);
+}
+
+uint32_t curesv_thread_serial(void)
+{
+	if (!self.serial)
+		self.serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed);
+	return self.serial;
+}
+
+static void registry_store(uint32_t serial, const char *name)
+{
+	uint64_t w[2] = { 0, 0 };
+	memcpy(w, name, strnlen(name, CURESV_THREAD_NAME - 1));
+	struct name_cell *e = &registry[serial % REGISTRY];
+	atomic_store_explicit(&e->serial, 0, memory_order_relaxed);
+	/* release fence: a reader that sees any new name word also sees serial 0 */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&e->name[0], w[0], memory_order_relaxed);
+	atomic_store_explicit(&e->name[1], w[1], memory_order_relaxed);
+	/* release: publishes the name under its serial */
+	atomic_store_explicit(&e->serial, serial, memory_order_release);
+}
+
+bool curesv_thread_name(uint32_t serial, char out[CURESV_THREAD_NAME])
+{
+	struct name_cell *e = &registry[serial % REGISTRY];
+	uint64_t w[2];
+	out[0] = '\0';
+	if (serial == 0 || atomic_load_explicit(&e->serial, memory_order_acquire) != serial)
+		return false;
+	w[0] = atomic_load_explicit(&e->name[0], memory_order_relaxed);
+	w[1] = atomic_load_explicit(&e->name[1], memory_order_relaxed);
+	/* acquire fence: the name loads complete before the serial is checked again */
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&e->serial, memory_order_relaxed) != serial)
+		return false;
+	memcpy(out, w, CURESV_THREAD_NAME);
+	out[CURESV_THREAD_NAME - 1] = '\0';
+	return true;
+}
+
+static uint32_t match_rules(const char *name)
+{
+	for (unsigned i = 0; i < n_rules; i++) {
+		if (fnmatch(rules[i].glob, name, 0) != 0)
+			continue;
+		uint32_t h;
+		return curesv_ledger_find(ledger, rules[i].name, &h) == CURESV_OK ? h : CURESV_SHARED;
+	}
+	return CURESV_SHARED;
+}
+
+static void warn_released(uint32_t handle)
+{
+	char res[CURESV_NAME_MAX], thread[CURESV_THREAD_NAME];
+	curesv_ledger_name(ledger, handle, res);
+	curesv_thread_name(curesv_thread_serial(), thread);
+	curesv_log(CURESV_LOG_WARN,
+		   "thread '%s' was attached to reservation '%s', which was released; its allocations "
+		   "now draw from the shared pool", thread, res[0] ? res : "?");
+}
+
+/* Slow path: first use, or a thread was renamed or a reservation created since this one looked. */
+static void refresh(uint32_t epoch)
+{
+	char name[CURESV_THREAD_NAME] = "";
+	curesv_thread_serial();
+	pthread_getname_np(pthread_self(), name, sizeof name);
+	registry_store(self.serial, name);
+	self.epoch = epoch;
+	if (!ledger)
+		return;
+	if (self.handle != CURESV_SHARED && !curesv_ledger_handle_live(ledger, self.handle)) {
+		warn_released(self.handle);
+		self.handle = CURESV_SHARED;
+	}
+	if (!self.explicit_)
+		self.handle = match_rules(name);
+}
+
+uint32_t curesv_thread_origin(void)
+{
+	uint32_t epoch = atomic_load_explicit(&rename_epoch, memory_order_relaxed);
+	if (__builtin_expect(self.epoch != epoch, 0))
+		refresh(epoch);
+	return self.handle;
+}
+
+curesv_status curesv_thread_attach(const char *name)
+{
+	uint32_t h = CURESV_SHARED;
+	if (name) {
+		if (!ledger)
+			return CURESV_ERR_UNKNOWN_NAME;
+		curesv_status st = curesv_ledger_find(ledger, name, &h);
+		if (st != CURESV_OK)
+			return st;
+	}
+	curesv_thread_origin(); /* registers the name, so the leak report can show it */
+	self.handle = h;
+	self.explicit_ = true;
+	return CURESV_OK;
+}
+
+void curesv_thread_fell_back(uint32_t handle)
+{
+	if (self.handle != handle)
+		return;
+	warn_released(handle);
+	self.handle = CURESV_SHARED;
+}
+
+void curesv_attach_invalidate(void)
+{
+	atomic_fetch_add_explicit(&rename_epoch, 1, memory_order_relaxed);
+}

@@ -1,0 +1,97 @@
+/* curesv configuration: every CURESV_* environment variable, parsed once at start-up.
+ *
+ * One descriptor table in config.c lists each variable with its default and its parser; nothing else
+ * in curesv reads the environment. Pure C11 + POSIX, no CUDA. Not thread-safe: call before the
+ * configuration is shared (the shim does so once, under its init guard). */
+#ifndef CURESV_CONFIG_H
+#define CURESV_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define CURESV_MAX_DEVICES 64           /* device ordinals 0..63 */
+#define CURESV_MAX_RESERVATIONS 255     /* live reservations at once */
+#define CURESV_NAME_MAX 32              /* reservation name, NUL included */
+#define CURESV_GLOB_MAX 64              /* CURESV_ATTACH pattern, NUL included */
+#define CURESV_MAX_ATTACH_RULES 64
+#define CURESV_PATH_MAX 1024
+/* Largest SIZE accepted anywhere (64 TiB): keeps every byte counter far from overflow. */
+#define CURESV_SIZE_LIMIT (UINT64_C(1) << 46)
+
+enum curesv_mode { CURESV_MODE_OBSERVE, CURESV_MODE_ENFORCE };
+enum curesv_attribution { CURESV_ATTRIBUTION_ORIGIN, CURESV_ATTRIBUTION_CALLER };
+enum curesv_table_full { CURESV_TABLE_FULL_PASSTHROUGH, CURESV_TABLE_FULL_FAIL };
+enum curesv_report_format { CURESV_REPORT_TEXT, CURESV_REPORT_JSON, CURESV_REPORT_OFF };
+
+struct curesv_reservation_spec {
+	char name[CURESV_NAME_MAX];
+	uint64_t size;  /* bytes */
+	int device;
+};
+
+struct curesv_attach_rule {
+	char glob[CURESV_GLOB_MAX];     /* fnmatch(3) pattern matched against the thread's name */
+	char name[CURESV_NAME_MAX];     /* reservation to attach */
+};
+
+typedef struct curesv_config {
+	bool enable;                                    /* CURESV_ENABLE */
+	bool capacity_set[CURESV_MAX_DEVICES];          /* CURESV_CAPACITY given for this device */
+	uint64_t capacity[CURESV_MAX_DEVICES];          /* bytes */
+	bool capacity_all_set;                          /* a plain SIZE applying to every device */
+	uint64_t capacity_all;
+	unsigned n_reservations;                        /* CURESV_RESERVATIONS */
+	struct curesv_reservation_spec reservations[CURESV_MAX_RESERVATIONS];
+	unsigned n_rules;                               /* CURESV_ATTACH, in order */
+	struct curesv_attach_rule rules[CURESV_MAX_ATTACH_RULES];
+	enum curesv_mode mode;                          /* CURESV_MODE */
+	enum curesv_attribution attribution;            /* CURESV_ATTRIBUTION */
+	uint64_t table_slots;                           /* CURESV_TABLE_SLOTS, a power of two */
+	enum curesv_table_full table_full;              /* CURESV_TABLE_FULL */
+	enum curesv_report_format report;               /* CURESV_REPORT */
+	char report_file[CURESV_PATH_MAX];              /* CURESV_REPORT_FILE; "" = stderr */
+	enum curesv_log_level log_level;                /* CURESV_LOG */
+	bool strict;                                    /* CURESV_STRICT */
+} curesv_config;
+
+/* Diagnostics gathered while parsing: at most CURESV_DIAG_LINES lines, each "VAR: 'text': reason"
+ * (the log adds the "curesv: " prefix). Warnings do not make the configuration invalid. */
+#define CURESV_DIAG_LINES 16
+#define CURESV_DIAG_WIDTH 256
+typedef struct curesv_diag {
+	unsigned errors;                /* invalid values found (also those beyond the stored lines) */
+	unsigned warnings;
+	unsigned count;                 /* lines stored */
+	struct {
+		enum curesv_log_level level;
+		char text[CURESV_DIAG_WIDTH];
+	} line[CURESV_DIAG_LINES];
+} curesv_diag;
+
+/* Fills `cfg` with the documented defaults (those of an empty environment). */
+void curesv_config_defaults(curesv_config *cfg);
+
+/* Parses every CURESV_* variable of `envp` (an environ-style NULL-terminated array; NULL means the
+ * process environment) into `cfg`, starting from the defaults. Invalid values leave that variable at
+ * its default and add an error line; unknown CURESV_* names add a warning line. Returns the number of
+ * errors (0 = the configuration is valid). */
+unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *diag);
+
+/* Writes every diagnostic line to the log at its own level. */
+void curesv_diag_log(const curesv_diag *diag);
+
+/* Parses SIZE: decimal bytes with an optional case-insensitive suffix K, M, G, T, KiB, MiB, GiB, TiB
+ * (powers of 1024), at most CURESV_SIZE_LIMIT. Returns NULL and sets *bytes on success, else a static
+ * reason ("empty size", "negative size", "not a number", "unknown suffix", "too large (limit 64T)"). */
+const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes);
+
+/* The capacity configured for `device`, or 0 with *set = false when the driver's total is to be used. */
+uint64_t curesv_config_capacity(const curesv_config *cfg, int device, bool *set);
+
+/* Expands CURESV_REPORT_FILE's "%p" (pid) and "%%" into `out`. Returns false when it does not fit. */
+bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n);
+
+#endif

@@ -1,0 +1,213 @@
+#include "engine.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "log.h"
+
+bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
+{
+	memset(e, 0, sizeof *e);
+	e->cfg = *cfg;
+	if (!curesv_table_init(&e->table, cfg->table_slots)) {
+		curesv_log(CURESV_LOG_ERROR, "cannot allocate the origin table (%" PRIu64 " slots)",
+			   cfg->table_slots);
+		return false;
+	}
+	curesv_ledger_init(&e->ledger, cfg->mode, cfg->attribution);
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		bool set;
+		uint64_t cap = curesv_config_capacity(cfg, d, &set);
+		if (set)
+			curesv_ledger_set_capacity(&e->ledger, d, cap, true);
+	}
+	for (unsigned i = 0; i < cfg->n_reservations; i++) {
+		const struct curesv_reservation_spec *r = &cfg->reservations[i];
+		curesv_status st = curesv_ledger_reserve(&e->ledger, r->name, r->size, r->device, NULL);
+		if (st != CURESV_OK)
+			curesv_log(CURESV_LOG_ERROR, "CURESV_RESERVATIONS: '%s': %s", r->name,
+				   curesv_strerror(st));
+	}
+	curesv_attach_configure(&e->ledger, cfg->rules, cfg->n_rules);
+	return true;
+}
+
+void curesv_engine_destroy(curesv_engine *e)
+{
+	curesv_table_destroy(&e->table);
+	curesv_ledger_destroy(&e->ledger);
+}
+
+static inline bool enforcing(const curesv_engine *e)
+{
+	return e->cfg.mode == CURESV_MODE_ENFORCE;
+}
+
+/* Charges op->origin; a reservation found released is reported once by the thread. */
+static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
+		   enum curesv_kind kind, bool enforce)
+{
+	bool ok = curesv_ledger_charge(&e->ledger, op->origin, device, bytes, kind, enforce,
+				       &op->charge);
+	if (op->charge.fell_back)
+		curesv_thread_fell_back(op->origin);
+	return ok;
+}
+
+bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
+			curesv_alloc_op *op)
+{
+	*op = (curesv_alloc_op){ .charge = { .device = device, .bytes = bytes, .kind = (uint8_t)kind } };
+	if (bytes == 0 || bytes > CURESV_SIZE_LIMIT || device < 0 || device >= CURESV_MAX_DEVICES) {
+		op->untracked = true;
+		return true;
+	}
+	op->origin = curesv_thread_origin();
+	if (!enforcing(e))
+		return true;
+	if (!charge(e, op, device, bytes, kind, true)) {
+		char name[CURESV_NAME_MAX];
+		curesv_ledger_name(&e->ledger, op->charge.origin, name);
+		curesv_log(CURESV_LOG_INFO, "denied %" PRIu64 " bytes on device %d: past the budget of "
+			   "'%s' (CURESV_MODE=enforce)", bytes, device, name);
+		return false;
+	}
+	op->charged = true;
+	return true;
+}
+
+/* An address the table still holds was handed out again: its free went unseen. Settle it now. */
+static void evict_stale(curesv_engine *e, uint64_t ptr)
+{
+	curesv_entry old;
+	if (!curesv_table_remove(&e->table, ptr, &old))
+		return;
+	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
+	curesv_ledger_debit(&e->ledger, &old, old.origin, old.thread);
+	curesv_log(CURESV_LOG_DEBUG, "address 0x%" PRIx64 " reallocated before curesv saw it freed",
+		   ptr);
+}
+
+bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
+{
+	curesv_charge *c = &op->charge;
+	if (!ok || ptr == 0) {
+		if (op->charged)
+			curesv_ledger_uncharge(&e->ledger, c);
+		return true;
+	}
+	if (op->untracked) {
+		atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
+		return true;
+	}
+	evict_stale(e, ptr);
+	if (!op->charged)
+		charge(e, op, c->device, c->bytes, c->kind, false);
+	curesv_entry entry = { .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
+			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
+			       .kind = c->kind };
+	if (curesv_table_insert(&e->table, &entry)) {
+		curesv_ledger_commit(&e->ledger, c);
+		return true;
+	}
+	curesv_ledger_uncharge(&e->ledger, c);
+	if (e->cfg.table_full == CURESV_TABLE_FULL_FAIL) {
+		atomic_fetch_add_explicit(&e->table_full_failures, 1, memory_order_relaxed);
+		CURESV_LOG_ONCE(CURESV_LOG_ERROR, "origin table full (%" PRIu64 " slots): failing "
+				"allocations (CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS",
+				e->table.mask + 1);
+		return false;
+	}
+	atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
+	CURESV_LOG_ONCE(CURESV_LOG_WARN, "origin table full (%" PRIu64 " slots): further allocations "
+			"are not tracked; raise CURESV_TABLE_SLOTS", e->table.mask + 1);
+	return true;
+}
+
+void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
+{
+	op->tracked = ptr != 0 && curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
+	if (!op->tracked && ptr != 0)
+		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
+}
+
+void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
+{
+	if (!op->tracked)
+		return;
+	if (!ok) {
+		curesv_table_restore(&e->table, &op->ticket);
+		return;
+	}
+	curesv_table_commit(&e->table, &op->ticket);
+	curesv_ledger_debit(&e->ledger, &op->entry, curesv_thread_origin(), curesv_thread_serial());
+}
+
+curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t bytes, int device)
+{
+	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, NULL);
+	if (st == CURESV_OK)
+		curesv_attach_invalidate(); /* CURESV_ATTACH rules may name it */
+	return st;
+}
+
+curesv_status curesv_engine_release(curesv_engine *e, const char *name)
+{
+	return curesv_ledger_release(&e->ledger, name);
+}
+
+curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char *name)
+{
+	uint32_t to;
+	curesv_status st = curesv_ledger_find(&e->ledger, name, &to);
+	if (st != CURESV_OK)
+		return st;
+	if (ptr == 0)
+		return CURESV_ERR_INVALID;
+	for (;;) {
+		curesv_entry ent;
+		curesv_ticket tk;
+		if (!curesv_table_peek(&e->table, ptr, &ent, &tk))
+			return CURESV_ERR_UNKNOWN_POINTER;
+		if (ent.origin == to)
+			return CURESV_OK;
+		st = curesv_ledger_transfer_charge(&e->ledger, &ent, to, enforcing(e));
+		if (st != CURESV_OK)
+			return st;
+		if (curesv_table_retag(&e->table, &tk, to)) {
+			curesv_ledger_transfer_finish(&e->ledger, &ent, to);
+			return CURESV_OK;
+		}
+		/* Freed, reallocated or moved since the peek: undo and look again. */
+		curesv_ledger_transfer_cancel(&e->ledger, &ent, to);
+	}
+}
+
+void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_bytes)
+{
+	if (curesv_engine_device_known(e, device))
+		return;
+	uint64_t cap = curesv_ledger_set_capacity(&e->ledger, device, total_bytes, false);
+	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);
+	if (reserved > cap)
+		curesv_log(CURESV_LOG_WARN, "device %d: reservations total %" PRIu64 " bytes, more "
+			   "than its %" PRIu64 " bytes of memory; the shared pool is empty",
+			   device, reserved, cap);
+}
+
+const char *curesv_strerror(curesv_status status)
+{
+	switch (status) {
+	case CURESV_OK: return "success";
+	case CURESV_ERR_INVALID: return "invalid argument";
+	case CURESV_ERR_UNKNOWN_NAME: return "no such reservation";
+	case CURESV_ERR_NAME_TAKEN: return "reservation name already taken";
+	case CURESV_ERR_CAPACITY: return "capacity exceeded";
+	case CURESV_ERR_TABLE_FULL: return "origin table full";
+	case CURESV_ERR_DISABLED: return "curesv is disabled";
+	case CURESV_ERR_UNKNOWN_POINTER: return "pointer not tracked by curesv";
+	}
+	return "unknown curesv status";
+}

@@ -1,0 +1,82 @@
+/* The curesv engine: configuration, origin table and ledger behind one interface that knows
+ * nothing of CUDA or of hooking. The shim brackets every real allocation and free with
+ * begin/end calls; everything curesv decides or remembers happens here.
+ *
+ *   alloc:  if (!curesv_alloc_begin(...)) return OUT_OF_MEMORY;        (enforce mode denial)
+ *           r = real_alloc(&ptr, bytes);
+ *           if (!curesv_alloc_end(..., r == SUCCESS, ptr)) { real_free(ptr); return OUT_OF_MEMORY; }
+ *   free:   curesv_free_begin(..., ptr, &op);                          (entry leaves the table first)
+ *           r = real_free(ptr);
+ *           curesv_free_end(..., &op, r == SUCCESS);                   (debit, or put the entry back)
+ *
+ * All functions are thread-safe; the begin/end pairs are lock-free and never allocate. */
+#ifndef CURESV_ENGINE_H
+#define CURESV_ENGINE_H
+
+#include "attach.h"
+#include "config.h"
+#include "ledger.h"
+#include "table.h"
+
+typedef struct curesv_engine {
+	curesv_config cfg;
+	curesv_ledger ledger;
+	curesv_table table;
+	_Atomic uint64_t unknown_frees;         /* frees of non-NULL pointers the table did not hold */
+	_Atomic uint64_t untracked_allocs;      /* allocations recorded nowhere (table full, or over */
+	_Atomic uint64_t untracked_bytes;       /*   64 TiB), passed through */
+	_Atomic uint64_t table_full_failures;   /* allocations undone under CURESV_TABLE_FULL=fail */
+	_Atomic uint64_t stale_entries;         /* addresses handed out again while still in the
+						   table: a free curesv never saw, debited then */
+} curesv_engine;
+
+/* Builds the engine from a parsed configuration: allocates the table, sets configured capacities,
+ * creates CURESV_RESERVATIONS, installs CURESV_ATTACH rules. Returns false (with one error line
+ * logged) when the table cannot be allocated. Not thread-safe. */
+bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg);
+void curesv_engine_destroy(curesv_engine *e);
+
+typedef struct curesv_alloc_op {
+	curesv_charge charge;
+	uint32_t origin;        /* the allocating thread's reservation */
+	bool charged;           /* on the books already (enforce mode charges before the call) */
+	bool untracked;         /* too large to account: passed through */
+} curesv_alloc_op;
+
+/* Before the real allocation of `bytes` of `kind` on `device` (the current device; host
+ * allocations too). Returns false when CURESV_MODE=enforce refuses it. */
+bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
+			curesv_alloc_op *op);
+/* After it: `ok` = it succeeded and returned `ptr`. Returns false only when the table is full under
+ * CURESV_TABLE_FULL=fail: the caller must free `ptr` and report out-of-memory. */
+bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
+
+typedef struct curesv_free_op {
+	curesv_entry entry;
+	curesv_ticket ticket;
+	bool tracked;
+} curesv_free_op;
+
+/* Before the real free of `ptr`: takes its entry out of the table (an unknown non-NULL pointer is
+ * counted in unknown_frees and passed through). */
+void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op);
+/* After it: debits the origin when `ok`, else puts the entry back. */
+void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok);
+
+/* The control API (shim/curesv.h) on this engine. */
+curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t bytes, int device);
+curesv_status curesv_engine_release(curesv_engine *e, const char *name);
+curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char *name);
+
+/* A device was seen for the first time: record the driver's total memory unless CURESV_CAPACITY
+ * set one, and warn when the reservations already made on it exceed it. */
+void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_bytes);
+
+/* Is `device`'s capacity known (configured, or the driver's total recorded)? One relaxed load. */
+static inline bool curesv_engine_device_known(curesv_engine *e, int device)
+{
+	return device < 0 || device >= CURESV_MAX_DEVICES ||
+	       atomic_load_explicit(&e->ledger.dev[device].capacity_known, memory_order_relaxed) != 0;
+}
+
+#endif

@@ -1,0 +1,56 @@
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static _Atomic int log_level = CURESV_LOG_WARN;
+static _Thread_local int log_busy;
+
+void curesv_log_set_level(enum curesv_log_level level)
+{
+	atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
+}
+
+enum curesv_log_level curesv_log_get_level(void)
+{
+	return (enum curesv_log_level)atomic_load_explicit(&log_level, memory_order_relaxed);
+}
+
+/* One write(2) per line, so lines from concurrent threads never interleave mid-line. */
+static void write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+void curesv_log(enum curesv_log_level level, const char *fmt, ...)
+{
+	if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed) || log_busy)
+		return;
+	log_busy = 1;
+	int saved_errno = errno;
+	char line[1024];
+	static const char prefix[] = "curesv: ";
+	size_t n = sizeof prefix - 1;
+	for (size_t i = 0; i < n; i++)
+		line[i] = prefix[i];
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		n += (size_t)k < sizeof line - n - 1 ? (size_t)k : sizeof line - n - 2;
+	line[n++] = '\n';
+	write_all(2, line, n);
+	errno = saved_errno;
+	log_busy = 0;
+}

@@ -1,0 +1,496 @@
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define VERSION "0.1.0"
+#define LEAKS_LISTED 10
+
+/* ---- buffered output to a file descriptor (no stdio: the report also runs in exit paths) ----- */
+
+struct out {
+	int fd;
+	bool failed;
+	size_t n;
+	char buf[4096];
+};
+
+static void out_flush(struct out *o)
+{
+	const char *p = o->buf;
+	while (o->n > 0 && !o->failed) {
+		ssize_t w = write(o->fd, p, o->n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			o->failed = true;
+			break;
+		}
+		p += w;
+		o->n -= (size_t)w;
+	}
+	o->n = 0;
+}
+
+static void out_printf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_printf(struct out *o, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (k < 0)
+		return;
+	size_t len = (size_t)k < sizeof line ? (size_t)k : sizeof line - 1;
+	if (o->n + len > sizeof o->buf)
+		out_flush(o);
+	memcpy(o->buf + o->n, line, len);
+	o->n += len;
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped; other bytes as they are. */
+static void out_json_string(struct out *o, const char *s)
+{
+	out_printf(o, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			out_printf(o, "\\%c", c);
+		else if (c < 0x20)
+			out_printf(o, "\\u%04x", c);
+		else
+			out_printf(o, "%c", c);
+	}
+	out_printf(o, "\"");
+}
+
+const char *curesv_format_bytes(int64_t bytes, char buf[32])
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	uint64_t mag = bytes < 0 ? (uint64_t)0 - (uint64_t)bytes : (uint64_t)bytes;
+	const char *sign = bytes < 0 ? "-" : "";
+	unsigned u = 0;
+	while (u < 4 && mag >= (UINT64_C(1024) << (10 * u)))
+		u++;
+	uint64_t unit = UINT64_C(1) << (10 * u);
+	if (mag % unit == 0)
+		snprintf(buf, 32, "%s%" PRIu64 " %s", sign, mag / unit, units[u]);
+	else
+		snprintf(buf, 32, "%s%.1f %s", sign, (double)mag / (double)unit, units[u]);
+	return buf;
+}
+
+/* ---- what the report shows, gathered once ----------------------------------------------------- */
+
+struct row {
+	char name[CURESV_NAME_MAX];
+	uint32_t handle;        /* CURESV_SHARED for a device's shared pool */
+	curesv_stats_t st;
+	int64_t origin_bytes;   /* allocated under origin attribution, whatever the mode */
+};
+
+struct leaks {
+	uint64_t count, bytes;
+	unsigned listed;
+	curesv_entry top[LEAKS_LISTED];
+};
+
+struct snapshot {
+	unsigned nrows;
+	struct row rows[CURESV_MAX_RESERVATIONS + CURESV_MAX_DEVICES];
+	struct leaks leaks;
+	curesv_table_stats_t table;
+	int64_t orphan, orphan_host;
+	uint64_t orphan_frees;
+};
+
+static void leak_visit(const curesv_entry *e, void *ctx)
+{
+	struct leaks *lk = ctx;
+	lk->count++;
+	lk->bytes += e->bytes;
+	unsigned i = lk->listed < LEAKS_LISTED ? lk->listed++ : LEAKS_LISTED;
+	if (i == LEAKS_LISTED && e->bytes <= lk->top[LEAKS_LISTED - 1].bytes)
+		return;
+	if (i == LEAKS_LISTED)
+		i = LEAKS_LISTED - 1;
+	for (; i > 0 && lk->top[i - 1].bytes < e->bytes; i--)
+		lk->top[i] = lk->top[i - 1];
+	lk->top[i] = *e;
+}
+
+static void add_row(curesv_engine *e, struct snapshot *s, uint32_t handle, int device)
+{
+	struct row *r = &s->rows[s->nrows++];
+	r->handle = handle;
+	curesv_ledger_name(&e->ledger, handle, r->name);
+	curesv_ledger_stats(&e->ledger, handle, device, &r->st);
+	r->origin_bytes = curesv_ledger_origin_bytes(&e->ledger, handle, device);
+}
+
+static bool device_seen(curesv_engine *e, int d)
+{
+	return atomic_load_explicit(&e->ledger.dev[d].seen, memory_order_relaxed);
+}
+
+/* The s->rows of device d: its reservations (live and released), then its shared pool. */
+static void gather(curesv_engine *e, struct snapshot *s)
+{
+	memset(s, 0, sizeof *s);
+	curesv_ledger *l = &e->ledger;
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		if (!device_seen(e, d))
+			continue;
+		for (int i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
+			struct curesv_reservation *res = &l->res[i];
+			if (atomic_load_explicit(&res->state, memory_order_acquire) == CURESV_RES_UNUSED ||
+			    res->device != d)
+				continue;
+			add_row(e, s, atomic_load_explicit(&res->handle, memory_order_relaxed), d);
+		}
+		add_row(e, s, CURESV_SHARED, d);
+		s->orphan += atomic_load_explicit(&l->dev[d].orphan[0], memory_order_relaxed);
+		s->orphan_host += atomic_load_explicit(&l->dev[d].orphan[1], memory_order_relaxed);
+		s->orphan_frees += atomic_load_explicit(&l->dev[d].orphan_frees, memory_order_relaxed);
+	}
+	curesv_table_walk(&e->table, leak_visit, &s->leaks);
+	curesv_table_stats(&e->table, &s->table);
+}
+
+static const char *mode_name(const curesv_engine *e)
+{
+	return e->cfg.mode == CURESV_MODE_ENFORCE ? "enforce" : "observe";
+}
+
+static const char *attribution_name(const curesv_engine *e)
+{
+	return e->cfg.attribution == CURESV_ATTRIBUTION_CALLER ? "caller" : "origin";
+}
+
+static const char *capacity_source(curesv_engine *e, int d)
+{
+	static const char *const src[] = { "unknown", "CURESV_CAPACITY", "driver" };
+	int k = atomic_load_explicit(&e->ledger.dev[d].capacity_known, memory_order_relaxed);
+	return src[k >= 0 && k <= 2 ? k : 0];
+}
+
+static uint64_t sum_counter(const struct snapshot *s, size_t offset)
+{
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < s->nrows; i++)
+		sum += *(const uint64_t *)((const char *)&s->rows[i].st + offset);
+	return sum;
+}
+#define SUM(s, field) sum_counter((s), offsetof(curesv_stats_t, field))
+
+/* ---- text --------------------------------------------------------------------------------------- */
+
+static void text_device(curesv_engine *e, struct out *o, int d)
+{
+	struct curesv_device *dev = &e->ledger.dev[d];
+	char cap[32], res[32], live[32], peak[32], orphan[32];
+	bool known = atomic_load_explicit(&dev->capacity_known, memory_order_relaxed);
+	out_printf(o, "curesv: device %d: capacity %s (%s), reserved %s, live %s, peak %s, orphan %s\n",
+		   d, known ? curesv_format_bytes((int64_t)atomic_load(&dev->capacity), cap) : "?",
+		   capacity_source(e, d), curesv_format_bytes((int64_t)atomic_load(&dev->reserved), res),
+		   curesv_format_bytes(atomic_load(&dev->allocated), live),
+		   curesv_format_bytes(atomic_load(&dev->peak), peak),
+		   curesv_format_bytes(atomic_load(&dev->orphan[0]), orphan));
+}
+
+static void text_row(struct out *o, const struct row *r)
+{
+	char size[32], alloc[32], peak[32], view[32], label[CURESV_NAME_MAX + 16];
+	const curesv_stats_t *st = &r->st;
+	if (r->handle == CURESV_SHARED)
+		snprintf(label, sizeof label, "(shared pool)");
+	else
+		snprintf(label, sizeof label, "%s%s", r->name, st->released ? " (released)" : "");
+	bool unlimited = r->handle == CURESV_SHARED && st->size == INT64_MAX;
+	out_printf(o, "curesv:   %-22s %10s %11s %11s%s %7" PRIu64 " %7" PRIu64 " %8" PRIu64 " %12s %7"
+		   PRIu64 "\n", label, unlimited ? "-" : curesv_format_bytes(st->size, size),
+		   curesv_format_bytes(st->allocated, alloc), curesv_format_bytes(st->peak, peak),
+		   st->over_budget ? "!" : " ", st->allocs, st->frees, st->cross_thread_frees,
+		   curesv_format_bytes(st->caller_view, view), st->denied);
+}
+
+/* The point of curesv: where origin and per-thread (caller) debit disagree, say what each reads. */
+static void text_diagnosis(curesv_engine *e, struct out *o, const struct snapshot *s)
+{
+	uint64_t crossed = SUM(s, cross_thread_frees);
+	bool differs = false;
+	for (unsigned i = 0; i < s->nrows; i++)
+		differs |= s->rows[i].st.caller_view != s->rows[i].origin_bytes;
+	if (crossed == 0 && !differs)
+		return;
+	bool caller_mode = e->cfg.attribution == CURESV_ATTRIBUTION_CALLER;
+	out_printf(o, "curesv: %" PRIu64 " free%s crossed threads. %s\n", crossed, crossed == 1 ? "" : "s",
+		   caller_mode ? "CURESV_ATTRIBUTION=caller debits the freeing thread; by origin the "
+				 "books would read:"
+			       : "Each debited its origin; debiting the freeing thread instead would "
+				 "read:");
+	for (unsigned i = 0; i < s->nrows; i++) {
+		const struct row *r = &s->rows[i];
+		if (r->st.caller_view == r->origin_bytes)
+			continue;
+		char shown[32], other[32], head[32], size[32];
+		int64_t alt = caller_mode ? r->origin_bytes : r->st.caller_view;
+		const char *name = r->handle == CURESV_SHARED ? "(shared pool)" : r->name;
+		if (caller_mode || r->handle == CURESV_SHARED || r->st.size == INT64_MAX) {
+			out_printf(o, "curesv:   %s: %s allocated (now %s)\n", name,
+				   curesv_format_bytes(alt, other), curesv_format_bytes(r->st.allocated,
+											 shown));
+			continue;
+		}
+		out_printf(o, "curesv:   %s: %s allocated, %s of apparent headroom on a %s budget "
+			   "(by origin: %s)\n", name, curesv_format_bytes(alt, other),
+			   curesv_format_bytes(r->st.size - alt, head),
+			   curesv_format_bytes(r->st.size, size),
+			   curesv_format_bytes(r->st.allocated, shown));
+	}
+}
+
+static void text_budgets(curesv_engine *e, struct out *o, const struct snapshot *s)
+{
+	for (unsigned i = 0; i < s->nrows; i++) {
+		const struct row *r = &s->rows[i];
+		const char *name = r->handle == CURESV_SHARED ? "(shared pool)" : r->name;
+		char peak[32], size[32];
+		if (r->st.over_budget)
+			out_printf(o, "curesv: %s went past its %s budget in %" PRIu64 " allocation%s "
+				   "(peak %s); CURESV_MODE=enforce would refuse %s\n", name,
+				   curesv_format_bytes(r->st.size, size), r->st.over_budget,
+				   r->st.over_budget == 1 ? "" : "s",
+				   curesv_format_bytes(r->st.peak, peak),
+				   r->st.over_budget == 1 ? "it" : "them");
+		if (r->st.denied)
+			out_printf(o, "curesv: %s: %" PRIu64 " allocation%s denied (CURESV_MODE=%s)\n",
+				   name, r->st.denied, r->st.denied == 1 ? "" : "s", mode_name(e));
+	}
+}
+
+static void text_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
+{
+	char bytes[32];
+	if (lk->count == 0) {
+		out_printf(o, "curesv: leaks: none\n");
+		return;
+	}
+	out_printf(o, "curesv: leaks: %" PRIu64 " allocation%s, %s still live; largest:\n", lk->count,
+		   lk->count == 1 ? "" : "s", curesv_format_bytes((int64_t)lk->bytes, bytes));
+	for (unsigned i = 0; i < lk->listed; i++) {
+		const curesv_entry *x = &lk->top[i];
+		char res[CURESV_NAME_MAX], thread[CURESV_THREAD_NAME];
+		curesv_ledger_name(&e->ledger, x->origin, res);
+		curesv_thread_name(x->thread, thread);
+		out_printf(o, "curesv:   0x%" PRIx64 " %10s %-7s device %d  reservation %s  thread '%s' "
+			   "(#%" PRIu32 ")\n", x->ptr, curesv_format_bytes((int64_t)x->bytes, bytes),
+			   curesv_kind_name(x->kind), x->device, res[0] ? res : "(released)", thread,
+			   x->thread);
+	}
+}
+
+static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
+{
+	out_printf(o, "curesv: ======== report for pid %ld (CURESV_MODE=%s, CURESV_ATTRIBUTION=%s) "
+		   "========\n", pid, mode_name(e), attribution_name(e));
+	if (s->nrows == 0)
+		out_printf(o, "curesv: no device allocations seen\n");
+	for (unsigned i = 0; i < s->nrows; i++) {
+		int d = s->rows[i].st.device;
+		if (i == 0 || s->rows[i - 1].handle == CURESV_SHARED) {
+			text_device(e, o, d);
+			out_printf(o, "curesv:   %-22s %10s %11s %11s  %7s %7s %8s %12s %7s\n",
+				   "reservation", "size", "allocated", "peak", "allocs", "frees",
+				   "x-thread", "caller_view", "denied");
+		}
+		text_row(o, &s->rows[i]);
+	}
+	text_diagnosis(e, o, s);
+	text_budgets(e, o, s);
+	char orphan[32];
+	if (s->orphan || s->orphan_frees)
+		out_printf(o, "curesv: orphan tier: %s live from released reservations, %" PRIu64
+			   " late frees drained it\n", curesv_format_bytes(s->orphan, orphan),
+			   s->orphan_frees);
+	out_printf(o, "curesv: origin table: %" PRIu64 " slots, %" PRIu64 " live, high water %" PRIu64
+		   ", %" PRIu64 " full events, longest probe %" PRIu64 "\n", s->table.slots,
+		   s->table.live, s->table.high_water, s->table.full_events, s->table.probe_max);
+	out_printf(o, "curesv: unknown frees %" PRIu64 ", untracked allocations %" PRIu64 
+		   ", stale entries %" PRIu64 "\n", atomic_load(&e->unknown_frees),
+		   atomic_load(&e->untracked_allocs), atomic_load(&e->stale_entries));
+	text_leaks(e, o, &s->leaks);
+}
+
+/* ---- JSON --------------------------------------------------------------------------------------- */
+
+static void json_stats(struct out *o, const curesv_stats_t *st)
+{
+	out_printf(o, "\"size\": %" PRId64 ", \"allocated\": %" PRId64 ", \"peak\": %" PRId64
+		   ", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 ", \"cross_thread_frees\": %" PRIu64
+		   ", \"caller_view\": %" PRId64 ", \"denied\": %" PRIu64 ", \"over_budget\": %" PRIu64
+		   ", \"host_allocated\": %" PRId64 ", \"transfers_in\": %" PRIu64
+		   ", \"transfers_out\": %" PRIu64, st->size == INT64_MAX ? -1 : st->size,
+		   st->allocated, st->peak, st->allocs, st->frees, st->cross_thread_frees,
+		   st->caller_view, st->denied, st->over_budget, st->host_allocated, st->transfers_in,
+		   st->transfers_out);
+}
+
+static void json_devices(curesv_engine *e, struct out *o, const struct snapshot *s)
+{
+	out_printf(o, "  \"devices\": [");
+	bool first = true;
+	for (unsigned i = 0; i < s->nrows; i++) {
+		const struct row *r = &s->rows[i];
+		if (r->handle != CURESV_SHARED)
+			continue;
+		struct curesv_device *dev = &e->ledger.dev[r->st.device];
+		bool known = atomic_load(&dev->capacity_known);
+		out_printf(o, "%s\n    {\"device\": %d, \"capacity\": %" PRId64 ", \"capacity_source\": "
+			   "\"%s\", \"reserved\": %" PRIu64 ", \"allocated\": %" PRId64 ", \"peak\": %"
+			   PRId64 ", \"orphan_bytes\": %" PRId64 ", \"shared\": {", first ? "" : ",",
+			   r->st.device, known ? (int64_t)atomic_load(&dev->capacity) : -1,
+			   capacity_source(e, r->st.device), atomic_load(&dev->reserved),
+			   atomic_load(&dev->allocated), atomic_load(&dev->peak),
+			   atomic_load(&dev->orphan[0]));
+		json_stats(o, &r->st);
+		out_printf(o, "}}");
+		first = false;
+	}
+	out_printf(o, "%s],\n", first ? "" : "\n  ");
+}
+
+static void json_reservations(struct out *o, const struct snapshot *s)
+{
+	out_printf(o, "  \"reservations\": [");
+	bool first = true;
+	for (unsigned i = 0; i < s->nrows; i++) {
+		const struct row *r = &s->rows[i];
+		if (r->handle == CURESV_SHARED)
+			continue;
+		out_printf(o, "%s\n    {\"name\": ", first ? "" : ",");
+		out_json_string(o, r->name);
+		out_printf(o, ", \"device\": %d, \"released\": %s, ", r->st.device,
+			   r->st.released ? "true" : "false");
+		json_stats(o, &r->st);
+		out_printf(o, "}");
+		first = false;
+	}
+	out_printf(o, "%s],\n", first ? "" : "\n  ");
+}
+
+static void json_shared(struct out *o, const struct snapshot *s)
+{
+	int64_t alloc = 0, peak = 0, view = 0;
+	uint64_t allocs = 0, frees = 0, crossed = 0, denied = 0;
+	for (unsigned i = 0; i < s->nrows; i++) {
+		const curesv_stats_t *st = &s->rows[i].st;
+		if (s->rows[i].handle != CURESV_SHARED)
+			continue;
+		alloc += st->allocated, peak += st->peak, view += st->caller_view;
+		allocs += st->allocs, frees += st->frees, crossed += st->cross_thread_frees;
+		denied += st->denied;
+	}
+	out_printf(o, "  \"shared\": {\"allocated\": %" PRId64 ", \"peak\": %" PRId64 ", \"allocs\": %"
+		   PRIu64 ", \"frees\": %" PRIu64 ", \"cross_thread_frees\": %" PRIu64
+		   ", \"caller_view\": %" PRId64 ", \"denied\": %" PRIu64 "},\n", alloc, peak, allocs,
+		   frees, crossed, view, denied);
+}
+
+static void json_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
+{
+	out_printf(o, "  \"leaks\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"largest\": [",
+		   lk->count, lk->bytes);
+	for (unsigned i = 0; i < lk->listed; i++) {
+		const curesv_entry *x = &lk->top[i];
+		char res[CURESV_NAME_MAX], thread[CURESV_THREAD_NAME];
+		curesv_ledger_name(&e->ledger, x->origin, res);
+		curesv_thread_name(x->thread, thread);
+		out_printf(o, "%s\n    {\"ptr\": \"0x%" PRIx64 "\", \"bytes\": %" PRIu64 ", \"device\": %d"
+			   ", \"kind\": \"%s\", \"reservation\": ", i ? "," : "", x->ptr, x->bytes,
+			   x->device, curesv_kind_name(x->kind));
+		out_json_string(o, res);
+		out_printf(o, ", \"thread\": ");
+		out_json_string(o, thread);
+		out_printf(o, ", \"thread_serial\": %" PRIu32 "}", x->thread);
+	}
+	out_printf(o, "%s]}\n", lk->listed ? "\n  " : "");
+}
+
+static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
+{
+	out_printf(o, "{\n  \"curesv\": \"%s\", \"pid\": %ld, \"mode\": \"%s\", \"attribution\": \"%s\",\n",
+		   VERSION, pid, mode_name(e), attribution_name(e));
+	json_devices(e, o, s);
+	json_reservations(o, s);
+	json_shared(o, s);
+	out_printf(o, "  \"orphan_bytes\": %" PRId64 ", \"orphan_host_bytes\": %" PRId64
+		   ", \"orphan_frees\": %" PRIu64 ",\n", s->orphan, s->orphan_host, s->orphan_frees);
+	out_printf(o, "  \"unknown_frees\": %" PRIu64 ", \"stale_entries\": %" PRIu64
+		   ", \"table_full_failures\": %" PRIu64 ",\n", atomic_load(&e->unknown_frees),
+		   atomic_load(&e->stale_entries), atomic_load(&e->table_full_failures));
+	out_printf(o, "  \"untracked\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64 "},\n",
+		   atomic_load(&e->untracked_allocs), atomic_load(&e->untracked_bytes));
+	out_printf(o, "  \"table\": {\"slots\": %" PRIu64 ", \"live\": %" PRIu64 ", \"high_water\": %"
+		   PRIu64 ", \"full_events\": %" PRIu64 ", \"probe_max\": %" PRIu64 ", \"bound_max\": %"
+		   PRIu64 "},\n", s->table.slots, s->table.live, s->table.high_water,
+		   s->table.full_events, s->table.probe_max, s->table.bound_max);
+	json_leaks(e, o, &s->leaks);
+	out_printf(o, "}\n");
+}
+
+/* The snapshot is large (reservation rows for every slot): keep it off the stack of whatever
+ * thread runs the exit handlers. Reports are rare; concurrent ones serialise on this lock. */
+static pthread_mutex_t snapshot_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct snapshot snapshot;
+
+bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format format, long pid)
+{
+	if (format == CURESV_REPORT_OFF)
+		return true;
+	struct out o = { .fd = fd };
+	pthread_mutex_lock(&snapshot_lock);
+	gather(e, &snapshot);
+	if (format == CURESV_REPORT_JSON)
+		write_json(e, &o, &snapshot, pid);
+	else
+		write_text(e, &o, &snapshot, pid);
+	pthread_mutex_unlock(&snapshot_lock);
+	out_flush(&o);
+	return !o.failed;
+}
+
+curesv_status curesv_report_emit(curesv_engine *e, long pid)
+{
+	if (e->cfg.report == CURESV_REPORT_OFF)
+		return CURESV_ERR_INVALID;
+	int fd = 2;
+	char path[CURESV_PATH_MAX];
+	if (e->cfg.report_file[0]) {
+		if (!curesv_config_report_path(&e->cfg, pid, path, sizeof path)) {
+			curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': path too long",
+				   e->cfg.report_file);
+			return CURESV_ERR_INVALID;
+		}
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': %s", path, strerror(errno));
+			return CURESV_ERR_INVALID;
+		}
+	}
+	bool ok = curesv_report_write(e, fd, e->cfg.report, pid);
+	if (fd != 2)
+		close(fd);
+	if (!ok)
+		curesv_log(CURESV_LOG_ERROR, "could not write the report: %s", strerror(errno));
+	return ok ? CURESV_OK : CURESV_ERR_INVALID;
+}

@@ -1,0 +1,20 @@
+/* The curesv report: what the engine saw, as text for people or JSON for tools (DESIGN.md lists the
+ * JSON keys scripts may rely on). Safe to call while other threads allocate and free: every number
+ * is read atomically and the leak list from consistent table entries. Does not allocate. */
+#ifndef CURESV_REPORT_H
+#define CURESV_REPORT_H
+
+#include "engine.h"
+
+/* Writes the report in `format` to `fd`. Returns false when a write failed. */
+bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format format, long pid);
+
+/* Writes the report as configured: CURESV_REPORT format to CURESV_REPORT_FILE (with %p expanded,
+ * created or truncated) or to stderr. Errors: CURESV_ERR_INVALID when reports are off or the file
+ * cannot be written (one error line logged). */
+curesv_status curesv_report_emit(curesv_engine *e, long pid);
+
+/* "80 KiB", "1.5 MiB", "-80 KiB", "512 B": exact multiples print whole. */
+const char *curesv_format_bytes(int64_t bytes, char buf[32]);
+
+#endif

@@ -1,0 +1,306 @@
+/* Origin table. Slot life cycle (phase in the state word's low bits):
+ *
+ *     FREE(v) --insert claims--> BUSY(v) --payload written, published--> LIVE(v, origin)
+ *     LIVE(v) --take--> BUSY(v) --commit--> FREE(v+1)        (or --restore--> LIVE(v, origin))
+ *     LIVE(v, o) --retag--> LIVE(v, o')
+ *
+ * Invariants:
+ *  I1  A key K with home h sitting in slot (h + d) & mask while LIVE or being inserted has
+ *      d <= bound[h] once its inserter's raise_bound() returned.
+ *  I2  raise_bound() is a read-modify-write that always clears the scanning bit, so a remover that
+ *      scanned while an insert for the same home was in flight cannot lower the bound under it.
+ *  I3  A slot's version changes every time it is freed, so (state word equality) == (same
+ *      occupancy of the same slot, same origin): CAS on the state word is ABA-free.
+ */
+#include "table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { PHASE_FREE = 0, PHASE_BUSY = 1, PHASE_LIVE = 2 };
+
+#define SCANNING (UINT32_C(1) << 31)
+#define BOUND_MASK (SCANNING - 1)
+
+static inline uint64_t st_make(uint64_t phase, uint64_t version, uint64_t origin)
+{
+	return origin << 32 | (version & 0x3fffffffu) << 2 | phase;
+}
+static inline uint64_t st_phase(uint64_t s) { return s & 3; }
+static inline uint64_t st_version(uint64_t s) { return (s >> 2) & 0x3fffffffu; }
+static inline uint32_t st_origin(uint64_t s) { return (uint32_t)(s >> 32); }
+
+static inline uint64_t meta_make(const curesv_entry *e)
+{
+	return e->bytes << 16 | (uint64_t)(uint8_t)(e->device + 1) << 8 | e->kind;
+}
+
+static inline uint64_t home_of(const curesv_table *t, uint64_t key)
+{
+	return curesv_hash64(key) & t->mask;
+}
+
+/* Triangular probing: home + d(d+1)/2 visits every slot of a power-of-two table, and scatters a
+ * crowded neighbourhood less than linear probing (shorter longest probes at 75% load). */
+static inline uint64_t slot_at(const curesv_table *t, uint64_t home, uint64_t d)
+{
+	return (home + d * (d + 1) / 2) & t->mask;
+}
+
+static inline _Atomic uint32_t *bound_of(curesv_table *t, uint64_t home)
+{
+	return &t->slots[home].bound;
+}
+
+const char *curesv_kind_name(enum curesv_kind kind)
+{
+	static const char *const names[CURESV_KINDS] = { "device", "managed", "host", "async" };
+	return (unsigned)kind < CURESV_KINDS ? names[kind] : "unknown";
+}
+
+bool curesv_table_init(curesv_table *t, uint64_t slots)
+{
+	memset(t, 0, sizeof *t);
+	if (slots < 8 || (slots & (slots - 1)) || slots > (UINT64_C(1) << 30))
+		return false;
+	t->slots = aligned_alloc(64, slots * sizeof *t->slots);
+	if (!t->slots)
+		return false;
+	memset(t->slots, 0, slots * sizeof *t->slots);
+	t->mask = slots - 1;
+	t->probe_limit = slots;
+	return true;
+}
+
+void curesv_table_destroy(curesv_table *t)
+{
+	free(t->slots);
+	t->slots = NULL;
+}
+
+static void max_update(_Atomic uint64_t *target, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(target, memory_order_relaxed);
+	while (v > cur && !atomic_compare_exchange_weak_explicit(target, &cur, v, memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+/* I1, I2: make bound[home] cover distance d, clearing any remover's scanning bit. The acq_rel RMW
+ * orders this after the slot's LIVE store for a remover whose own RMW on the bound follows it. */
+static void raise_bound(curesv_table *t, uint64_t home, uint64_t d)
+{
+	_Atomic uint32_t *b = bound_of(t, home);
+	uint32_t cur = atomic_load_explicit(b, memory_order_relaxed), next;
+	do {
+		uint32_t v = cur & BOUND_MASK;
+		next = v > d ? v : (uint32_t)d;
+	} while (!atomic_compare_exchange_weak_explicit(b, &cur, next, memory_order_acq_rel,
+							memory_order_relaxed));
+}
+
+/* Does the slot at distance d from `home` hold a live key whose home is `home`? */
+static bool holds_home(curesv_table *t, uint64_t home, uint64_t d)
+{
+	struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
+	/* acquire: pairs with the release that published the key, so its hash is the right one */
+	uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+	return st_phase(st) == PHASE_LIVE &&
+	       home_of(t, atomic_load_explicit(&s->key, memory_order_relaxed)) == home;
+}
+
+/* After removing the key at distance d == bound[home], shrink the bound to the farthest key left.
+ * The scanning bit makes the final CAS fail if any insert for this home touched the bound meanwhile
+ * (I2); then the scan is redone while the bound still says d. Two removers of the same home racing
+ * can leave the bound above the farthest key: still safe (I1), only one probe longer than needed. */
+static void lower_bound(curesv_table *t, uint64_t home, uint64_t d)
+{
+	_Atomic uint32_t *b = bound_of(t, home);
+	for (;;) {
+		uint32_t expect = (uint32_t)d;
+		/* acq_rel: a raise that came before this RMW is visible to the scan below */
+		if (d == 0 || !atomic_compare_exchange_strong_explicit(b, &expect, (uint32_t)d | SCANNING,
+								       memory_order_acq_rel,
+								       memory_order_relaxed))
+			return;
+		uint64_t j = d - 1;
+		while (j > 0 && !holds_home(t, home, j))
+			j--;
+		expect = (uint32_t)d | SCANNING;
+		if (atomic_compare_exchange_strong_explicit(b, &expect, (uint32_t)j, memory_order_release,
+							    memory_order_relaxed))
+			return;
+	}
+}
+
+bool curesv_table_insert(curesv_table *t, const curesv_entry *e)
+{
+	if (e->ptr == 0)
+		return false;
+	uint64_t home = home_of(t, e->ptr);
+	for (uint64_t d = 0; d < t->probe_limit; d++) {
+		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
+		uint64_t st = atomic_load_explicit(&s->state, memory_order_relaxed);
+		if (st_phase(st) != PHASE_FREE)
+			continue;
+		uint64_t busy = st_make(PHASE_BUSY, st_version(st), 0);
+		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
+							     memory_order_relaxed))
+			continue;
+		/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
+		atomic_thread_fence(memory_order_release);
+		atomic_store_explicit(&s->key, e->ptr, memory_order_relaxed);
+		atomic_store_explicit(&s->meta, meta_make(e), memory_order_relaxed);
+		atomic_store_explicit(&s->thread, e->thread, memory_order_relaxed);
+		/* release: publishes key and payload to lookups, walkers and bound scans */
+		atomic_store_explicit(&s->state, st_make(PHASE_LIVE, st_version(st), e->origin),
+				      memory_order_release);
+		raise_bound(t, home, d);
+		uint64_t live = atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed) + 1;
+		max_update(&t->high_water, live);
+		max_update(&t->probe_max, d);
+		return true;
+	}
+	atomic_fetch_add_explicit(&t->full_events, 1, memory_order_relaxed);
+	return false;
+}
+
+static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out)
+{
+	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
+	out->ptr = atomic_load_explicit(&s->key, memory_order_relaxed);
+	out->bytes = meta >> 16;
+	out->origin = st_origin(st);
+	out->thread = atomic_load_explicit(&s->thread, memory_order_relaxed);
+	out->device = (int16_t)((meta >> 8 & 0xff) - 1);
+	out->kind = (uint8_t)(meta & 0xff);
+}
+
+/* Finds the live slot holding `ptr`: returns its distance from home and its state, or false. */
+static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, uint64_t *state)
+{
+	uint64_t bound = atomic_load_explicit(bound_of(t, home), memory_order_acquire) & BOUND_MASK;
+	for (uint64_t d = 0; d <= bound; d++) {
+		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
+		/* acquire: pairs with the release that published this slot's key */
+		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (st_phase(st) == PHASE_LIVE &&
+		    atomic_load_explicit(&s->key, memory_order_relaxed) == ptr) {
+			*dist = d;
+			*state = st;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out)
+{
+	uint64_t home = home_of(t, ptr), d, st;
+	if (ptr == 0 || !find(t, ptr, home, &d, &st))
+		return false;
+	if (out)
+		fill_entry(&t->slots[slot_at(t, home, d)], st, out);
+	return true;
+}
+
+bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket)
+{
+	uint64_t home = home_of(t, ptr), d, st;
+	if (ptr == 0)
+		return false;
+	while (find(t, ptr, home, &d, &st)) {
+		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
+		uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_origin(st));
+		/* acquire: the payload read below is the one published with this occupancy */
+		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
+							     memory_order_relaxed))
+			continue; /* a transfer changed the origin, or another taker won: look again */
+		if (out)
+			fill_entry(s, st, out);
+		*ticket = (curesv_ticket){ slot_at(t, home, d), home, d, st };
+		return true;
+	}
+	return false;
+}
+
+void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
+{
+	/* Lower the bound while the slot is still BUSY, so no insert can reuse it mid-scan. */
+	if ((atomic_load_explicit(bound_of(t, tk->home), memory_order_relaxed) & BOUND_MASK) ==
+	    tk->distance)
+		lower_bound(t, tk->home, tk->distance);
+	/* release: the slot's next occupant (a new version) is ordered after this removal */
+	atomic_store_explicit(&t->slots[tk->index].state,
+			      st_make(PHASE_FREE, st_version(tk->state) + 1, 0), memory_order_release);
+	atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+}
+
+void curesv_table_restore(curesv_table *t, const curesv_ticket *tk)
+{
+	/* release: republishes the untouched payload */
+	atomic_store_explicit(&t->slots[tk->index].state, tk->state, memory_order_release);
+	/* A remover of another key with this home may have scanned past this slot while it was BUSY. */
+	raise_bound(t, tk->home, tk->distance);
+}
+
+bool curesv_table_remove(curesv_table *t, uint64_t ptr, curesv_entry *out)
+{
+	curesv_ticket tk;
+	if (!curesv_table_take(t, ptr, out, &tk))
+		return false;
+	curesv_table_commit(t, &tk);
+	return true;
+}
+
+bool curesv_table_peek(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket)
+{
+	uint64_t home = home_of(t, ptr), d, st;
+	if (ptr == 0 || !find(t, ptr, home, &d, &st))
+		return false;
+	fill_entry(&t->slots[slot_at(t, home, d)], st, out);
+	*ticket = (curesv_ticket){ slot_at(t, home, d), home, d, st };
+	return true;
+}
+
+bool curesv_table_retag(curesv_table *t, const curesv_ticket *tk, uint32_t origin)
+{
+	uint64_t expect = tk->state;
+	/* I3: equal state words mean the same occupancy with the same origin */
+	return atomic_compare_exchange_strong_explicit(
+		&t->slots[tk->index].state, &expect,
+		st_make(PHASE_LIVE, st_version(tk->state), origin), memory_order_acq_rel,
+		memory_order_relaxed);
+}
+
+void curesv_table_walk(curesv_table *t, void (*fn)(const curesv_entry *e, void *ctx), void *ctx)
+{
+	for (uint64_t i = 0; i <= t->mask; i++) {
+		struct curesv_slot *s = &t->slots[i];
+		/* Seqlock-style read: the entry counts only if the state word did not move around it. */
+		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (st_phase(st) != PHASE_LIVE)
+			continue;
+		curesv_entry e;
+		fill_entry(s, st, &e);
+		/* acquire fence: the payload loads above complete before the state is read again */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&s->state, memory_order_relaxed) == st)
+			fn(&e, ctx);
+	}
+}
+
+void curesv_table_stats(curesv_table *t, curesv_table_stats_t *out)
+{
+	out->slots = t->mask + 1;
+	out->live = atomic_load_explicit(&t->live, memory_order_relaxed);
+	out->high_water = atomic_load_explicit(&t->high_water, memory_order_relaxed);
+	out->full_events = atomic_load_explicit(&t->full_events, memory_order_relaxed);
+	out->probe_max = atomic_load_explicit(&t->probe_max, memory_order_relaxed);
+	out->bound_max = 0;
+	for (uint64_t i = 0; i <= t->mask; i++) {
+		uint64_t b = atomic_load_explicit(&t->slots[i].bound, memory_order_relaxed) & BOUND_MASK;
+		if (b > out->bound_max)
+			out->bound_max = b;
+	}
+}

@@ -1,0 +1,124 @@
+/* The origin table: a bounded, lock-free map  pointer -> {origin, device, bytes, kind, thread}.
+ *
+ * Open addressing with triangular (quadratic) probing over a power-of-two array of slots fixed at
+ * init, which visits every slot; insert, lookup, take and
+ * transfer never allocate, lock or make a system call. Lookups are bounded per home bucket
+ * (Purcell & Harris, "Non-blocking hashtables with open addressing", 2005): bucket h keeps `bound`,
+ * the largest probe distance at which a key whose home is h may sit, so a lookup probes bound+1
+ * slots and stops, whether or not the key is there. Removal lowers the bound when it removed the
+ * farthest key, so freed slots are reusable at once: there are no tombstones, and long churn over
+ * distinct addresses does not lengthen probes.
+ *
+ * Contract with callers (the shim keeps it by removing an entry before the real free and inserting
+ * only after the real allocation returned): a key is never inserted while a live entry holds it.
+ * A stale duplicate (a free curesv never saw) is the caller's to take out first.
+ *
+ * All functions are thread-safe. Keys are device or host addresses; 0 is never a key. */
+#ifndef CURESV_TABLE_H
+#define CURESV_TABLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum curesv_kind {
+	CURESV_KIND_DEVICE = 0,   /* cuMemAlloc, cuMemAllocPitch, cudaMalloc, cudaMallocPitch */
+	CURESV_KIND_MANAGED = 1,  /* cuMemAllocManaged, cudaMallocManaged */
+	CURESV_KIND_HOST = 2,     /* cuMemHostAlloc, cuMemAllocHost, cudaMallocHost, cudaHostAlloc */
+	CURESV_KIND_ASYNC = 3,    /* cuMemAllocAsync, cuMemAllocFromPoolAsync, cudaMallocAsync, ... */
+};
+#define CURESV_KINDS 4
+const char *curesv_kind_name(enum curesv_kind kind);
+
+typedef struct curesv_entry {
+	uint64_t ptr;           /* the key: address returned by the allocation */
+	uint64_t bytes;         /* size requested (pitch * height for pitched allocations), < 2^48 */
+	uint32_t origin;        /* reservation handle charged at allocation (ledger.h) */
+	uint32_t thread;        /* serial of the allocating thread (attach.h) */
+	int16_t device;         /* CUDA device ordinal (current device, for host allocations), 0..254 */
+	uint8_t kind;           /* enum curesv_kind */
+} curesv_entry;
+
+/* One slot, 32 bytes. `state` packs origin (bits 32..63), version (bits 2..31) and phase (bits 0..1);
+ * the version grows each time the slot is freed, so a stale state word never matches again. The
+ * probe bound of the home bucket at this index lives here too: a lookup's first probe and the
+ * bound it reads share one cache line. */
+struct curesv_slot {
+	_Atomic uint64_t state;
+	_Atomic uint64_t key;
+	_Atomic uint64_t meta;          /* bytes (bits 16..63), device + 1 (bits 8..15), kind (0..7) */
+	_Atomic uint32_t thread;
+	_Atomic uint32_t bound;         /* home bucket's probe bound (bits 0..30) | scanning (bit 31) */
+};
+
+typedef struct curesv_table {
+	struct curesv_slot *slots;
+	uint64_t mask;                  /* slots - 1 */
+	uint64_t probe_limit;           /* insert gives up (table full) after this many probes */
+	/* Statistics. `live` changes on every insert and remove: alone on its cache line, so the
+	 * others stay read-mostly. */
+	_Alignas(64) _Atomic uint64_t live;     /* entries now */
+	_Alignas(64) _Atomic uint64_t high_water;       /* most entries at once */
+	_Atomic uint64_t full_events;   /* inserts refused for want of a free slot */
+	_Atomic uint64_t probe_max;     /* longest probe distance any insert ever used */
+} curesv_table;
+
+/* Where take() left an entry, so commit() or restore() can finish the removal. */
+typedef struct curesv_ticket {
+	uint64_t index, home, distance, state;
+} curesv_ticket;
+
+typedef struct curesv_table_stats {
+	uint64_t slots, live, high_water, full_events;
+	uint64_t probe_max;     /* longest insert probe ever (distance, 0 = home slot) */
+	uint64_t bound_max;     /* largest current per-bucket bound: the longest lookup today */
+} curesv_table_stats_t;
+
+/* Allocates a table of `slots` entries (a power of two >= 8); the only allocation the table makes.
+ * Returns false when `slots` is invalid or memory is short. Not thread-safe. */
+bool curesv_table_init(curesv_table *t, uint64_t slots);
+/* Frees the table's memory. Not thread-safe: nothing else may use the table. */
+void curesv_table_destroy(curesv_table *t);
+
+/* Adds an entry. Returns false, counting a full event, when no free slot is found; false without
+ * counting for ptr 0. */
+bool curesv_table_insert(curesv_table *t, const curesv_entry *e);
+
+/* Copies the live entry for `ptr` into *out (if not NULL). Returns false when there is none. */
+bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
+
+/* Removes `ptr` in two steps: take() claims the entry (lookups no longer see it; exactly one of
+ * several concurrent takers of the same pointer wins), then commit() frees the slot, or restore()
+ * makes the entry live again unchanged (e.g. when the real free failed). */
+bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket);
+void curesv_table_commit(curesv_table *t, const curesv_ticket *ticket);
+void curesv_table_restore(curesv_table *t, const curesv_ticket *ticket);
+
+/* take() + commit(). */
+bool curesv_table_remove(curesv_table *t, uint64_t ptr, curesv_entry *out);
+
+/* Re-tagging (transfer): peek() copies the live entry for `ptr` and a ticket naming this exact
+ * occupancy; retag() then sets its origin to `origin` only if the entry is unchanged since (not
+ * freed, reallocated or re-tagged meanwhile). Both return false otherwise. */
+bool curesv_table_peek(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket);
+bool curesv_table_retag(curesv_table *t, const curesv_ticket *ticket, uint32_t origin);
+
+/* Calls fn on a consistent copy of every live entry. Safe while other threads change the table:
+ * an entry changed during the walk is either seen whole (as before or after) or not at all. */
+void curesv_table_walk(curesv_table *t, void (*fn)(const curesv_entry *e, void *ctx), void *ctx);
+
+void curesv_table_stats(curesv_table *t, curesv_table_stats_t *out);
+
+/* The 64-bit mixer used for home buckets (exposed for tests and the bench). */
+static inline uint64_t curesv_hash64(uint64_t x)
+{
+	/* MurmurHash3's fmix64: 2 MiB-aligned device addresses differ only in high bits. */
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	x *= UINT64_C(0xc4ceb9fe1a85ec53);
+	x ^= x >> 33;
+	return x;
+}
+
+#endif

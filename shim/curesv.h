@@ -1,0 +1,86 @@
+/* curesv control API: for programs that cooperate with curesv. Unmodified programs never need it.
+ *
+ * Exported by libcuresv.so. Link it (-lcuresv), or resolve each name at run time with
+ * dlsym(RTLD_DEFAULT, "curesv_attach") so the program still runs without the shim.
+ *
+ * Every function is thread-safe, never calls into CUDA, and returns a curesv_status. Sizes are bytes.
+ * A reservation is a named budget on one device carved out of that device's capacity; a thread
+ * attached to it has its allocations charged to it, and a free always debits the reservation that
+ * paid for the allocation (its origin), whichever thread frees it. */
+#ifndef CURESV_H
+#define CURESV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum curesv_status {
+	CURESV_OK = 0,
+	CURESV_ERR_INVALID = 1,         /* NULL or malformed name, bad device, size 0 or over 64 TiB */
+	CURESV_ERR_UNKNOWN_NAME = 2,    /* no live reservation has that name */
+	CURESV_ERR_NAME_TAKEN = 3,      /* a live reservation already has that name */
+	CURESV_ERR_CAPACITY = 4,        /* the device's reservations would exceed its capacity, all
+					   reservation slots are in use, or (enforce mode) a transfer
+					   would put the target past its size */
+	CURESV_ERR_TABLE_FULL = 5,      /* the origin table has no room (CURESV_TABLE_SLOTS) */
+	CURESV_ERR_DISABLED = 6,        /* CURESV_ENABLE=0, or the configuration was invalid */
+	CURESV_ERR_UNKNOWN_POINTER = 7, /* the pointer is not a live allocation curesv tracks */
+} curesv_status;
+
+/* A reservation's counters, all bytes unless said otherwise. */
+typedef struct curesv_stats {
+	int device;                     /* CUDA device ordinal */
+	int released;                   /* 1 once curesv_release() ended it */
+	int64_t size;                   /* budget */
+	int64_t allocated;              /* live bytes charged to it (under CURESV_ATTRIBUTION=caller:
+					   what the per-thread debit scheme reads, = caller_view) */
+	int64_t peak;                   /* highest `allocated` seen */
+	int64_t caller_view;            /* what `allocated` would read if frees debited the freeing
+					   thread's reservation; differs when buffers cross threads */
+	int64_t host_allocated;         /* live pinned host bytes (not charged to device capacity) */
+	uint64_t allocs;                /* allocations charged to it */
+	uint64_t frees;                 /* frees that debited it */
+	uint64_t cross_thread_frees;    /* of those, frees by a thread other than the allocating one */
+	uint64_t denied;                /* allocations refused by CURESV_MODE=enforce */
+	uint64_t over_budget;           /* allocations that went past `size` (CURESV_MODE=observe) */
+	uint64_t transfers_in, transfers_out; /* live allocations moved in / out by curesv_transfer() */
+} curesv_stats_t;
+
+/* Creates reservation `name` (1-31 of letters, digits, '_', '.', '-') of `bytes` on `device`, carved
+ * out of the device's capacity: the shared pool shrinks by `bytes`.
+ * Errors: INVALID, NAME_TAKEN, CAPACITY, DISABLED. */
+curesv_status curesv_reserve(const char *name, size_t bytes, int device);
+
+/* Ends reservation `name` now. Its unused part (size - allocated, when positive) returns to the
+ * shared pool; its live bytes move to the orphan tier, which later frees of its pointers drain.
+ * Threads attached to it fall back to the shared pool. Errors: INVALID, UNKNOWN_NAME, DISABLED. */
+curesv_status curesv_release(const char *name);
+
+/* Attaches the calling thread to reservation `name`; NULL detaches it (its allocations then draw
+ * from the shared pool). Overrides CURESV_ATTACH rules for this thread from then on.
+ * Errors: INVALID, UNKNOWN_NAME, DISABLED. */
+curesv_status curesv_attach(const char *name);
+
+/* Moves live allocation `ptr` (as returned by cudaMalloc & co.) to reservation `name`: the old origin
+ * is debited and `name` charged now, and a later free debits `name`.
+ * Errors: INVALID, UNKNOWN_NAME, UNKNOWN_POINTER, CAPACITY (enforce mode), DISABLED. */
+curesv_status curesv_transfer(const void *ptr, const char *name);
+
+/* Copies reservation `name`'s counters into *out. Errors: INVALID, UNKNOWN_NAME, DISABLED. */
+curesv_status curesv_stats(const char *name, curesv_stats_t *out);
+
+/* Writes the report (CURESV_REPORT format, to CURESV_REPORT_FILE or stderr) now.
+ * Errors: DISABLED; INVALID when CURESV_REPORT=off or the report file cannot be opened. */
+curesv_status curesv_report(void);
+
+/* A static, human-readable description of `status`. */
+const char *curesv_strerror(curesv_status status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

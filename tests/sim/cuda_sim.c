@@ -1,0 +1,1261 @@
+/* SIMULATION ONLY: a stand-in libcuda.so.1 (the CUDA driver) for machines without a GPU.
+ *
+ * It exports the driver entry points curesv cares about with the exact ABIs of the CUDA 13.0
+ * driver, and cuGetProcAddress[_v2] with the real version/flags semantics, so that the simulated
+ * runtime (cudart_sim.c) and the shim meet the same lookups they meet on a GPU machine.
+ *
+ * "Device memory" is host memory carved out of one PROT_NONE, MAP_NORESERVE reservation per
+ * device (and one for pinned host memory), so addresses look like device pointers from their own
+ * range, yet tests may read and write them. Freed blocks go to a LIFO list per size class: the
+ * next allocation of the same size gets the same address back at once, which is the race the
+ * shim has to survive (thread A frees p, thread B is handed p before A's bookkeeping is done).
+ *
+ * Built with -D__CUDA_API_VERSION_INTERNAL: cuda.h then #undefs its ABI renames (cuMemAlloc ->
+ * cuMemAlloc_v2, cuMemAllocAsync -> cuMemAllocAsync_ptsz, cuGetProcAddress -> cuGetProcAddress_v2,
+ * ...) at its end and declares the legacy and plain variants, so every function defined here is
+ * checked by the compiler against the real prototype of the symbol it defines. The
+ * cuGetProcAddress table is checked against the PFN_<name>_v<version> typedefs of cudaTypedefs.h.
+ *
+ * One mutex guards the whole simulated driver: simple, and fast enough for tests with dozens of
+ * threads. Environment and test hooks: see cuda_sim.h. */
+#ifndef __CUDA_API_VERSION_INTERNAL
+#error "compile cuda_sim.c with -D__CUDA_API_VERSION_INTERNAL (see tests/sim/sim.mk)"
+#endif
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cuda_sim.h"
+
+#if CUDA_VERSION < 13000
+#error "the simulated driver mirrors the CUDA 13.0 ABI; point CUDA_HOME at a CUDA 13 toolkit"
+#endif
+
+#define SIM_DRIVER_VERSION 13000
+#define SIM_MAX_DEVICES 8
+#define SIM_SMALL_ALIGN ((size_t)512)
+#define SIM_LARGE_ALIGN ((size_t)2 << 20)           /* real allocations >= 2 MiB are 2 MiB aligned */
+#define SIM_DEFAULT_TOTAL ((uint64_t)16 << 30)
+#define SIM_HOST_ARENA ((uint64_t)64 << 30)         /* address space for pinned host memory */
+#define SIM_ARENA_SLACK ((uint64_t)64 << 20)
+#define SIM_HOST_ARENA_ID SIM_MAX_DEVICES           /* arenas[0..7]: devices; [8]: host */
+#define SIM_MAGIC_STREAM 0x5354524du
+#define SIM_MAGIC_POOL 0x504f4f4cu
+
+/* Which entry point made an allocation. Frees accept a set of kinds (a "family"). */
+enum sim_kind { KIND_DEVICE, KIND_PITCH, KIND_MANAGED, KIND_ASYNC, KIND_POOL, KIND_HOST };
+#define KIND_BIT(k) (1u << (k))
+/* cuMemFree documents that it frees cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged,
+ * cuMemAllocAsync and cuMemAllocFromPoolAsync memory; cuMemFreeAsync takes the same set. */
+#define FAMILY_DEVICE (KIND_BIT(KIND_DEVICE) | KIND_BIT(KIND_PITCH) | KIND_BIT(KIND_MANAGED) | \
+		       KIND_BIT(KIND_ASYNC) | KIND_BIT(KIND_POOL))
+#define FAMILY_HOST KIND_BIT(KIND_HOST)
+
+struct CUctx_st {
+	int device;
+	int retains;
+};
+
+struct CUstream_st {
+	unsigned magic;
+	int device;
+	struct CUstream_st *next;
+};
+
+struct CUmemPoolHandle_st {
+	unsigned magic;
+	int device;
+	bool is_default;
+	struct CUmemPoolHandle_st *next;
+};
+
+/* A live allocation. `bytes` is what the caller asked for (what the device is charged);
+ * `block` is the size of the address block it occupies, which goes back to that size's list. */
+struct live {
+	uintptr_t addr;  /* 0: empty slot */
+	size_t bytes;
+	size_t block;
+	CUmemoryPool pool;
+	int device;
+	unsigned char kind;
+	unsigned char arena;
+};
+
+struct size_class {
+	size_t block;
+	uintptr_t *addrs; /* LIFO stack of free blocks */
+	size_t n, cap;
+};
+
+struct arena {
+	uintptr_t base, end;   /* reserved range; base == 0 until first use */
+	uintptr_t bump;        /* never-used space starts here */
+	uintptr_t rw_end;      /* [base, rw_end) is readable and writable */
+	uint64_t reserve;      /* bytes of address space to reserve on first use */
+	struct size_class *classes; /* sorted by block */
+	size_t nclasses, capclasses;
+};
+
+static struct {
+	int devices;
+	uint64_t total;
+} g_cfg = { 1, SIM_DEFAULT_TOTAL };
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct arena g_arena[SIM_MAX_DEVICES + 1];
+static uint64_t g_used[SIM_MAX_DEVICES];
+static struct { struct live *slots; size_t cap, n; } g_live;
+static struct CUctx_st g_ctx[SIM_MAX_DEVICES];
+static struct CUmemPoolHandle_st g_default_pool[SIM_MAX_DEVICES];
+static struct CUstream_st *g_streams;
+static struct CUmemPoolHandle_st *g_pools;
+static struct cusim_counters g_stats;
+static uint64_t g_alloc_calls, g_free_calls;      /* for fault injection */
+static uint64_t g_fail_alloc_at, g_fail_free_at;  /* call number to fail; 0: none */
+
+/* The current context of this thread. Without one, calls act on device 0 (lenient, so driver-only
+ * tests need no set-up), but cuCtxGetCurrent reports NULL as the real driver does, so that a
+ * runtime binds its primary context as it would on a GPU. */
+static __thread CUcontext t_ctx;
+
+/* ---------------------------------------------------------------- configuration */
+
+/* Parses "N", or with allow_suffix also "N<K|M|G|T>" (binary units). False on anything else. */
+static bool parse_u64(const char *s, bool allow_suffix, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (*s < '0' || *s > '9')
+		return false;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	unsigned shift = 0;
+	switch (allow_suffix ? *end : '\0') {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+/* Reads an environment variable as a number (a byte count if allow_suffix); keeps *out and
+ * warns when it is malformed. */
+static void env_u64(const char *name, bool allow_suffix, uint64_t *out)
+{
+	const char *s = getenv(name);
+	uint64_t v;
+	if (!s || !*s)
+		return;
+	if (parse_u64(s, allow_suffix, &v))
+		*out = v;
+	else
+		fprintf(stderr, "cuda_sim: ignoring %s=\"%s\": not a %s\n", name, s,
+			allow_suffix ? "byte count" : "number");
+}
+
+static void arena_setup(void)
+{
+	/* Twice the device's memory, so that blocks parked in one size class's free list never
+	 * starve an allocation of another size that the device's byte count allows. */
+	uint64_t dev_reserve = g_cfg.total > (UINT64_MAX - SIM_ARENA_SLACK) / 2
+		? UINT64_MAX / 4 : 2 * g_cfg.total + SIM_ARENA_SLACK;
+	for (int d = 0; d < SIM_MAX_DEVICES; d++)
+		g_arena[d].reserve = dev_reserve;
+	g_arena[SIM_HOST_ARENA_ID].reserve = SIM_HOST_ARENA;
+}
+
+__attribute__((constructor)) static void sim_load(void)
+{
+	uint64_t devices = 1, fail_alloc = 0, fail_free = 0;
+	env_u64("CUDA_SIM_DEVICES", false, &devices);
+	if (devices < 1 || devices > SIM_MAX_DEVICES) {
+		fprintf(stderr, "cuda_sim: CUDA_SIM_DEVICES must be 1..%d; using 1\n", SIM_MAX_DEVICES);
+		devices = 1;
+	}
+	g_cfg.devices = (int)devices;
+	env_u64("CUDA_SIM_TOTAL_MEM", true, &g_cfg.total);
+	env_u64("CUDA_SIM_FAIL_ALLOC", false, &fail_alloc);
+	env_u64("CUDA_SIM_FAIL_FREE", false, &fail_free);
+	g_fail_alloc_at = fail_alloc;
+	g_fail_free_at = fail_free;
+	for (int d = 0; d < SIM_MAX_DEVICES; d++) {
+		g_ctx[d].device = d;
+		g_default_pool[d] = (struct CUmemPoolHandle_st){ SIM_MAGIC_POOL, d, true, NULL };
+	}
+	arena_setup();
+}
+
+/* ---------------------------------------------------------------- contexts, streams, pools */
+
+static bool valid_device(CUdevice dev)
+{
+	return dev >= 0 && dev < g_cfg.devices;
+}
+
+static bool valid_ctx(CUcontext ctx)
+{
+	for (int d = 0; d < g_cfg.devices; d++)
+		if (ctx == &g_ctx[d])
+			return true;
+	return false;
+}
+
+static int current_device(void)
+{
+	return t_ctx ? t_ctx->device : 0;
+}
+
+/* Device a stream works on; the NULL, legacy and per-thread streams use the current context. */
+static CUresult stream_device_locked(CUstream s, int *dev)
+{
+	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+		*dev = current_device();
+		return CUDA_SUCCESS;
+	}
+	for (struct CUstream_st *it = g_streams; it; it = it->next)
+		if (it == s) {
+			*dev = it->device;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult stream_device(CUstream s, int *dev)
+{
+	pthread_mutex_lock(&g_lock);
+	CUresult rc = stream_device_locked(s, dev);
+	pthread_mutex_unlock(&g_lock);
+	return rc;
+}
+
+static bool pool_known_locked(CUmemoryPool pool)
+{
+	for (int d = 0; d < g_cfg.devices; d++)
+		if (pool == &g_default_pool[d])
+			return true;
+	for (struct CUmemPoolHandle_st *it = g_pools; it; it = it->next)
+		if (it == pool)
+			return true;
+	return false;
+}
+
+/* ---------------------------------------------------------------- live-allocation table */
+
+static size_t mix(uintptr_t key)
+{
+	/* 2 MiB aligned keys: a plain shift would pile them into few buckets. */
+	uint64_t x = (uint64_t)key;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return (size_t)x;
+}
+
+/* Slot holding addr, or the empty slot where it would go. */
+static size_t live_slot(uintptr_t addr)
+{
+	size_t mask = g_live.cap - 1, i = mix(addr) & mask;
+	while (g_live.slots[i].addr && g_live.slots[i].addr != addr)
+		i = (i + 1) & mask;
+	return i;
+}
+
+static struct live *live_find(uintptr_t addr)
+{
+	if (!g_live.cap || !addr)
+		return NULL;
+	struct live *e = &g_live.slots[live_slot(addr)];
+	return e->addr ? e : NULL;
+}
+
+/* The live allocation whose range holds addr (interior pointers too); a linear scan is fine
+ * for the pointer-attribute queries that need it. */
+static struct live *live_containing(uintptr_t addr)
+{
+	struct live *e = live_find(addr);
+	if (e)
+		return e;
+	for (size_t i = 0; i < g_live.cap; i++) {
+		struct live *s = &g_live.slots[i];
+		if (s->addr && addr > s->addr && addr - s->addr < s->bytes)
+			return s;
+	}
+	return NULL;
+}
+
+static bool live_grow(void)
+{
+	size_t cap = g_live.cap ? g_live.cap * 2 : 1024;
+	struct live *slots = calloc(cap, sizeof *slots);
+	if (!slots)
+		return false;
+	struct live *old = g_live.slots;
+	size_t oldcap = g_live.cap;
+	g_live.slots = slots;
+	g_live.cap = cap;
+	for (size_t i = 0; i < oldcap; i++)
+		if (old[i].addr)
+			g_live.slots[live_slot(old[i].addr)] = old[i];
+	free(old);
+	return true;
+}
+
+static bool live_insert(const struct live *e)
+{
+	if ((g_live.n + 1) * 2 > g_live.cap && !live_grow())
+		return false;
+	g_live.slots[live_slot(e->addr)] = *e;
+	g_live.n++;
+	return true;
+}
+
+/* Backward-shift deletion: no tombstones, so probes stay short under long churn. */
+static void live_remove(struct live *e)
+{
+	size_t mask = g_live.cap - 1, hole = (size_t)(e - g_live.slots), j = hole;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!g_live.slots[j].addr)
+			break;
+		size_t home = mix(g_live.slots[j].addr) & mask;
+		/* Move j into the hole unless its home lies cyclically in (hole, j]. */
+		bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+		if (!stays) {
+			g_live.slots[hole] = g_live.slots[j];
+			hole = j;
+		}
+	}
+	g_live.slots[hole].addr = 0;
+	g_live.n--;
+}
+
+/* ---------------------------------------------------------------- arenas */
+
+static size_t round_up(size_t v, size_t align)
+{
+	return (v + align - 1) & ~(align - 1);
+}
+
+/* Size of the block an allocation of `bytes` occupies; 0 if it cannot be represented. */
+static size_t block_size(size_t bytes)
+{
+	size_t align = bytes >= SIM_LARGE_ALIGN ? SIM_LARGE_ALIGN : SIM_SMALL_ALIGN;
+	if (bytes > SIZE_MAX - align)
+		return 0;
+	return round_up(bytes, align);
+}
+
+static bool arena_reserve(struct arena *a)
+{
+	uint64_t want = a->reserve;
+	while (want >= SIM_ARENA_SLACK) {
+		void *m = mmap(NULL, (size_t)want + SIM_LARGE_ALIGN, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m != MAP_FAILED) {
+			a->base = round_up((uintptr_t)m, SIM_LARGE_ALIGN);
+			a->end = a->base + (uintptr_t)want;
+			a->bump = a->rw_end = a->base;
+			return true;
+		}
+		want /= 2; /* address-space limits (ulimit -v): settle for less */
+	}
+	return false;
+}
+
+/* Index of the first class whose block is >= block. */
+static size_t class_lower_bound(const struct arena *a, size_t block)
+{
+	size_t lo = 0, hi = a->nclasses;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a->classes[mid].block < block)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct size_class *class_get(struct arena *a, size_t block, bool create)
+{
+	size_t i = class_lower_bound(a, block);
+	if (i < a->nclasses && a->classes[i].block == block)
+		return &a->classes[i];
+	if (!create)
+		return NULL;
+	if (a->nclasses == a->capclasses) {
+		size_t cap = a->capclasses ? a->capclasses * 2 : 16;
+		struct size_class *c = realloc(a->classes, cap * sizeof *c);
+		if (!c)
+			return NULL;
+		a->classes = c;
+		a->capclasses = cap;
+	}
+	memmove(&a->classes[i + 1], &a->classes[i], (a->nclasses - i) * sizeof *a->classes);
+	a->classes[i] = (struct size_class){ .block = block };
+	a->nclasses++;
+	return &a->classes[i];
+}
+
+/* Carves a fresh block from never-used space, making its pages accessible. */
+static uintptr_t arena_carve(struct arena *a, size_t block)
+{
+	size_t align = block >= SIM_LARGE_ALIGN ? SIM_LARGE_ALIGN : SIM_SMALL_ALIGN;
+	uintptr_t p = round_up(a->bump, align);
+	if (p >= a->end || block > a->end - p)
+		return 0;
+	uintptr_t top = p + block;
+	if (top > a->rw_end) {
+		/* Grow the accessible prefix in 2 MiB steps: one mapping, few system calls. */
+		uintptr_t rw = round_up(top, SIM_LARGE_ALIGN);
+		if (rw > a->end)
+			rw = a->end;
+		if (mprotect((void *)a->rw_end, rw - a->rw_end, PROT_READ | PROT_WRITE) != 0)
+			return 0;
+		a->rw_end = rw;
+	}
+	a->bump = top;
+	return p;
+}
+
+/* A block of at least `block` bytes: the newest freed block of that size first (LIFO), then
+ * fresh space, then a larger freed block. *got is the size of the block handed out. */
+static uintptr_t arena_take(struct arena *a, size_t block, size_t *got)
+{
+	if (!a->base && !arena_reserve(a))
+		return 0;
+	struct size_class *c = class_get(a, block, false);
+	*got = block;
+	if (c && c->n)
+		return c->addrs[--c->n];
+	uintptr_t p = arena_carve(a, block);
+	if (p)
+		return p;
+	for (size_t i = class_lower_bound(a, block); i < a->nclasses; i++)
+		if (a->classes[i].n) {
+			*got = a->classes[i].block;
+			return a->classes[i].addrs[--a->classes[i].n];
+		}
+	return 0;
+}
+
+static bool arena_put(struct arena *a, uintptr_t addr, size_t block)
+{
+	struct size_class *c = class_get(a, block, true);
+	if (!c)
+		return false;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		uintptr_t *addrs = realloc(c->addrs, cap * sizeof *addrs);
+		if (!addrs)
+			return false;
+		c->addrs = addrs;
+		c->cap = cap;
+	}
+	/* Give large blocks' pages back to the host; the address stays reserved and accessible. */
+	if (block >= SIM_LARGE_ALIGN)
+		madvise((void *)addr, block, MADV_DONTNEED);
+	c->addrs[c->n++] = addr;
+	return true;
+}
+
+/* ---------------------------------------------------------------- allocate and free */
+
+struct alloc_req {
+	size_t bytes;
+	int device;
+	int arena;
+	enum sim_kind kind;
+	CUmemoryPool pool;
+};
+
+static bool injected(uint64_t *calls, uint64_t *fail_at)
+{
+	++*calls;
+	if (*fail_at && *calls == *fail_at) {
+		*fail_at = 0;
+		return true;
+	}
+	return false;
+}
+
+static CUresult alloc_locked(const struct alloc_req *req, uintptr_t *out)
+{
+	if (injected(&g_alloc_calls, &g_fail_alloc_at))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	bool on_device = req->arena != SIM_HOST_ARENA_ID;
+	if (on_device && req->bytes > g_cfg.total - g_used[req->device])
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	size_t block = block_size(req->bytes), got;
+	if (!block)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	struct arena *a = &g_arena[req->arena];
+	uintptr_t addr = arena_take(a, block, &got);
+	if (!addr)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	struct live e = { addr, req->bytes, got, req->pool, req->device,
+			  (unsigned char)req->kind, (unsigned char)req->arena };
+	if (!live_insert(&e)) {
+		arena_put(a, addr, got);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (on_device)
+		g_used[req->device] += req->bytes;
+	g_stats.allocs++;
+	g_stats.live_allocations++;
+	g_stats.live_bytes += req->bytes;
+	*out = addr;
+	return CUDA_SUCCESS;
+}
+
+/* Every allocation entry point ends here; *out is written only on success. */
+static CUresult sim_alloc(const struct alloc_req *req, uintptr_t *out)
+{
+	pthread_mutex_lock(&g_lock);
+	CUresult rc = alloc_locked(req, out);
+	if (rc != CUDA_SUCCESS)
+		g_stats.failed_allocs++;
+	pthread_mutex_unlock(&g_lock);
+	return rc;
+}
+
+static CUresult free_locked(uintptr_t addr, unsigned family)
+{
+	if (injected(&g_free_calls, &g_fail_free_at)) {
+		g_stats.failed_frees++;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	struct live *e = live_find(addr);
+	if (!e || !(family & KIND_BIT(e->kind))) {
+		g_stats.invalid_frees++;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	struct live gone = *e;
+	if (!arena_put(&g_arena[gone.arena], gone.addr, gone.block))
+		return CUDA_ERROR_OUT_OF_MEMORY; /* host malloc failed; nothing changed */
+	live_remove(e);
+	if (gone.arena != SIM_HOST_ARENA_ID)
+		g_used[gone.device] -= gone.bytes;
+	g_stats.frees++;
+	g_stats.live_allocations--;
+	g_stats.live_bytes -= gone.bytes;
+	return CUDA_SUCCESS;
+}
+
+/* Every free entry point ends here with a non-NULL address. */
+static CUresult sim_free(uintptr_t addr, unsigned family)
+{
+	pthread_mutex_lock(&g_lock);
+	CUresult rc = free_locked(addr, family);
+	pthread_mutex_unlock(&g_lock);
+	return rc;
+}
+
+static CUresult device_alloc(CUdeviceptr *dptr, size_t bytes, int device, enum sim_kind kind,
+			     CUmemoryPool pool)
+{
+	if (!dptr || !bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	struct alloc_req req = { bytes, device, device, kind, pool };
+	uintptr_t addr;
+	CUresult rc = sim_alloc(&req, &addr);
+	if (rc == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)addr;
+	return rc;
+}
+
+static CUresult host_alloc(void **pp, size_t bytes)
+{
+	if (!pp || !bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	int dev = current_device();
+	struct alloc_req req = { bytes, dev, SIM_HOST_ARENA_ID, KIND_HOST, NULL };
+	uintptr_t addr;
+	CUresult rc = sim_alloc(&req, &addr);
+	if (rc == CUDA_SUCCESS)
+		*pp = (void *)addr;
+	return rc;
+}
+
+static CUresult async_alloc(CUdeviceptr *dptr, size_t bytes, CUstream stream)
+{
+	int dev;
+	CUresult rc = stream_device(stream, &dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return device_alloc(dptr, bytes, dev, KIND_ASYNC, &g_default_pool[dev]);
+}
+
+static CUresult pool_alloc(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream)
+{
+	int dev, pool_dev = -1;
+	pthread_mutex_lock(&g_lock);
+	CUresult rc = stream_device_locked(stream, &dev);
+	if (rc == CUDA_SUCCESS && pool_known_locked(pool))
+		pool_dev = pool->device;
+	pthread_mutex_unlock(&g_lock);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (pool_dev < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	return device_alloc(dptr, bytes, pool_dev, KIND_POOL, pool);
+}
+
+static CUresult async_free(CUdeviceptr dptr, CUstream stream)
+{
+	int dev;
+	CUresult rc = stream_device(stream, &dev);
+	if (rc != CUDA_SUCCESS || !dptr)
+		return rc;
+	return sim_free((uintptr_t)dptr, FAMILY_DEVICE);
+}
+
+/* ================================================================ exported: basics */
+
+CUresult CUDAAPI cuInit(unsigned int Flags)
+{
+	return Flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
+{
+	if (!driverVersion)
+		return CUDA_ERROR_INVALID_VALUE;
+	*driverVersion = SIM_DRIVER_VERSION;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int *count)
+{
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	*count = g_cfg.devices;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
+{
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(ordinal))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	if (!name || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	snprintf(name, (size_t)len, "curesv simulated CUDA device %d", dev);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	if (!bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*bytes = (size_t)g_cfg.total;
+	return CUDA_SUCCESS;
+}
+
+/* Legacy 32-bit ABI: a byte count of a simulated device does not fit. */
+CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+	(void)bytes;
+	(void)dev;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&g_lock);
+	g_ctx[dev].retains++;
+	pthread_mutex_unlock(&g_lock);
+	*pctx = &g_ctx[dev];
+	return CUDA_SUCCESS;
+}
+
+static CUresult primary_release(CUdevice dev)
+{
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&g_lock);
+	if (g_ctx[dev].retains > 0)
+		g_ctx[dev].retains--;
+	pthread_mutex_unlock(&g_lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	return primary_release(dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	return primary_release(dev);
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+	if (ctx && !valid_ctx(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	t_ctx = ctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = t_ctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	*device = current_device();
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ctx && !valid_ctx(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*device = ctx ? ctx->device : current_device();
+	return CUDA_SUCCESS;
+}
+
+/* Nothing runs asynchronously in the simulation, so synchronising only validates. */
+CUresult CUDAAPI cuCtxSynchronize(void)
+{
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+	return !ctx || valid_ctx(ctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+	if (!free || !total)
+		return CUDA_ERROR_INVALID_VALUE;
+	int dev = current_device();
+	pthread_mutex_lock(&g_lock);
+	*free = (size_t)(g_cfg.total - g_used[dev]);
+	pthread_mutex_unlock(&g_lock);
+	*total = (size_t)g_cfg.total;
+	return CUDA_SUCCESS;
+}
+
+/* Legacy 32-bit ABI. */
+CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
+	(void)free;
+	(void)total;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ================================================================ exported: pools, streams */
+
+CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	if (!pool_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!valid_device(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pool_out = &g_default_pool[dev];
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+	if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    !valid_device(poolProps->location.id))
+		return CUDA_ERROR_INVALID_VALUE;
+	struct CUmemPoolHandle_st *p = malloc(sizeof *p);
+	if (!p)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&g_lock);
+	*p = (struct CUmemPoolHandle_st){ SIM_MAGIC_POOL, poolProps->location.id, false, g_pools };
+	g_pools = p;
+	pthread_mutex_unlock(&g_lock);
+	*pool = p;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+	struct CUmemPoolHandle_st *gone = NULL;
+	pthread_mutex_lock(&g_lock);
+	for (struct CUmemPoolHandle_st **it = &g_pools; *it; it = &(*it)->next)
+		if (*it == pool) {
+			gone = *it;
+			*it = gone->next;
+			break;
+		}
+	pthread_mutex_unlock(&g_lock);
+	if (!gone) /* unknown handles and default pools, which cannot be destroyed */
+		return CUDA_ERROR_INVALID_VALUE;
+	gone->magic = 0;
+	free(gone);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+		return CUDA_ERROR_INVALID_VALUE;
+	struct CUstream_st *s = malloc(sizeof *s);
+	if (!s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	int dev = current_device();
+	pthread_mutex_lock(&g_lock);
+	*s = (struct CUstream_st){ SIM_MAGIC_STREAM, dev, g_streams };
+	g_streams = s;
+	pthread_mutex_unlock(&g_lock);
+	*phStream = s;
+	return CUDA_SUCCESS;
+}
+
+static CUresult stream_destroy(CUstream hStream)
+{
+	struct CUstream_st *gone = NULL;
+	pthread_mutex_lock(&g_lock);
+	for (struct CUstream_st **it = &g_streams; *it; it = &(*it)->next)
+		if (*it == hStream) {
+			gone = *it;
+			*it = gone->next;
+			break;
+		}
+	pthread_mutex_unlock(&g_lock);
+	if (!gone)
+		return CUDA_ERROR_INVALID_HANDLE;
+	gone->magic = 0;
+	free(gone);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+	return stream_destroy(hStream);
+}
+
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+{
+	return stream_destroy(hStream);
+}
+
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
+{
+	int dev;
+	return stream_device(hStream, &dev);
+}
+
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	int dev;
+	return stream_device(hStream, &dev);
+}
+
+/* ================================================================ exported: errors */
+
+static const struct {
+	CUresult code;
+	const char *name, *text;
+} k_errors[] = {
+	{ CUDA_SUCCESS, "CUDA_SUCCESS", "no error" },
+	{ CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument" },
+	{ CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory" },
+	{ CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error" },
+	{ CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down" },
+	{ CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected" },
+	{ CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal" },
+	{ CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context" },
+	{ CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle" },
+	{ CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },
+	{ CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
+	{ CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error" },
+};
+
+static CUresult error_lookup(CUresult error, const char **pStr, bool name)
+{
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < sizeof k_errors / sizeof k_errors[0]; i++)
+		if (k_errors[i].code == error) {
+			*pStr = name ? k_errors[i].name : k_errors[i].text;
+			return CUDA_SUCCESS;
+		}
+	*pStr = NULL; /* as the real driver does for codes it does not know */
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
+{
+	return error_lookup(error, pStr, false);
+}
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
+{
+	return error_lookup(error, pStr, true);
+}
+
+/* ================================================================ exported: allocation */
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	return device_alloc(dptr, bytesize, current_device(), KIND_DEVICE, NULL);
+}
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+				    size_t Height, unsigned int ElementSizeBytes)
+{
+	size_t bytes;
+	if (!dptr || !pPitch || !WidthInBytes || !Height ||
+	    (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
+	    WidthInBytes > SIZE_MAX - SIM_SMALL_ALIGN)
+		return CUDA_ERROR_INVALID_VALUE;
+	size_t pitch = round_up(WidthInBytes, SIM_SMALL_ALIGN);
+	if (__builtin_mul_overflow(pitch, Height, &bytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = device_alloc(dptr, bytes, current_device(), KIND_PITCH, NULL);
+	if (rc == CUDA_SUCCESS)
+		*pPitch = pitch;
+	return rc;
+}
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+	if (!dptr)
+		return CUDA_SUCCESS;
+	return sim_free((uintptr_t)dptr, FAMILY_DEVICE);
+}
+
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+		return CUDA_ERROR_INVALID_VALUE;
+	return device_alloc(dptr, bytesize, current_device(), KIND_MANAGED, NULL);
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+	const unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+			       CU_MEMHOSTALLOC_WRITECOMBINED;
+	if (Flags & ~known)
+		return CUDA_ERROR_INVALID_VALUE;
+	return host_alloc(pp, bytesize);
+}
+
+CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+	return host_alloc(pp, bytesize);
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+	if (!p)
+		return CUDA_SUCCESS;
+	return sim_free((uintptr_t)p, FAMILY_HOST);
+}
+
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	return async_alloc(dptr, bytesize, hStream);
+}
+
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	return async_alloc(dptr, bytesize, hStream);
+}
+
+CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+					 CUstream hStream)
+{
+	return pool_alloc(dptr, bytesize, pool, hStream);
+}
+
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+					      CUmemoryPool pool, CUstream hStream)
+{
+	return pool_alloc(dptr, bytesize, pool, hStream);
+}
+
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	return async_free(dptr, hStream);
+}
+
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+	return async_free(dptr, hStream);
+}
+
+/* Legacy 32-bit ABIs (CUdeviceptr_v1 = unsigned int): no simulated address fits in 32 bits.
+ * They exist so that cuGetProcAddress below 3020 returns distinct functions, as the real one. */
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+	(void)dptr;
+	(void)bytesize;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+				 unsigned int WidthInBytes, unsigned int Height,
+				 unsigned int ElementSizeBytes)
+{
+	(void)dptr;
+	(void)pPitch;
+	(void)WidthInBytes;
+	(void)Height;
+	(void)ElementSizeBytes;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
+{
+	(void)dptr;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+	(void)pp;
+	(void)bytesize;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ================================================================ exported: pointer attributes */
+
+static CUresult attribute_of(const struct live *e, CUpointer_attribute attribute, void *data)
+{
+	bool host = e->kind == KIND_HOST;
+	switch (attribute) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		*(CUcontext *)data = &g_ctx[e->device];
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned int *)data = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		*(CUdeviceptr *)data = (CUdeviceptr)e->addr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		if (!host && e->kind != KIND_MANAGED)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(void **)data = (void *)e->addr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = e->device;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*(CUdeviceptr *)data = (CUdeviceptr)e->addr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		*(size_t *)data = e->bytes;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		*(CUmemoryPool *)data = e->pool;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED; /* not modelled by the simulation */
+	}
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+	if (!data)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct live *e = live_containing((uintptr_t)ptr);
+	struct live copy = e ? *e : (struct live){ 0 };
+	pthread_mutex_unlock(&g_lock);
+	if (!e)
+		return CUDA_ERROR_INVALID_VALUE;
+	return attribute_of(&copy, attribute, data);
+}
+
+/* ================================================================ exported: test hooks */
+
+static uint64_t target_from_now(uint64_t calls, long nth_from_now)
+{
+	return nth_from_now > 0 ? calls + (uint64_t)nth_from_now : 0;
+}
+
+void cusim_fail_alloc_at(long nth_from_now)
+{
+	pthread_mutex_lock(&g_lock);
+	g_fail_alloc_at = target_from_now(g_alloc_calls, nth_from_now);
+	pthread_mutex_unlock(&g_lock);
+}
+
+void cusim_fail_free_at(long nth_from_now)
+{
+	pthread_mutex_lock(&g_lock);
+	g_fail_free_at = target_from_now(g_free_calls, nth_from_now);
+	pthread_mutex_unlock(&g_lock);
+}
+
+void cusim_counters(struct cusim_counters *out)
+{
+	if (!out)
+		return;
+	pthread_mutex_lock(&g_lock);
+	*out = g_stats;
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* ================================================================ cuGetProcAddress */
+
+/* Every exported driver function: base name as cuGetProcAddress is asked for it, the CUDA
+ * version its ABI appeared in, "_ptsz" for per-thread-default-stream twins, and the function.
+ * The version and twin suffix name the cudaTypedefs.h typedef the function must match. */
+#define SIM_PROCS(X)                                                                 \
+	X(cuGetErrorString, 6000, , cuGetErrorString)                                \
+	X(cuGetErrorName, 6000, , cuGetErrorName)                                    \
+	X(cuInit, 2000, , cuInit)                                                    \
+	X(cuDriverGetVersion, 2020, , cuDriverGetVersion)                            \
+	X(cuDeviceGet, 2000, , cuDeviceGet)                                          \
+	X(cuDeviceGetCount, 2000, , cuDeviceGetCount)                                \
+	X(cuDeviceGetName, 2000, , cuDeviceGetName)                                  \
+	X(cuDeviceTotalMem, 2000, , cuDeviceTotalMem)                                \
+	X(cuDeviceTotalMem, 3020, , cuDeviceTotalMem_v2)                             \
+	X(cuDeviceGetDefaultMemPool, 11020, , cuDeviceGetDefaultMemPool)             \
+	X(cuDevicePrimaryCtxRetain, 7000, , cuDevicePrimaryCtxRetain)                \
+	X(cuDevicePrimaryCtxRelease, 7000, , cuDevicePrimaryCtxRelease)              \
+	X(cuDevicePrimaryCtxRelease, 11000, , cuDevicePrimaryCtxRelease_v2)          \
+	X(cuCtxSetCurrent, 4000, , cuCtxSetCurrent)                                  \
+	X(cuCtxGetCurrent, 4000, , cuCtxGetCurrent)                                  \
+	X(cuCtxGetDevice, 2000, , cuCtxGetDevice)                                    \
+	X(cuCtxGetDevice, 13000, , cuCtxGetDevice_v2)                                \
+	X(cuCtxSynchronize, 2000, , cuCtxSynchronize)                                \
+	X(cuCtxSynchronize, 13000, , cuCtxSynchronize_v2)                            \
+	X(cuMemGetInfo, 2000, , cuMemGetInfo)                                        \
+	X(cuMemGetInfo, 3020, , cuMemGetInfo_v2)                                     \
+	X(cuMemAlloc, 2000, , cuMemAlloc)                                            \
+	X(cuMemAlloc, 3020, , cuMemAlloc_v2)                                         \
+	X(cuMemAllocPitch, 2000, , cuMemAllocPitch)                                  \
+	X(cuMemAllocPitch, 3020, , cuMemAllocPitch_v2)                               \
+	X(cuMemFree, 2000, , cuMemFree)                                              \
+	X(cuMemFree, 3020, , cuMemFree_v2)                                           \
+	X(cuMemAllocHost, 2000, , cuMemAllocHost)                                    \
+	X(cuMemAllocHost, 3020, , cuMemAllocHost_v2)                                 \
+	X(cuMemFreeHost, 2000, , cuMemFreeHost)                                      \
+	X(cuMemHostAlloc, 2020, , cuMemHostAlloc)                                    \
+	X(cuMemAllocManaged, 6000, , cuMemAllocManaged)                              \
+	X(cuMemAllocAsync, 11020, , cuMemAllocAsync)                                 \
+	X(cuMemAllocAsync, 11020, _ptsz, cuMemAllocAsync_ptsz)                       \
+	X(cuMemAllocFromPoolAsync, 11020, , cuMemAllocFromPoolAsync)                 \
+	X(cuMemAllocFromPoolAsync, 11020, _ptsz, cuMemAllocFromPoolAsync_ptsz)       \
+	X(cuMemFreeAsync, 11020, , cuMemFreeAsync)                                   \
+	X(cuMemFreeAsync, 11020, _ptsz, cuMemFreeAsync_ptsz)                         \
+	X(cuMemPoolCreate, 11020, , cuMemPoolCreate)                                 \
+	X(cuMemPoolDestroy, 11020, , cuMemPoolDestroy)                               \
+	X(cuStreamCreate, 2000, , cuStreamCreate)                                    \
+	X(cuStreamDestroy, 2000, , cuStreamDestroy)                                  \
+	X(cuStreamDestroy, 4000, , cuStreamDestroy_v2)                               \
+	X(cuStreamSynchronize, 2000, , cuStreamSynchronize)                          \
+	X(cuStreamSynchronize, 7000, _ptsz, cuStreamSynchronize_ptsz)                \
+	X(cuPointerGetAttribute, 4000, , cuPointerGetAttribute)                      \
+	X(cuGetProcAddress, 11030, , cuGetProcAddress)                               \
+	X(cuGetProcAddress, 12000, , cuGetProcAddress_v2)
+
+/* The table must hand out this library's own functions, as the real driver does: a plain
+ * &cuMemAlloc_v2 would resolve through the GOT to a preloaded interposer's cuMemAlloc_v2, and
+ * then a runtime would reach the shim by symbol interposition, which never happens on a GPU.
+ * Hidden aliases bind locally. */
+#define SIM_LOCAL_ALIAS(base, ver, sfx, fn) \
+	extern __typeof__(fn) sim_local_##fn __attribute__((alias(#fn), visibility("hidden")));
+SIM_PROCS(SIM_LOCAL_ALIAS)
+
+struct proc_entry {
+	const char *name;
+	int version;
+	bool ptsz;
+	void *fn;
+};
+
+/* Compile-time ABI check: a function whose type differs from PFN_<base>_v<ver><sfx> makes the
+ * initializer a void expression, which does not compile. */
+#define SIM_PROC_ENTRY(base, ver, sfx, fn)                                                  \
+	{ #base, ver, sizeof(#sfx) > 1,                                                     \
+	  __builtin_choose_expr(                                                            \
+		  __builtin_types_compatible_p(__typeof__(&sim_local_##fn), PFN_##base##_v##ver##sfx), \
+		  (void *)&sim_local_##fn, (void)0) },
+
+static const struct proc_entry k_procs[] = { SIM_PROCS(SIM_PROC_ENTRY) };
+
+static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+			    CUdriverProcAddressQueryResult *symbolStatus)
+{
+	const cuuint64_t ptds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	if (!symbol || !pfn || (flags != CU_GET_PROC_ADDRESS_DEFAULT &&
+				flags != CU_GET_PROC_ADDRESS_LEGACY_STREAM && flags != ptds))
+		return CUDA_ERROR_INVALID_VALUE;
+	const struct proc_entry *plain = NULL, *twin = NULL;
+	bool known = false;
+	for (size_t i = 0; i < sizeof k_procs / sizeof k_procs[0]; i++) {
+		const struct proc_entry *e = &k_procs[i];
+		if (strcmp(e->name, symbol) != 0)
+			continue;
+		known = true;
+		if (e->version > cudaVersion || (e->ptsz && flags != ptds))
+			continue;
+		const struct proc_entry **best = e->ptsz ? &twin : &plain;
+		if (!*best || e->version > (*best)->version)
+			*best = e;
+	}
+	const struct proc_entry *hit = twin ? twin : plain;
+	*pfn = hit ? hit->fn : NULL;
+	if (symbolStatus)
+		*symbolStatus = hit ? CU_GET_PROC_ADDRESS_SUCCESS
+			: known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+			: CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	return hit ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+				  cuuint64_t flags)
+{
+	return proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+				     cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
+{
+	return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}

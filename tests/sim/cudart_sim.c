@@ -1,0 +1,604 @@
+/* SIMULATION ONLY: a stand-in CUDA runtime, built as libcudart.so.13 and as the static archive
+ * libcudart_sim_static.a, for machines without a GPU.
+ *
+ * Its point is to reach the driver exactly as the real CUDA 13.0 runtime does, static or shared.
+ * The sequence below is what the real libcudart.so.13 was seen doing (run against this sim's
+ * libcuda.so.1 under the selftest's dlsym spy): on first use, from whichever thread comes first,
+ *   dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+ *   boot = dlsym(handle, "cuGetProcAddress_v2");        through the ordinary, interposable dlsym
+ *   boot("", .., 0, 0, ..);                               a probe with an empty name
+ *   boot("cuInit", .., 2000, 0, ..);
+ *   boot("cuGetProcAddress", .., 11030, 0, ..);  boot("cuGetProcAddress", .., 12000, 0, ..);
+ * and then every entry point through the 12000 result, each at the CUDA version of the ABI it
+ * calls ("cuMemAlloc" at 3020, "cuMemAllocAsync" at 11020, ...), flags 0, plus flags
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM for the _ptsz twins. It never looks up
+ * cuMemAllocHost: cudaMallocHost is cuMemHostAlloc with flags 0.
+ * With CUDART_SIM_LOOKUP=latest the lookups after the bootstrap are made at cudaVersion 13000
+ * with CU_GET_PROC_ADDRESS_LEGACY_STREAM (per-thread twins still with PER_THREAD_DEFAULT_STREAM),
+ * as a program using cudaGetDriverEntryPoint would: a shim must get both styles right.
+ *
+ * No driver symbol is ever linked or looked up with dlsym, so an interposer that only defines
+ * cuMemAlloc_v2 & co. never sees the runtime's calls; it has to hook the lookups, as on a GPU.
+ *
+ * Built with -D__CUDA_API_VERSION_INTERNAL: cuda_runtime_api.h then declares both the plain and
+ * the per-thread-default-stream (_ptsz) names of cudaMallocAsync & co., and both are defined
+ * here with the exact real prototypes. Exported functions never call each other (a preloaded
+ * interposer would count a call twice); they share static helpers instead. */
+#ifndef __CUDA_API_VERSION_INTERNAL
+#error "compile cudart_sim.c with -D__CUDA_API_VERSION_INTERNAL (see tests/sim/sim.mk)"
+#endif
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RT_MAX_DEVICES 64
+#define RT_LATEST_VERSION 13000
+#define RT_PITCH_ELEMENT_BYTES 4
+
+/* Driver entry points the runtime uses: member, base name, the CUDA version of the ABI it calls,
+ * and "_ptsz" for per-thread-default-stream twins. The version and suffix name the
+ * cudaTypedefs.h type of the member, so the compiler checks every call's ABI. */
+#define RT_DRIVER_FUNCS(X)                                                             \
+	X(driver_version, cuDriverGetVersion, 2020, )                                  \
+	X(device_count, cuDeviceGetCount, 2000, )                                      \
+	X(primary_retain, cuDevicePrimaryCtxRetain, 7000, )                            \
+	X(ctx_set, cuCtxSetCurrent, 4000, )                                            \
+	X(ctx_get, cuCtxGetCurrent, 4000, )                                            \
+	X(ctx_sync, cuCtxSynchronize, 13000, )                                         \
+	X(mem_get_info, cuMemGetInfo, 3020, )                                          \
+	X(mem_alloc_managed, cuMemAllocManaged, 6000, )                                \
+	X(mem_alloc, cuMemAlloc, 3020, )                                               \
+	X(mem_alloc_pitch, cuMemAllocPitch, 3020, )                                    \
+	X(mem_free, cuMemFree, 3020, )                                                 \
+	X(mem_free_host, cuMemFreeHost, 2000, )                                        \
+	X(mem_host_alloc, cuMemHostAlloc, 2020, )                                      \
+	X(mem_alloc_async, cuMemAllocAsync, 11020, )                                   \
+	X(mem_alloc_async_ptsz, cuMemAllocAsync, 11020, _ptsz)                         \
+	X(mem_alloc_pool, cuMemAllocFromPoolAsync, 11020, )                            \
+	X(mem_alloc_pool_ptsz, cuMemAllocFromPoolAsync, 11020, _ptsz)                  \
+	X(mem_free_async, cuMemFreeAsync, 11020, )                                     \
+	X(mem_free_async_ptsz, cuMemFreeAsync, 11020, _ptsz)                           \
+	X(default_pool, cuDeviceGetDefaultMemPool, 11020, )                            \
+	X(pool_create, cuMemPoolCreate, 11020, )                                       \
+	X(pool_destroy, cuMemPoolDestroy, 11020, )                                     \
+	X(stream_create, cuStreamCreate, 2000, )                                       \
+	X(stream_destroy, cuStreamDestroy, 4000, )                                     \
+	X(stream_sync, cuStreamSynchronize, 2000, )                                    \
+	X(stream_sync_ptsz, cuStreamSynchronize, 7000, _ptsz)
+
+#define RT_MEMBER(member, base, ver, sfx) PFN_##base##_v##ver##sfx member;
+static struct {
+	PFN_cuInit_v2000 init;
+	RT_DRIVER_FUNCS(RT_MEMBER)
+} g_drv;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static cudaError_t g_load_error;  /* outcome of the one-time driver load */
+static int g_device_count;
+static pthread_mutex_t g_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext g_primary[RT_MAX_DEVICES];
+
+static __thread int t_device;                  /* cudaSetDevice; device 0 until then */
+static __thread cudaError_t t_last_error;      /* cudaGetLastError */
+
+/* ---------------------------------------------------------------- errors */
+
+static cudaError_t from_driver(CUresult rc)
+{
+	switch (rc) {
+	case CUDA_SUCCESS: return cudaSuccess;
+	case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
+	case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
+	case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
+	case CUDA_ERROR_DEINITIALIZED: return cudaErrorCudartUnloading;
+	case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
+	case CUDA_ERROR_INVALID_DEVICE: return cudaErrorInvalidDevice;
+	case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
+	case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
+	case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
+	case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
+	default: return cudaErrorUnknown;
+	}
+}
+
+/* Every exported call returns through here: failures stay in cudaGetLastError until read. */
+static cudaError_t record(cudaError_t err)
+{
+	if (err != cudaSuccess)
+		t_last_error = err;
+	return err;
+}
+
+/* ---------------------------------------------------------------- reaching the driver */
+
+/* One lookup; says which entry point is missing, since nothing can work without it. */
+static void *lookup(PFN_cuGetProcAddress_v12000 gpa, const char *name, int version,
+		    cuuint64_t flags)
+{
+	void *fn = NULL;
+	CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	if (gpa(name, &fn, version, flags, &status) != CUDA_SUCCESS || !fn) {
+		fprintf(stderr, "cudart_sim: driver lookup of %s at %d, flags %llu failed (status %d)\n",
+			name, version, (unsigned long long)flags, (int)status);
+		return NULL;
+	}
+	return fn;
+}
+
+static bool resolve_all(PFN_cuGetProcAddress_v12000 gpa)
+{
+	const char *style = getenv("CUDART_SIM_LOOKUP");
+	bool latest = style && strcmp(style, "latest") == 0;
+	const cuuint64_t plain = latest ? CU_GET_PROC_ADDRESS_LEGACY_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
+	const cuuint64_t ptds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	void *fn;
+#define RT_RESOLVE(member, base, ver, sfx)                                                   \
+	fn = lookup(gpa, #base, latest ? RT_LATEST_VERSION : ver, sizeof(#sfx) > 1 ? ptds : plain); \
+	if (!fn)                                                                              \
+		return false;                                                                 \
+	g_drv.member = (PFN_##base##_v##ver##sfx)fn;
+	RT_DRIVER_FUNCS(RT_RESOLVE)
+#undef RT_RESOLVE
+	return true;
+}
+
+/* The bootstrap of the real runtime; see the file comment. */
+static cudaError_t load_driver(void)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	if (!lib)
+		return cudaErrorInsufficientDriver;
+	PFN_cuGetProcAddress_v12000 boot =
+		(PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
+	if (!boot)
+		return cudaErrorInsufficientDriver;
+	void *probe = NULL;
+	CUdriverProcAddressQueryResult status;
+	boot("", &probe, 0, CU_GET_PROC_ADDRESS_DEFAULT, &status); /* expected to find nothing */
+	g_drv.init = (PFN_cuInit_v2000)lookup(boot, "cuInit", 2000, CU_GET_PROC_ADDRESS_DEFAULT);
+	if (!g_drv.init)
+		return cudaErrorInsufficientDriver;
+	CUresult rc = g_drv.init(0);
+	if (rc != CUDA_SUCCESS)
+		return from_driver(rc);
+	void *gpa_v1 = lookup(boot, "cuGetProcAddress", 11030, CU_GET_PROC_ADDRESS_DEFAULT);
+	void *gpa_v2 = lookup(boot, "cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+	if (!gpa_v1 || !gpa_v2 || !resolve_all((PFN_cuGetProcAddress_v12000)gpa_v2))
+		return cudaErrorInsufficientDriver;
+	int version = 0;
+	if (g_drv.driver_version(&version) != CUDA_SUCCESS || version < CUDART_VERSION)
+		return cudaErrorInsufficientDriver;
+	rc = g_drv.device_count(&g_device_count);
+	if (rc != CUDA_SUCCESS)
+		return from_driver(rc);
+	if (g_device_count <= 0)
+		return cudaErrorNoDevice;
+	if (g_device_count > RT_MAX_DEVICES)
+		g_device_count = RT_MAX_DEVICES;
+	return cudaSuccess;
+}
+
+static void load_once(void)
+{
+	g_load_error = load_driver();
+}
+
+static cudaError_t ensure_loaded(void)
+{
+	pthread_once(&g_once, load_once);
+	return g_load_error;
+}
+
+static cudaError_t primary_context(int device, CUcontext *out)
+{
+	CUresult rc = CUDA_SUCCESS;
+	pthread_mutex_lock(&g_primary_lock);
+	if (!g_primary[device])
+		rc = g_drv.primary_retain(&g_primary[device], device);
+	*out = g_primary[device];
+	pthread_mutex_unlock(&g_primary_lock);
+	return from_driver(rc);
+}
+
+/* Loads the driver if needed and makes the current device's primary context current on this
+ * thread, as the runtime does before any call that works on a device. */
+static cudaError_t enter(void)
+{
+	cudaError_t err = ensure_loaded();
+	if (err != cudaSuccess)
+		return err;
+	CUcontext want, cur = NULL;
+	err = primary_context(t_device, &want);
+	if (err != cudaSuccess)
+		return err;
+	CUresult rc = g_drv.ctx_get(&cur);
+	if (rc == CUDA_SUCCESS && cur != want)
+		rc = g_drv.ctx_set(want);
+	return from_driver(rc);
+}
+
+/* ---------------------------------------------------------------- shared helpers */
+
+static cudaError_t malloc_device(void **devPtr, size_t size)
+{
+	CUdeviceptr d;
+	cudaError_t err = from_driver(g_drv.mem_alloc(&d, size));
+	if (err == cudaSuccess)
+		*devPtr = (void *)(uintptr_t)d;
+	return err;
+}
+
+/* A zero-byte request succeeds with NULL without reaching the driver, as in the real runtime. */
+static cudaError_t zero_size(void **out)
+{
+	*out = NULL;
+	return cudaSuccess;
+}
+
+static cudaError_t malloc_async(void **devPtr, size_t size, cudaStream_t stream, bool ptsz)
+{
+	if (!devPtr)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (!size)
+		return zero_size(devPtr);
+	CUdeviceptr d;
+	PFN_cuMemAllocAsync_v11020 fn = ptsz ? g_drv.mem_alloc_async_ptsz : g_drv.mem_alloc_async;
+	err = from_driver(fn(&d, size, stream));
+	if (err == cudaSuccess)
+		*devPtr = (void *)(uintptr_t)d;
+	return record(err);
+}
+
+static cudaError_t malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool,
+				    cudaStream_t stream, bool ptsz)
+{
+	if (!ptr)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (!size)
+		return zero_size(ptr);
+	CUdeviceptr d;
+	PFN_cuMemAllocFromPoolAsync_v11020 fn = ptsz ? g_drv.mem_alloc_pool_ptsz : g_drv.mem_alloc_pool;
+	err = from_driver(fn(&d, size, pool, stream));
+	if (err == cudaSuccess)
+		*ptr = (void *)(uintptr_t)d;
+	return record(err);
+}
+
+static cudaError_t free_async(void *devPtr, cudaStream_t stream, bool ptsz)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess || !devPtr)
+		return record(err);
+	PFN_cuMemFreeAsync_v11020 fn = ptsz ? g_drv.mem_free_async_ptsz : g_drv.mem_free_async;
+	return record(from_driver(fn((CUdeviceptr)(uintptr_t)devPtr, stream)));
+}
+
+static cudaError_t stream_sync(cudaStream_t stream, bool ptsz)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	return record(from_driver(ptsz ? g_drv.stream_sync_ptsz(stream) : g_drv.stream_sync(stream)));
+}
+
+static cudaError_t host_alloc(void **ptr, size_t size, unsigned int flags)
+{
+	if (!ptr)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (!size)
+		return zero_size(ptr);
+	return record(from_driver(g_drv.mem_host_alloc(ptr, size, flags)));
+}
+
+/* ================================================================ exported: allocation */
+
+cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
+{
+	if (!devPtr)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (!size)
+		return zero_size(devPtr);
+	return record(malloc_device(devPtr, size));
+}
+
+cudaError_t CUDARTAPI cudaFree(void *devPtr)
+{
+	cudaError_t err = enter(); /* cudaFree(NULL) is the classic way to initialise CUDA */
+	if (err != cudaSuccess || !devPtr)
+		return record(err);
+	return record(from_driver(g_drv.mem_free((CUdeviceptr)(uintptr_t)devPtr)));
+}
+
+cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	if (!devPtr || !pitch)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (!width || !height) {
+		*pitch = 0;
+		return zero_size(devPtr);
+	}
+	CUdeviceptr d;
+	size_t p;
+	err = from_driver(g_drv.mem_alloc_pitch(&d, &p, width, height, RT_PITCH_ELEMENT_BYTES));
+	if (err == cudaSuccess) {
+		*devPtr = (void *)(uintptr_t)d;
+		*pitch = p;
+	}
+	return record(err);
+}
+
+cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	if (!devPtr || !size) /* documented: size 0 is cudaErrorInvalidValue here */
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	CUdeviceptr d;
+	err = from_driver(g_drv.mem_alloc_managed(&d, size, flags));
+	if (err == cudaSuccess)
+		*devPtr = (void *)(uintptr_t)d;
+	return record(err);
+}
+
+/* The real runtime does not even look up cuMemAllocHost: this is cuMemHostAlloc, flags 0. */
+cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
+{
+	return host_alloc(ptr, size, 0);
+}
+
+cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+	/* cudaHostAlloc* flags have the values of the driver's CU_MEMHOSTALLOC_* flags. */
+	return host_alloc(pHost, size, flags);
+}
+
+cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess || !ptr)
+		return record(err);
+	return record(from_driver(g_drv.mem_free_host(ptr)));
+}
+
+cudaError_t CUDARTAPI cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return malloc_async(devPtr, size, hStream, false);
+}
+
+cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return malloc_async(devPtr, size, hStream, true);
+}
+
+cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+					      cudaStream_t stream)
+{
+	return malloc_from_pool(ptr, size, memPool, stream, false);
+}
+
+cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+						   cudaStream_t stream)
+{
+	return malloc_from_pool(ptr, size, memPool, stream, true);
+}
+
+cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+	return free_async(devPtr, hStream, false);
+}
+
+cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+	return free_async(devPtr, hStream, true);
+}
+
+/* ================================================================ exported: devices */
+
+cudaError_t CUDARTAPI cudaGetDeviceCount(int *count)
+{
+	if (!count)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = ensure_loaded();
+	*count = err == cudaSuccess ? g_device_count : 0;
+	return record(err);
+}
+
+cudaError_t CUDARTAPI cudaGetDevice(int *device)
+{
+	if (!device)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = ensure_loaded();
+	if (err == cudaSuccess)
+		*device = t_device;
+	return record(err);
+}
+
+cudaError_t CUDARTAPI cudaSetDevice(int device)
+{
+	cudaError_t err = ensure_loaded();
+	if (err != cudaSuccess)
+		return record(err);
+	if (device < 0 || device >= g_device_count)
+		return record(cudaErrorInvalidDevice);
+	t_device = device;
+	return record(enter()); /* since CUDA 12 cudaSetDevice makes the primary context current */
+}
+
+cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	return record(from_driver(g_drv.ctx_sync(NULL)));
+}
+
+cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free, size_t *total)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	return record(from_driver(g_drv.mem_get_info(free, total)));
+}
+
+cudaError_t CUDARTAPI cudaDriverGetVersion(int *driverVersion)
+{
+	if (!driverVersion)
+		return record(cudaErrorInvalidValue);
+	if (ensure_loaded() != cudaSuccess) {
+		*driverVersion = 0; /* documented: 0 when no driver is installed */
+		return cudaSuccess;
+	}
+	return record(from_driver(g_drv.driver_version(driverVersion)));
+}
+
+cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *runtimeVersion)
+{
+	if (!runtimeVersion)
+		return record(cudaErrorInvalidValue);
+	*runtimeVersion = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+/* ================================================================ exported: pools, streams */
+
+cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (device < 0 || device >= g_device_count)
+		return record(cudaErrorInvalidDevice);
+	return record(from_driver(g_drv.default_pool(memPool, device)));
+}
+
+cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool,
+					const struct cudaMemPoolProps *poolProps)
+{
+	if (!memPool || !poolProps)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	/* Field by field: the runtime and driver structs are declared separately. */
+	CUmemPoolProps props;
+	memset(&props, 0, sizeof props);
+	props.allocType = (CUmemAllocationType)poolProps->allocType;
+	props.handleTypes = (CUmemAllocationHandleType)poolProps->handleTypes;
+	props.location.type = (CUmemLocationType)poolProps->location.type;
+	props.location.id = poolProps->location.id;
+	props.win32SecurityAttributes = poolProps->win32SecurityAttributes;
+	props.maxSize = poolProps->maxSize;
+	props.usage = poolProps->usage;
+	return record(from_driver(g_drv.pool_create(memPool, &props)));
+}
+
+cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	return record(from_driver(g_drv.pool_destroy(memPool)));
+}
+
+cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *pStream)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	return record(from_driver(g_drv.stream_create(pStream, CU_STREAM_DEFAULT)));
+}
+
+cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	return record(from_driver(g_drv.stream_destroy(stream)));
+}
+
+cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
+{
+	return stream_sync(stream, false);
+}
+
+cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+	return stream_sync(stream, true);
+}
+
+/* ================================================================ exported: errors */
+
+cudaError_t CUDARTAPI cudaGetLastError(void)
+{
+	cudaError_t err = t_last_error;
+	t_last_error = cudaSuccess;
+	return err;
+}
+
+cudaError_t CUDARTAPI cudaPeekAtLastError(void)
+{
+	return t_last_error;
+}
+
+static const struct {
+	cudaError_t code;
+	const char *name, *text;
+} k_errors[] = {
+	{ cudaSuccess, "cudaSuccess", "no error" },
+	{ cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument" },
+	{ cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory" },
+	{ cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error" },
+	{ cudaErrorCudartUnloading, "cudaErrorCudartUnloading", "driver shutting down" },
+	{ cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+	  "CUDA driver version is insufficient for CUDA runtime version" },
+	{ cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected" },
+	{ cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal" },
+	{ cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context" },
+	{ cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle" },
+	{ cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found" },
+	{ cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported" },
+	{ cudaErrorUnknown, "cudaErrorUnknown", "unknown error" },
+};
+
+static const char *error_text(cudaError_t error, bool name)
+{
+	for (size_t i = 0; i < sizeof k_errors / sizeof k_errors[0]; i++)
+		if (k_errors[i].code == error)
+			return name ? k_errors[i].name : k_errors[i].text;
+	return "unrecognized error code";
+}
+
+const char *CUDARTAPI cudaGetErrorString(cudaError_t error)
+{
+	return error_text(error, false);
+}
+
+const char *CUDARTAPI cudaGetErrorName(cudaError_t error)
+{
+	return error_text(error, true);
+}
