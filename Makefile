@@ -14,7 +14,10 @@ VARIANT ?= plain
 O := $(BUILD)/$(VARIANT)
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-BASE := -std=c11 -D_GNU_SOURCE -fPIC -pthread -g $(WARN) -Icore -Ishim
+# Hidden by default: only the CUDA entry points and the control API leave libcuresv.so. Thread-locals
+# use the initial-exec model: one instruction on the allocation path instead of a call.
+BASE := -std=c11 -D_GNU_SOURCE -fPIC -pthread -g $(WARN) -Icore -Ishim -fvisibility=hidden \
+	-ftls-model=initial-exec
 ifeq ($(VARIANT),plain)
   FLAVOUR := -O2
 else ifeq ($(VARIANT),asan)
@@ -27,7 +30,14 @@ endif
 CFLAGS_ALL := $(BASE) $(FLAVOUR) $(CFLAGS)
 LDFLAGS_ALL := -pthread $(filter -fsanitize=%,$(FLAVOUR)) $(LDFLAGS)
 
+CUDA_INC := $(CUDA_HOME)/include
+# With this cuda.h declares every ABI variant (cuMemAlloc_v2, cuMemAllocAsync_ptsz, legacy 32-bit
+# ones) under its own name, so each hook is checked against the real prototype of its symbol.
+SHIM_CFLAGS := -I$(CUDA_INC) -D__CUDA_API_VERSION_INTERNAL
+
 CORE_SRC := $(wildcard core/*.c)
+SHIM_SRC := $(wildcard shim/*.c) $(wildcard shim/*.S)
+SHIM_OBJ := $(patsubst %,$(O)/%.o,$(basename $(SHIM_SRC)))
 CORE_OBJ := $(CORE_SRC:%.c=$(O)/%.o)
 UNIT_SRC := $(filter-out tests/unit/tsan_boxfort.c,$(wildcard tests/unit/*.c))
 ifeq ($(VARIANT),tsan)
@@ -44,9 +54,24 @@ all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
 
-$(O)/%.o: %.c
+$(O)/%.o: %.c Makefile
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(O)/shim/%.o: shim/%.c Makefile | $(CUDA_INC)/cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(O)/shim/%.o: shim/%.S Makefile
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(CUDA_INC)/cuda.h:
+	@echo "curesv: $@ not found: the shim needs the CUDA headers; set CUDA_HOME (now '$(CUDA_HOME)')" >&2
+	@exit 1
+
+$(O)/libcuresv.so: $(SHIM_OBJ) $(CORE_OBJ)
+	$(CC) -shared $(LDFLAGS_ALL) -Wl,-soname,libcuresv.so -Wl,-z,now $^ -ldl -o $@
 
 $(O)/libcuresv_core.a: $(CORE_OBJ)
 	@rm -f $@
@@ -79,4 +104,4 @@ $(O)/table_bench: tests/bench/table_bench.c $(O)/libcuresv_core.a
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(UNIT_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(SHIM_OBJ:.o=.d)

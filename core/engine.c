@@ -76,6 +76,28 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 	return true;
 }
 
+void curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
+{
+	curesv_charge *c = &op->charge;
+	if (op->untracked || bytes == c->bytes)
+		return;
+	if (bytes == 0 || bytes > CURESV_SIZE_LIMIT) {
+		if (op->charged)
+			curesv_ledger_uncharge(&e->ledger, c);
+		op->charged = false;
+		op->untracked = true;
+		c->bytes = bytes;
+		return;
+	}
+	if (!op->charged) {
+		c->bytes = bytes;
+		return;
+	}
+	/* Already allocated: move the charge to the real size, past the budget if need be. */
+	curesv_ledger_uncharge(&e->ledger, c);
+	charge(e, op, c->device, bytes, c->kind, false);
+}
+
 /* An address the table still holds was handed out again: its free went unseen. Settle it now. */
 static void evict_stale(curesv_engine *e, uint64_t ptr)
 {

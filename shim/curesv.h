@@ -17,6 +17,12 @@
 extern "C" {
 #endif
 
+#if defined(__GNUC__)
+#define CURESV_API __attribute__((visibility("default")))
+#else
+#define CURESV_API
+#endif
+
 typedef enum curesv_status {
 	CURESV_OK = 0,
 	CURESV_ERR_INVALID = 1,         /* NULL or malformed name, bad device, size 0 or over 64 TiB */
@@ -52,32 +58,32 @@ typedef struct curesv_stats {
 /* Creates reservation `name` (1-31 of letters, digits, '_', '.', '-') of `bytes` on `device`, carved
  * out of the device's capacity: the shared pool shrinks by `bytes`.
  * Errors: INVALID, NAME_TAKEN, CAPACITY, DISABLED. */
-curesv_status curesv_reserve(const char *name, size_t bytes, int device);
+CURESV_API curesv_status curesv_reserve(const char *name, size_t bytes, int device);
 
 /* Ends reservation `name` now. Its unused part (size - allocated, when positive) returns to the
  * shared pool; its live bytes move to the orphan tier, which later frees of its pointers drain.
  * Threads attached to it fall back to the shared pool. Errors: INVALID, UNKNOWN_NAME, DISABLED. */
-curesv_status curesv_release(const char *name);
+CURESV_API curesv_status curesv_release(const char *name);
 
 /* Attaches the calling thread to reservation `name`; NULL detaches it (its allocations then draw
  * from the shared pool). Overrides CURESV_ATTACH rules for this thread from then on.
  * Errors: INVALID, UNKNOWN_NAME, DISABLED. */
-curesv_status curesv_attach(const char *name);
+CURESV_API curesv_status curesv_attach(const char *name);
 
 /* Moves live allocation `ptr` (as returned by cudaMalloc & co.) to reservation `name`: the old origin
  * is debited and `name` charged now, and a later free debits `name`.
  * Errors: INVALID, UNKNOWN_NAME, UNKNOWN_POINTER, CAPACITY (enforce mode), DISABLED. */
-curesv_status curesv_transfer(const void *ptr, const char *name);
+CURESV_API curesv_status curesv_transfer(const void *ptr, const char *name);
 
 /* Copies reservation `name`'s counters into *out. Errors: INVALID, UNKNOWN_NAME, DISABLED. */
-curesv_status curesv_stats(const char *name, curesv_stats_t *out);
+CURESV_API curesv_status curesv_stats(const char *name, curesv_stats_t *out);
 
 /* Writes the report (CURESV_REPORT format, to CURESV_REPORT_FILE or stderr) now.
  * Errors: DISABLED; INVALID when CURESV_REPORT=off or the report file cannot be opened. */
-curesv_status curesv_report(void);
+CURESV_API curesv_status curesv_report(void);
 
 /* A static, human-readable description of `status`. */
-const char *curesv_strerror(curesv_status status);
+CURESV_API const char *curesv_strerror(curesv_status status);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,125 @@
+/* The bracket every hook puts around its real call (shim.h), and the lookups it needs: the current
+ * device and, once per device, the driver's total memory. */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "shim.h"
+
+/* Per-thread nesting: depth > 0 while a hook of this thread is inside its real call. Only the
+ * outermost hook accounts, so an allocation made through the runtime is counted once although the
+ * driver hook sees it too. `deny_*` carries a runtime-layer refusal down to the driver call. */
+static _Thread_local struct {
+	int depth;
+	bool deny_pending;
+	uint8_t deny_kind;
+	uint64_t deny_bytes;
+} frame;
+
+static struct curesv_real rt_get_device = { "cudaGetDevice", NULL };
+static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
+static struct curesv_real drv_total_mem = { "cuDeviceTotalMem_v2", NULL };
+
+int curesv_current_device(enum curesv_layer layer)
+{
+	int dev = 0;
+	if (layer == CURESV_LAYER_RUNTIME) {
+		cudaError_t (*get)(int *) = curesv_real_runtime(&rt_get_device);
+		if (!get || get(&dev) != cudaSuccess)
+			dev = 0;
+	} else {
+		CUresult (*get)(CUdevice *) = curesv_real_driver(&drv_ctx_get_device);
+		if (!get || get(&dev) != CUDA_SUCCESS)
+			dev = 0;
+	}
+	return dev;
+}
+
+/* Records the device's total memory the first time it is used, unless CURESV_CAPACITY set one.
+ * Before the runtime has loaded and initialised the driver this fails quietly; it is tried again
+ * after the allocation. */
+static void learn_capacity(curesv_engine *e, int device)
+{
+	if (curesv_engine_device_known(e, device))
+		return;
+	CUresult (*total)(size_t *, CUdevice) = curesv_real_driver(&drv_total_mem);
+	size_t bytes;
+	if (total && total(&bytes, device) == CUDA_SUCCESS)
+		curesv_engine_device_total(e, device, bytes);
+}
+
+static bool nested_denial(enum curesv_layer layer, enum curesv_kind kind, uint64_t bytes)
+{
+	if (layer != CURESV_LAYER_DRIVER || !frame.deny_pending || frame.deny_kind != kind ||
+	    frame.deny_bytes != bytes)
+		return false;
+	frame.deny_pending = false;
+	return true;
+}
+
+bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
+		       uint64_t bytes)
+{
+	c->e = curesv_shim_engine();
+	c->layer = layer;
+	c->deny = false;
+	if (!c->e)
+		return true;
+	if (frame.depth > 0) {
+		c->e = NULL;
+		return !nested_denial(layer, kind, bytes);
+	}
+	int device = curesv_current_device(layer);
+	learn_capacity(c->e, device);
+	frame.depth++;
+	if (curesv_alloc_begin(c->e, device, bytes, kind, &c->op))
+		return true;
+	if (layer == CURESV_LAYER_DRIVER) {
+		frame.depth--;
+		return false;
+	}
+	/* Let the runtime make the call and meet the refusal in the driver, so that it reports (and
+	 * remembers, for cudaGetLastError) its own out-of-memory error. */
+	c->deny = true;
+	frame.deny_pending = true;
+	frame.deny_kind = (uint8_t)kind;
+	frame.deny_bytes = bytes;
+	return true;
+}
+
+bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
+{
+	if (!c->e)
+		return true;
+	frame.depth--;
+	learn_capacity(c->e, c->op.charge.device);
+	if (c->deny) {
+		/* Still pending: the driver hook was not on the runtime's path, so the refusal must be
+		 * carried out here on whatever the runtime allocated. */
+		bool undo = frame.deny_pending && ok && ptr;
+		frame.deny_pending = false;
+		return !undo;
+	}
+	return curesv_alloc_end(c->e, &c->op, ok, ptr);
+}
+
+void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr)
+{
+	c->e = curesv_shim_engine();
+	c->layer = layer;
+	if (!c->e)
+		return;
+	if (frame.depth > 0) {
+		c->e = NULL;
+		return;
+	}
+	frame.depth++;
+	curesv_free_begin(c->e, ptr, &c->fop);
+}
+
+void curesv_call_free_done(struct curesv_call *c, bool ok)
+{
+	if (!c->e)
+		return;
+	frame.depth--;
+	curesv_free_end(c->e, &c->fop, ok);
+}

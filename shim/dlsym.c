@@ -1,0 +1,64 @@
+/* The dlsym override. CUDA runtimes (static and shared) reach the driver by dlopen("libcuda.so.1") and
+ * dlsym(handle, "cuGetProcAddress_v2"), so a preloaded cuMemAlloc_v2 alone is never called: curesv
+ * must answer dlsym for driver entry points. For every other name it must be invisible, including
+ * dlsym(RTLD_NEXT, ...) made by some other library, which glibc resolves relative to the caller's
+ * return address. So `dlsym` itself (dlsym_x86_64.S) is a trampoline: it asks
+ * curesv_dlsym_answer() and, when that declines, jumps to glibc's dlsym with the caller's return
+ * address still on the stack.
+ *
+ * curesv_dlsym_answer runs inside sanitizer start-up and other early dlsym calls: for names it
+ * declines it takes no lock, allocates nothing and calls no libc string function. */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "shim.h"
+
+void *(*curesv_real_dlsym)(void *handle, const char *name);
+
+/* glibc 2.34 moved dlsym into libc under a new version; older glibc exports GLIBC_2.2.5 (x86-64). */
+void curesv_resolve_dlsym(void)
+{
+	if (__atomic_load_n(&curesv_real_dlsym, __ATOMIC_ACQUIRE))
+		return;
+	void *fn = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+	if (!fn)
+		fn = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+	/* release: the asm trampoline jumps through this pointer */
+	__atomic_store_n(&curesv_real_dlsym, (void *(*)(void *, const char *))fn, __ATOMIC_RELEASE);
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	while (*prefix)
+		if (*s++ != *prefix++)
+			return false;
+	return true;
+}
+
+/* Driver entry points curesv substitutes: cuMem... and cuGetProcAddress...; never cudnn*, cublas*. */
+static bool driver_name(const char *name)
+{
+	return name && (has_prefix(name, "cuMem") || has_prefix(name, "cuGetProcAddress"));
+}
+
+CURESV_HIDDEN void *curesv_dlsym_answer(void *handle, const char *name);
+void *curesv_dlsym_answer(void *handle, const char *name)
+{
+	curesv_resolve_dlsym();
+	if (!driver_name(name) || !curesv_real_dlsym || !curesv_shim_engine())
+		return NULL;
+	void *fn = curesv_real_dlsym(handle, name);
+	return fn ? curesv_substitute_symbol(name, fn) : NULL;
+}
+
+#if !defined(__x86_64__)
+/* Without the trampoline a dlsym(RTLD_NEXT, ...) forwarded from here resolves relative to
+ * libcuresv, not to its caller: correct for every library loaded after libcuresv, which is where
+ * RTLD_NEXT wrappers of libc functions find libc. */
+CURESV_EXPORT void *dlsym(void *handle, const char *name)
+{
+	void *fn = curesv_dlsym_answer(handle, name);
+	return fn ? fn : curesv_real_dlsym(handle, name);
+}
+#endif

@@ -1,0 +1,292 @@
+/* Driver entry points: the hooks, one per ABI variant, and their substitution into what the driver's
+ * cuGetProcAddress and dlsym hand out.
+ *
+ * One table (VARIANTS) names each variant: the name cuGetProcAddress is asked for, the exported
+ * symbol with that ABI, the CUDA version that introduced it, and whether it is the per-thread
+ * default-stream (_ptsz) twin. A pointer the driver returns is swapped for a hook only when it IS
+ * that variant's function, as learned from the driver itself (dlsym of the exported symbol, and
+ * cuGetProcAddress asked at the variant's own version and stream flag); anything else, such as an
+ * ABI newer than curesv knows, goes back to the caller untouched. */
+#include <cuda.h>
+#include <string.h>
+
+#include "log.h"
+#include "shim.h"
+
+#define LEGACY CU_GET_PROC_ADDRESS_LEGACY_STREAM
+#define PTDS CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+
+/*  X(name asked of cuGetProcAddress, exported symbol = hook, version, stream flag) */
+#define VARIANTS(X)                                                         \
+	X(cuMemAlloc, cuMemAlloc_v2, 3020, LEGACY)                          \
+	X(cuMemAllocPitch, cuMemAllocPitch_v2, 3020, LEGACY)                \
+	X(cuMemFree, cuMemFree_v2, 3020, LEGACY)                            \
+	X(cuMemAllocManaged, cuMemAllocManaged, 6000, LEGACY)               \
+	X(cuMemHostAlloc, cuMemHostAlloc, 2020, LEGACY)                     \
+	X(cuMemAllocHost, cuMemAllocHost_v2, 3020, LEGACY)                  \
+	X(cuMemFreeHost, cuMemFreeHost, 2000, LEGACY)                       \
+	X(cuMemAllocAsync, cuMemAllocAsync, 11020, LEGACY)                  \
+	X(cuMemAllocAsync, cuMemAllocAsync_ptsz, 11020, PTDS)               \
+	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, LEGACY)  \
+	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz, 11020, PTDS) \
+	X(cuMemFreeAsync, cuMemFreeAsync, 11020, LEGACY)                    \
+	X(cuMemFreeAsync, cuMemFreeAsync_ptsz, 11020, PTDS)                 \
+	X(cuGetProcAddress, cuGetProcAddress, 11030, LEGACY)                \
+	X(cuGetProcAddress, cuGetProcAddress_v2, 12000, LEGACY)
+
+enum variant_id {
+#define ID(proc, sym, ver, flags) V_##sym,
+	VARIANTS(ID)
+#undef ID
+	V_COUNT
+};
+
+struct variant {
+	const char *proc;
+	const char *symbol;
+	int version;
+	cuuint64_t flags;
+	void *hook;
+	void *_Atomic real;     /* the driver's exported function of this ABI */
+	void *_Atomic proc_fn;  /* what the driver's cuGetProcAddress returns for this variant */
+};
+
+/* The hooks, declared so the table can point at them; defined below. */
+#define DECLARE(proc, sym, ver, flags) static __typeof__(sym) hook_##sym;
+VARIANTS(DECLARE)
+#undef DECLARE
+
+static struct variant variants[V_COUNT] = {
+#define ROW(proc, sym, ver, flags) [V_##sym] = { #proc, #sym, ver, flags, (void *)hook_##sym, NULL, NULL },
+	VARIANTS(ROW)
+#undef ROW
+};
+
+/* The function to forward to: what cuGetProcAddress handed out, else the exported symbol. */
+static void *real_of(enum variant_id id)
+{
+	struct variant *v = &variants[id];
+	void *fn = atomic_load_explicit(&v->proc_fn, memory_order_acquire);
+	if (fn)
+		return fn;
+	fn = atomic_load_explicit(&v->real, memory_order_acquire);
+	if (fn)
+		return fn;
+	fn = curesv_driver_symbol(v->symbol);
+	if (fn == v->hook)
+		return NULL;
+	if (fn)
+		atomic_store_explicit(&v->real, fn, memory_order_release);
+	return fn;
+}
+
+static CUresult no_driver(enum variant_id id)
+{
+	CURESV_LOG_ONCE(CURESV_LOG_ERROR, "%s called but no CUDA driver (libcuda.so.1) is loaded",
+			variants[id].symbol);
+	return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* ---- learning the driver's own pointers ------------------------------------------------------- */
+
+typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*gpa_v1_fn)(const char *, void **, int, cuuint64_t);
+
+static _Atomic int learned; /* 0 not yet, 1 in progress, 2 done */
+
+static void *ask(const char *proc, int version, cuuint64_t flags)
+{
+	void *fn = NULL;
+	gpa_v2_fn v2 = real_of(V_cuGetProcAddress_v2);
+	gpa_v1_fn v1 = v2 ? NULL : (gpa_v1_fn)real_of(V_cuGetProcAddress);
+	CUdriverProcAddressQueryResult status;
+	CUresult r = v2 ? v2(proc, &fn, version, flags, &status)
+			: v1 ? v1(proc, &fn, version, flags) : CUDA_ERROR_NOT_FOUND;
+	return r == CUDA_SUCCESS ? fn : NULL;
+}
+
+/* Asks the driver, once, what cuGetProcAddress returns for each variant at its own version. */
+static void learn(void)
+{
+	int expect = 0;
+	if (!atomic_compare_exchange_strong_explicit(&learned, &expect, 1, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		while (atomic_load_explicit(&learned, memory_order_acquire) != 2)
+			;
+		return;
+	}
+	for (int i = 0; i < V_COUNT; i++) {
+		struct variant *v = &variants[i];
+		void *fn = ask(v->proc, v->version, v->flags);
+		if (fn && fn != v->hook)
+			atomic_store_explicit(&v->proc_fn, fn, memory_order_release);
+	}
+	atomic_store_explicit(&learned, 2, memory_order_release);
+}
+
+static bool is_hook(const void *fn)
+{
+	for (int i = 0; i < V_COUNT; i++)
+		if (variants[i].hook == fn)
+			return true;
+	return false;
+}
+
+void *curesv_substitute_proc(const char *symbol, void *fn)
+{
+	if (!fn || !symbol || strncmp(symbol, "cu", 2) != 0 || is_hook(fn))
+		return fn;
+	if (atomic_load_explicit(&learned, memory_order_acquire) != 2)
+		learn();
+	for (int i = 0; i < V_COUNT; i++) {
+		struct variant *v = &variants[i];
+		if (fn == atomic_load_explicit(&v->proc_fn, memory_order_acquire) ||
+		    fn == atomic_load_explicit(&v->real, memory_order_acquire))
+			return v->hook;
+	}
+	return fn;
+}
+
+void *curesv_substitute_symbol(const char *symbol, void *fn)
+{
+	for (int i = 0; i < V_COUNT; i++) {
+		struct variant *v = &variants[i];
+		if (strcmp(symbol, v->symbol) != 0)
+			continue;
+		if (fn == v->hook) /* the lookup found curesv itself (RTLD_DEFAULT) */
+			return fn;
+		void *unset = NULL;
+		atomic_compare_exchange_strong_explicit(&v->real, &unset, fn, memory_order_acq_rel,
+							memory_order_relaxed);
+		return v->hook;
+	}
+	return fn;
+}
+
+/* ---- cuGetProcAddress ------------------------------------------------------------------------ */
+
+static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+					 cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+	gpa_v2_fn real = real_of(V_cuGetProcAddress_v2);
+	if (!real)
+		return no_driver(V_cuGetProcAddress_v2);
+	CUresult r = real(symbol, pfn, cudaVersion, flags, status);
+	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine())
+		*pfn = curesv_substitute_proc(symbol, *pfn);
+	return r;
+}
+
+static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+				      cuuint64_t flags)
+{
+	gpa_v1_fn real = real_of(V_cuGetProcAddress);
+	if (!real)
+		return no_driver(V_cuGetProcAddress);
+	CUresult r = real(symbol, pfn, cudaVersion, flags);
+	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine())
+		*pfn = curesv_substitute_proc(symbol, *pfn);
+	return r;
+}
+
+/* ---- allocation and free hooks ---------------------------------------------------------------- */
+
+/* An allocation the engine refused to keep (table full under CURESV_TABLE_FULL=fail, or a denial
+ * the driver call did not carry out) is handed back untracked. */
+static void give_back(uint64_t ptr, enum curesv_kind kind)
+{
+	if (kind == CURESV_KIND_HOST) {
+		__typeof__(&hook_cuMemFreeHost) real = real_of(V_cuMemFreeHost);
+		if (real)
+			real((void *)(uintptr_t)ptr);
+	} else {
+		__typeof__(&hook_cuMemFree_v2) real = real_of(V_cuMemFree_v2);
+		if (real)
+			real((CUdeviceptr)ptr);
+	}
+}
+
+static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, enum curesv_kind kind)
+{
+	if (curesv_call_alloc_done(c, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? ptr : 0))
+		return r;
+	give_back(ptr, kind);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+#define ALLOC_HOOK(sym, kind, bytes, out, params, args)                                       \
+	static CUresult hook_##sym params                                                     \
+	{                                                                                     \
+		__typeof__(&hook_##sym) real = real_of(V_##sym);                              \
+		if (!real)                                                                    \
+			return no_driver(V_##sym);                                            \
+		struct curesv_call c;                                                         \
+		if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, kind, bytes))                 \
+			return CUDA_ERROR_OUT_OF_MEMORY;                                      \
+		CUresult r = real args;                                                       \
+		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
+	}
+
+#define FREE_HOOK(sym, ptr, params, args)                                                     \
+	static CUresult hook_##sym params                                                     \
+	{                                                                                     \
+		__typeof__(&hook_##sym) real = real_of(V_##sym);                              \
+		if (!real)                                                                    \
+			return no_driver(V_##sym);                                            \
+		struct curesv_call c;                                                         \
+		curesv_call_free(&c, CURESV_LAYER_DRIVER, (uint64_t)(uintptr_t)(ptr));        \
+		CUresult r = real args;                                                       \
+		curesv_call_free_done(&c, r == CUDA_SUCCESS);                                 \
+		return r;                                                                     \
+	}
+
+ALLOC_HOOK(cuMemAlloc_v2, CURESV_KIND_DEVICE, bytesize, dptr,
+	   (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize))
+ALLOC_HOOK(cuMemAllocManaged, CURESV_KIND_MANAGED, bytesize, dptr,
+	   (CUdeviceptr *dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags))
+ALLOC_HOOK(cuMemHostAlloc, CURESV_KIND_HOST, bytesize, pp,
+	   (void **pp, size_t bytesize, unsigned int Flags), (pp, bytesize, Flags))
+ALLOC_HOOK(cuMemAllocHost_v2, CURESV_KIND_HOST, bytesize, pp,
+	   (void **pp, size_t bytesize), (pp, bytesize))
+ALLOC_HOOK(cuMemAllocAsync, CURESV_KIND_ASYNC, bytesize, dptr,
+	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
+ALLOC_HOOK(cuMemAllocAsync_ptsz, CURESV_KIND_ASYNC, bytesize, dptr,
+	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
+ALLOC_HOOK(cuMemAllocFromPoolAsync, CURESV_KIND_ASYNC, bytesize, dptr,
+	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+	   (dptr, bytesize, pool, hStream))
+ALLOC_HOOK(cuMemAllocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, bytesize, dptr,
+	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+	   (dptr, bytesize, pool, hStream))
+
+FREE_HOOK(cuMemFree_v2, dptr, (CUdeviceptr dptr), (dptr))
+FREE_HOOK(cuMemFreeHost, p, (void *p), (p))
+FREE_HOOK(cuMemFreeAsync, dptr, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
+FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
+
+/* Pitched: the budget is checked on width * height; the books keep pitch * height. */
+static CUresult hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+					size_t Height, unsigned int ElementSizeBytes)
+{
+	__typeof__(&hook_cuMemAllocPitch_v2) real = real_of(V_cuMemAllocPitch_v2);
+	if (!real)
+		return no_driver(V_cuMemAllocPitch_v2);
+	uint64_t bytes;
+	if (__builtin_mul_overflow((uint64_t)WidthInBytes, (uint64_t)Height, &bytes))
+		bytes = UINT64_MAX;
+	struct curesv_call c;
+	if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, CURESV_KIND_DEVICE, bytes))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+	if (r == CUDA_SUCCESS && pPitch && c.e &&
+	    !__builtin_mul_overflow((uint64_t)*pPitch, (uint64_t)Height, &bytes))
+		curesv_alloc_resize(c.e, &c.op, bytes);
+	return alloc_result(&c, r, dptr ? *dptr : 0, CURESV_KIND_DEVICE);
+}
+
+/* The exported names: direct callers of the driver API bind to these; the runtime gets the same
+ * functions through cuGetProcAddress. */
+#define EXPORT(proc, sym, ver, flags) \
+	CURESV_EXPORT extern __typeof__(sym) sym __attribute__((alias("hook_" #sym)));
+VARIANTS(EXPORT)
+#undef EXPORT

@@ -1,0 +1,98 @@
+/* Engine lifecycle inside the preloaded library: lazy, thread-safe initialisation on the first CUDA
+ * call from any thread (nothing calls the driver before the program does), one report at exit, and
+ * fork handling. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "report.h"
+#include "shim.h"
+
+enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
+
+static curesv_engine engine;
+static _Atomic int state = UNINIT;
+static _Atomic int reported;
+/* The process whose books these are: a forked child adopts them only once it makes a CUDA call. */
+static _Atomic pid_t owner;
+
+static void after_fork_child(void)
+{
+	atomic_store_explicit(&owner, 0, memory_order_relaxed);
+}
+
+static int init_state(void)
+{
+	curesv_config cfg;
+	curesv_diag diag;
+	unsigned errors = curesv_config_load(&cfg, NULL, &diag);
+	curesv_log_set_level(errors ? CURESV_LOG_WARN : cfg.log_level);
+	curesv_diag_log(&diag);
+	if (errors) {
+		if (cfg.strict) {
+			curesv_log(CURESV_LOG_ERROR, "invalid configuration and CURESV_STRICT=1: aborting");
+			abort();
+		}
+		curesv_log(CURESV_LOG_ERROR, "invalid configuration: curesv is off, the program runs "
+			   "unchanged (CURESV_STRICT=1 makes this fatal)");
+		return DISABLED;
+	}
+	if (!cfg.enable)
+		return DISABLED;
+	if (!curesv_engine_init(&engine, &cfg))
+		return DISABLED;
+	pthread_atfork(NULL, NULL, after_fork_child);
+	atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
+	curesv_log(CURESV_LOG_INFO, "active: CURESV_MODE=%s, %u reservations, %lu table slots",
+		   cfg.mode == CURESV_MODE_ENFORCE ? "enforce" : "observe", cfg.n_reservations,
+		   (unsigned long)cfg.table_slots);
+	return ACTIVE;
+}
+
+curesv_engine *curesv_shim_engine(void)
+{
+	/* acquire: pairs with the release below, so the engine is fully built when seen ACTIVE */
+	int s = atomic_load_explicit(&state, memory_order_acquire);
+	if (__builtin_expect(s == ACTIVE, 1)) {
+		if (__builtin_expect(atomic_load_explicit(&owner, memory_order_relaxed) == 0, 0))
+			atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
+		return &engine;
+	}
+	if (s == DISABLED)
+		return NULL;
+	int expect = UNINIT;
+	if (atomic_compare_exchange_strong_explicit(&state, &expect, INITIALISING,
+						    memory_order_acq_rel, memory_order_acquire)) {
+		curesv_resolve_dlsym();
+		/* release: publishes the engine to every thread that reads ACTIVE */
+		atomic_store_explicit(&state, init_state(), memory_order_release);
+	} else {
+		/* Another thread is building the engine: it reads the environment and allocates the
+		 * table, and never calls back into a hook, so this wait is short. */
+		while (atomic_load_explicit(&state, memory_order_acquire) == INITIALISING)
+			sched_yield();
+	}
+	return curesv_shim_engine();
+}
+
+CURESV_HIDDEN bool curesv_shim_report_now(void);
+bool curesv_shim_report_now(void)
+{
+	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE)
+		return false;
+	return curesv_report_emit(&engine, (long)getpid()) == CURESV_OK;
+}
+
+/* The exit report: written once, by the process that owns the books, even while other threads are
+ * still allocating (the report reads everything atomically). Runs after the program's own
+ * destructors that were initialised later, so their frees are counted. */
+__attribute__((destructor)) static void report_at_exit(void)
+{
+	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE ||
+	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
+	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
+		return;
+	if (engine.cfg.report != CURESV_REPORT_OFF)
+		curesv_report_emit(&engine, (long)getpid());
+}

@@ -1,0 +1,79 @@
+/* Finding the real CUDA functions behind the hooks. Resolution is lazy (the first call of each hook)
+ * and cached; it never loads anything: the driver and runtime are whatever the program loaded. */
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "shim.h"
+
+void *curesv_driver_symbol(const char *name)
+{
+	static void *_Atomic handle;
+	void *h = atomic_load_explicit(&handle, memory_order_acquire);
+	if (!h) {
+		/* RTLD_NOLOAD: only a driver the program (or its runtime) already loaded. */
+		h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		if (!h)
+			return NULL;
+		atomic_store_explicit(&handle, h, memory_order_release);
+	}
+	curesv_resolve_dlsym();
+	return curesv_real_dlsym(h, name);
+}
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *out)
+{
+	const char *slash = strrchr(info->dlpi_name, '/');
+	const char *base = slash ? slash + 1 : info->dlpi_name;
+	if (strncmp(base, "libcudart.so", 12) != 0)
+		return 0;
+	*(const char **)out = info->dlpi_name;
+	return 1;
+}
+
+void *curesv_runtime_symbol(const char *name)
+{
+	curesv_resolve_dlsym();
+	/* A runtime in the global scope (linked by the program) comes after libcuresv. */
+	void *fn = curesv_real_dlsym(RTLD_NEXT, name);
+	if (fn)
+		return fn;
+	/* One loaded privately (RTLD_LOCAL), e.g. by a Python extension module, still bound its
+	 * callers to curesv's definition: find it among the loaded objects. */
+	const char *path = NULL;
+	dl_iterate_phdr(find_cudart, &path);
+	void *h = path ? dlopen(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+	return h ? curesv_real_dlsym(h, name) : NULL;
+}
+
+static void *cached(struct curesv_real *r, void *(*lookup)(const char *))
+{
+	void *fn = atomic_load_explicit(&r->fn, memory_order_acquire);
+	if (fn)
+		return fn;
+	fn = lookup(r->name);
+	if (fn)
+		atomic_store_explicit(&r->fn, fn, memory_order_release);
+	return fn;
+}
+
+void *curesv_real_driver(struct curesv_real *r)
+{
+	return cached(r, curesv_driver_symbol);
+}
+
+void *curesv_real_runtime(struct curesv_real *r)
+{
+	return cached(r, curesv_runtime_symbol);
+}
+
+static void *next_symbol(const char *name)
+{
+	curesv_resolve_dlsym();
+	return curesv_real_dlsym(RTLD_NEXT, name);
+}
+
+void *curesv_real_next(struct curesv_real *r)
+{
+	return cached(r, next_symbol);
+}

@@ -1,0 +1,114 @@
+/* Runtime entry points, for programs that use a shared libcudart (PyTorch, CuPy, most CUDA C++ built
+ * with -cudart shared). Each forwards to the next definition of the same name. The runtime then calls
+ * the driver through the pointers cuGetProcAddress gave it, which are curesv's driver hooks; those
+ * see they are nested and pass through, so each allocation is counted once, here. With a static
+ * runtime these are never called and the driver hooks do the counting. */
+#include <cuda_runtime_api.h>
+
+#include "shim.h"
+
+/*  X(runtime symbol, kind, bytes, out-pointer, params, args) */
+#define RT_ALLOCS(X)                                                                              \
+	X(cudaMalloc, CURESV_KIND_DEVICE, size, devPtr, (void **devPtr, size_t size),              \
+	  (devPtr, size))                                                                          \
+	X(cudaMallocManaged, CURESV_KIND_MANAGED, size, devPtr,                                    \
+	  (void **devPtr, size_t size, unsigned int flags), (devPtr, size, flags))                 \
+	X(cudaMallocHost, CURESV_KIND_HOST, size, ptr, (void **ptr, size_t size), (ptr, size))     \
+	X(cudaHostAlloc, CURESV_KIND_HOST, size, pHost,                                            \
+	  (void **pHost, size_t size, unsigned int flags), (pHost, size, flags))                   \
+	X(cudaMallocAsync, CURESV_KIND_ASYNC, size, devPtr,                                        \
+	  (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))             \
+	X(cudaMallocAsync_ptsz, CURESV_KIND_ASYNC, size, devPtr,                                   \
+	  (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))             \
+	X(cudaMallocFromPoolAsync, CURESV_KIND_ASYNC, size, ptr,                                   \
+	  (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                   \
+	  (ptr, size, memPool, stream))                                                            \
+	X(cudaMallocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, size, ptr,                              \
+	  (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                   \
+	  (ptr, size, memPool, stream))
+
+/*  X(runtime symbol, pointer, params, args) */
+#define RT_FREES(X)                                                                               \
+	X(cudaFree, devPtr, (void *devPtr), (devPtr))                                              \
+	X(cudaFreeHost, ptr, (void *ptr), (ptr))                                                   \
+	X(cudaFreeAsync, devPtr, (void *devPtr, cudaStream_t hStream), (devPtr, hStream))          \
+	X(cudaFreeAsync_ptsz, devPtr, (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
+
+#define REAL_SLOT(sym, ...) static struct curesv_real real_##sym = { #sym, NULL };
+RT_ALLOCS(REAL_SLOT)
+RT_FREES(REAL_SLOT)
+REAL_SLOT(cudaMallocPitch)
+#undef REAL_SLOT
+
+static cudaError_t no_runtime(const char *sym)
+{
+	curesv_log(CURESV_LOG_ERROR, "%s: cannot find the CUDA runtime's own %s", sym, sym);
+	return cudaErrorInitializationError;
+}
+
+/* Hands an allocation the engine refused back to the runtime, untracked. */
+static void give_back(uint64_t ptr, enum curesv_kind kind)
+{
+	struct curesv_real *free_real = kind == CURESV_KIND_HOST ? &real_cudaFreeHost : &real_cudaFree;
+	cudaError_t (*fn)(void *) = curesv_real_runtime(free_real);
+	if (fn)
+		fn((void *)(uintptr_t)ptr);
+}
+
+static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t ptr,
+				enum curesv_kind kind)
+{
+	if (curesv_call_alloc_done(c, r == cudaSuccess, r == cudaSuccess ? ptr : 0))
+		return r;
+	give_back(ptr, kind);
+	return cudaErrorMemoryAllocation;
+}
+
+#define ALLOC_HOOK(sym, kind, bytes, out, params, args)                                       \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		cudaError_t(*real) params = curesv_real_runtime(&real_##sym);                 \
+		if (!real)                                                                    \
+			return no_runtime(#sym);                                              \
+		struct curesv_call c;                                                         \
+		if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, kind, bytes))                \
+			return cudaErrorMemoryAllocation;                                     \
+		cudaError_t r = real args;                                                    \
+		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
+	}
+
+#define FREE_HOOK(sym, ptr, params, args)                                                     \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		cudaError_t(*real) params = curesv_real_runtime(&real_##sym);                 \
+		if (!real)                                                                    \
+			return no_runtime(#sym);                                              \
+		struct curesv_call c;                                                         \
+		curesv_call_free(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr));       \
+		cudaError_t r = real args;                                                    \
+		curesv_call_free_done(&c, r == cudaSuccess);                                  \
+		return r;                                                                     \
+	}
+
+RT_ALLOCS(ALLOC_HOOK)
+RT_FREES(FREE_HOOK)
+
+/* Pitched: the budget is checked on width * height; the books keep pitch * height. */
+CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	cudaError_t (*real)(void **, size_t *, size_t, size_t) =
+		curesv_real_runtime(&real_cudaMallocPitch);
+	if (!real)
+		return no_runtime("cudaMallocPitch");
+	uint64_t bytes;
+	if (__builtin_mul_overflow((uint64_t)width, (uint64_t)height, &bytes))
+		bytes = UINT64_MAX;
+	struct curesv_call c;
+	if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, CURESV_KIND_DEVICE, bytes))
+		return cudaErrorMemoryAllocation;
+	cudaError_t r = real(devPtr, pitch, width, height);
+	if (r == cudaSuccess && pitch && c.e && !c.deny &&
+	    !__builtin_mul_overflow((uint64_t)*pitch, (uint64_t)height, &bytes))
+		curesv_alloc_resize(c.e, &c.op, bytes);
+	return alloc_result(&c, r, devPtr ? (uint64_t)(uintptr_t)*devPtr : 0, CURESV_KIND_DEVICE);
+}

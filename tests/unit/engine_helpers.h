@@ -1,0 +1,384 @@
+/* Shared by the engine-level unit tests (ledger, timelines, attach, report): an engine built from an
+ * environment, the shim's begin/end protocol on the calling thread, "actors" (named threads that run
+ * engine calls on request, since attachment is thread-local), and expectations that compare every
+ * counter of a reservation, the shared pool, a device or the engine at once (a field left out of an
+ * expectation is expected to be 0).
+ *
+ * Everything is static inline: each test file includes what it uses. */
+#ifndef CURESV_TEST_ENGINE_HELPERS_H
+#define CURESV_TEST_ENGINE_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "attach.h"
+#include "config.h"
+#include "engine.h"
+#include "helpers.h"
+#include "ledger.h"
+#include "table.h"
+
+#define TiB (INT64_C(1) << 40)
+
+/* Large device allocations come back 2 MiB aligned. */
+#define PTR_BASE UINT64_C(0x7f0000000000)
+#define PTR_STRIDE (UINT64_C(2) << 20)
+static inline uint64_t fake_ptr(uint64_t i)
+{
+	return PTR_BASE + i * PTR_STRIDE;
+}
+
+/* ---- building an engine -------------------------------------------------------------------------- */
+
+/* Parses `envp` (NULL-terminated "VAR=value" strings), asserts it is valid, builds *e. */
+static inline void engine_from_env(curesv_engine *e, char *const *envp)
+{
+	curesv_config cfg;
+	curesv_diag diag;
+	unsigned errors = curesv_config_load(&cfg, envp, &diag);
+	cr_assert_eq(errors, 0, "configuration error: %s", diag.count ? diag.line[0].text : "?");
+	cr_assert(curesv_engine_init(e, &cfg));
+}
+
+#define ENGINE(e, ...) engine_from_env((e), (char *[]){ __VA_ARGS__, NULL })
+
+/* ---- the shim's protocol on the calling thread ------------------------------------------------- */
+
+enum alloc_result {
+	GRANTED = 1,            /* alloc_begin and alloc_end said yes, the real allocation succeeded */
+	DENIED = 2,             /* alloc_begin refused (enforce mode) */
+	REAL_FAILED = 3,        /* the "real" allocation failed (ok = false) */
+	TABLE_FAILED = 4,       /* alloc_end returned false (CURESV_TABLE_FULL=fail) */
+};
+
+static inline int eng_alloc_ex(curesv_engine *e, int device, uint64_t ptr, uint64_t bytes,
+			       enum curesv_kind kind, bool real_ok)
+{
+	curesv_alloc_op op;
+	if (!curesv_alloc_begin(e, device, bytes, kind, &op))
+		return DENIED;
+	if (!curesv_alloc_end(e, &op, real_ok, real_ok ? ptr : 0))
+		return TABLE_FAILED;
+	return real_ok ? GRANTED : REAL_FAILED;
+}
+
+static inline int eng_alloc(curesv_engine *e, uint64_t ptr, uint64_t bytes)
+{
+	return eng_alloc_ex(e, 0, ptr, bytes, CURESV_KIND_DEVICE, true);
+}
+
+/* Returns whether the free was tracked (the table held `ptr`). */
+static inline bool eng_free_ex(curesv_engine *e, uint64_t ptr, bool real_ok)
+{
+	curesv_free_op op;
+	curesv_free_begin(e, ptr, &op);
+	bool tracked = op.tracked;
+	curesv_free_end(e, &op, real_ok);
+	return tracked;
+}
+
+static inline bool eng_free(curesv_engine *e, uint64_t ptr)
+{
+	return eng_free_ex(e, ptr, true);
+}
+
+/* ---- actors: a named thread running engine calls on request -------------------------------------- */
+
+enum actor_verb { ACT_NONE, ACT_ATTACH, ACT_DETACH, ACT_ALLOC, ACT_FREE, ACT_ORIGIN, ACT_CALL };
+
+struct actor {
+	pthread_t tid;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	curesv_engine *e;
+	char name[CURESV_THREAD_NAME];
+	uint32_t serial;
+	bool quit;
+	/* the request, then its answer */
+	enum actor_verb verb;
+	const char *res;
+	uint64_t ptr, bytes;
+	int device;
+	enum curesv_kind kind;
+	bool real_ok;
+	void (*fn)(struct actor *, void *);
+	void *arg;
+	int result;
+	bool done;
+};
+
+static inline void actor_execute(struct actor *a)
+{
+	switch (a->verb) {
+	case ACT_ATTACH: a->result = (int)curesv_thread_attach(a->res); break;
+	case ACT_DETACH: a->result = (int)curesv_thread_attach(NULL); break;
+	case ACT_ALLOC:
+		a->result = eng_alloc_ex(a->e, a->device, a->ptr, a->bytes, a->kind, a->real_ok);
+		break;
+	case ACT_FREE: a->result = eng_free_ex(a->e, a->ptr, a->real_ok); break;
+	case ACT_ORIGIN: a->result = (int)curesv_thread_origin(); break;
+	case ACT_CALL: a->fn(a, a->arg); break;
+	case ACT_NONE: break;
+	}
+}
+
+static inline void *actor_main(void *arg)
+{
+	struct actor *a = arg;
+	pthread_setname_np(pthread_self(), a->name);
+	pthread_mutex_lock(&a->mu);
+	a->serial = curesv_thread_serial();
+	a->done = true;
+	pthread_cond_broadcast(&a->cv);
+	for (;;) {
+		while (a->verb == ACT_NONE && !a->quit)
+			pthread_cond_wait(&a->cv, &a->mu);
+		if (a->verb == ACT_NONE && a->quit)
+			break;
+		pthread_mutex_unlock(&a->mu);
+		actor_execute(a);
+		pthread_mutex_lock(&a->mu);
+		a->verb = ACT_NONE;
+		a->done = true;
+		pthread_cond_broadcast(&a->cv);
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+static inline void actor_wait_done(struct actor *a)
+{
+	while (!a->done)
+		pthread_cond_wait(&a->cv, &a->mu);
+}
+
+/* Starts a thread named `name` (at most 15 characters); returns once it has its serial. */
+static inline void actor_start(struct actor *a, curesv_engine *e, const char *name)
+{
+	memset(a, 0, sizeof *a);
+	a->e = e;
+	snprintf(a->name, sizeof a->name, "%s", name);
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->cv, NULL);
+	cr_assert_eq(pthread_create(&a->tid, NULL, actor_main, a), 0);
+	pthread_mutex_lock(&a->mu);
+	actor_wait_done(a);
+	pthread_mutex_unlock(&a->mu);
+}
+
+static inline void actor_stop(struct actor *a)
+{
+	pthread_mutex_lock(&a->mu);
+	a->quit = true;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	pthread_join(a->tid, NULL);
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->mu);
+}
+
+/* Runs the request already filled in on the actor's thread and waits for its answer. */
+static inline int actor_run(struct actor *a, enum actor_verb verb)
+{
+	pthread_mutex_lock(&a->mu);
+	a->done = false;
+	a->verb = verb;
+	pthread_cond_broadcast(&a->cv);
+	actor_wait_done(a);
+	int r = a->result;
+	pthread_mutex_unlock(&a->mu);
+	return r;
+}
+
+static inline curesv_status actor_attach(struct actor *a, const char *res)
+{
+	a->res = res;
+	return (curesv_status)actor_run(a, res ? ACT_ATTACH : ACT_DETACH);
+}
+
+static inline int actor_alloc_ex(struct actor *a, int device, uint64_t ptr, uint64_t bytes,
+				 enum curesv_kind kind, bool real_ok)
+{
+	a->device = device, a->ptr = ptr, a->bytes = bytes, a->kind = kind, a->real_ok = real_ok;
+	return actor_run(a, ACT_ALLOC);
+}
+
+static inline int actor_alloc(struct actor *a, uint64_t ptr, uint64_t bytes)
+{
+	return actor_alloc_ex(a, 0, ptr, bytes, CURESV_KIND_DEVICE, true);
+}
+
+static inline bool actor_free_ex(struct actor *a, uint64_t ptr, bool real_ok)
+{
+	a->ptr = ptr, a->real_ok = real_ok;
+	return actor_run(a, ACT_FREE) != 0;
+}
+
+static inline bool actor_free(struct actor *a, uint64_t ptr)
+{
+	return actor_free_ex(a, ptr, true);
+}
+
+static inline uint32_t actor_origin(struct actor *a)
+{
+	return (uint32_t)actor_run(a, ACT_ORIGIN);
+}
+
+static inline void actor_call(struct actor *a, void (*fn)(struct actor *, void *), void *arg)
+{
+	a->fn = fn, a->arg = arg;
+	actor_run(a, ACT_CALL);
+}
+
+/* ---- expectations ---------------------------------------------------------------------------------- */
+
+struct want {
+	int64_t size, allocated, peak, caller_view, host;
+	uint64_t allocs, frees, cross, denied, over, tin, tout;
+	int released, device;
+};
+
+static inline void expect_stats_(int line, const char *what, const curesv_stats_t *st,
+				 const struct want *w)
+{
+#define EXPECT_FIELD_(got, exp)                                                                  \
+	cr_assert_eq((int64_t)(got), (int64_t)(exp), "line %d: %s: " #got " is %" PRId64         \
+		     ", expected %" PRId64, line, what, (int64_t)(got), (int64_t)(exp))
+	EXPECT_FIELD_(st->device, w->device);
+	EXPECT_FIELD_(st->released, w->released);
+	EXPECT_FIELD_(st->size, w->size);
+	EXPECT_FIELD_(st->allocated, w->allocated);
+	EXPECT_FIELD_(st->peak, w->peak);
+	EXPECT_FIELD_(st->caller_view, w->caller_view);
+	EXPECT_FIELD_(st->host_allocated, w->host);
+	EXPECT_FIELD_(st->allocs, w->allocs);
+	EXPECT_FIELD_(st->frees, w->frees);
+	EXPECT_FIELD_(st->cross_thread_frees, w->cross);
+	EXPECT_FIELD_(st->denied, w->denied);
+	EXPECT_FIELD_(st->over_budget, w->over);
+	EXPECT_FIELD_(st->transfers_in, w->tin);
+	EXPECT_FIELD_(st->transfers_out, w->tout);
+}
+
+static inline void expect_res_(curesv_engine *e, int line, const char *name, struct want w)
+{
+	curesv_stats_t st;
+	cr_assert_eq(curesv_ledger_stats_by_name(&e->ledger, name, &st), CURESV_OK,
+		     "line %d: no reservation '%s'", line, name);
+	expect_stats_(line, name, &st, &w);
+}
+
+static inline void expect_handle_(curesv_engine *e, int line, uint32_t handle, struct want w)
+{
+	curesv_stats_t st;
+	char what[48];
+	snprintf(what, sizeof what, "handle 0x%" PRIx32, handle);
+	curesv_ledger_stats(&e->ledger, handle, w.device, &st);
+	expect_stats_(line, what, &st, &w);
+}
+
+/* A reservation by name (live, or released and its slot not reused). */
+#define EXPECT_RES(e, name, ...) expect_res_((e), __LINE__, (name), (struct want){ __VA_ARGS__ })
+/* A reservation by handle; with CURESV_SHARED, the shared pool of device .device. */
+#define EXPECT_HANDLE(e, h, ...) expect_handle_((e), __LINE__, (h), (struct want){ __VA_ARGS__ })
+#define EXPECT_SHARED(e, ...) EXPECT_HANDLE((e), CURESV_SHARED, __VA_ARGS__)
+
+struct want_dev {
+	int64_t allocated, peak, orphan, orphan_host;
+	uint64_t reserved, headroom, orphan_frees;
+};
+
+static inline void expect_dev_(curesv_engine *e, int line, int device, struct want_dev w)
+{
+	struct curesv_device *d = &e->ledger.dev[device];
+	char what[32];
+	snprintf(what, sizeof what, "device %d", device);
+	EXPECT_FIELD_(atomic_load(&d->allocated), w.allocated);
+	EXPECT_FIELD_(atomic_load(&d->peak), w.peak);
+	EXPECT_FIELD_(atomic_load(&d->orphan[CURESV_TIER_DEVICE]), w.orphan);
+	EXPECT_FIELD_(atomic_load(&d->orphan[CURESV_TIER_HOST]), w.orphan_host);
+	EXPECT_FIELD_(atomic_load(&d->reserved), w.reserved);
+	EXPECT_FIELD_(curesv_ledger_pool_headroom(&e->ledger, device), w.headroom);
+	EXPECT_FIELD_(atomic_load(&d->orphan_frees), w.orphan_frees);
+}
+
+/* Device `d`'s totals; .headroom is curesv_ledger_pool_headroom(). */
+#define EXPECT_DEV(e, d, ...) expect_dev_((e), __LINE__, (d), (struct want_dev){ __VA_ARGS__ })
+
+struct want_eng {
+	uint64_t unknown_frees, untracked_allocs, untracked_bytes, table_full_failures, stale_entries;
+	uint64_t live, full_events;
+};
+
+static inline void expect_eng_(curesv_engine *e, int line, struct want_eng w)
+{
+	const char *what = "engine";
+	curesv_table_stats_t ts;
+	curesv_table_stats(&e->table, &ts);
+	EXPECT_FIELD_(atomic_load(&e->unknown_frees), w.unknown_frees);
+	EXPECT_FIELD_(atomic_load(&e->untracked_allocs), w.untracked_allocs);
+	EXPECT_FIELD_(atomic_load(&e->untracked_bytes), w.untracked_bytes);
+	EXPECT_FIELD_(atomic_load(&e->table_full_failures), w.table_full_failures);
+	EXPECT_FIELD_(atomic_load(&e->stale_entries), w.stale_entries);
+	EXPECT_FIELD_(ts.live, w.live);
+	EXPECT_FIELD_(ts.full_events, w.full_events);
+#undef EXPECT_FIELD_
+}
+
+/* The engine's own counters and the table's live entries and full events. */
+#define EXPECT_ENG(e, ...) expect_eng_((e), __LINE__, (struct want_eng){ __VA_ARGS__ })
+
+static inline uint32_t handle_of(curesv_engine *e, const char *name)
+{
+	uint32_t h = 0;
+	cr_assert_eq(curesv_ledger_find(&e->ledger, name, &h), CURESV_OK, "no reservation '%s'", name);
+	return h;
+}
+
+/* The origin recorded in the table for live pointer `ptr`. */
+static inline uint32_t origin_of(curesv_engine *e, uint64_t ptr)
+{
+	curesv_entry ent;
+	cr_assert(curesv_table_lookup(&e->table, ptr, &ent), "0x%" PRIx64 " is not in the table", ptr);
+	return ent.origin;
+}
+
+/* ---- capturing fd 2 (curesv_log writes there with write(2)) -------------------------------------- */
+
+struct capture {
+	int saved, fd;
+	char path[64];
+};
+
+static inline void capture_start(struct capture *c)
+{
+	snprintf(c->path, sizeof c->path, "/tmp/curesv-stderr-XXXXXX");
+	c->fd = mkstemp(c->path);
+	cr_assert_geq(c->fd, 0);
+	unlink(c->path);
+	c->saved = dup(2);
+	cr_assert_geq(c->saved, 0);
+	cr_assert_geq(dup2(c->fd, 2), 0);
+}
+
+/* Restores fd 2 and copies what was written to it into buf (NUL-terminated). */
+static inline size_t capture_stop(struct capture *c, char *buf, size_t n)
+{
+	dup2(c->saved, 2);
+	close(c->saved);
+	off_t end = lseek(c->fd, 0, SEEK_END);
+	lseek(c->fd, 0, SEEK_SET);
+	size_t len = end > 0 ? (size_t)end : 0;
+	if (len > n - 1)
+		len = n - 1;
+	ssize_t r = pread(c->fd, buf, len, 0);
+	buf[r > 0 ? (size_t)r : 0] = '\0';
+	close(c->fd);
+	return r > 0 ? (size_t)r : 0;
+}
+
+#endif
