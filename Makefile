@@ -49,7 +49,7 @@ export ASAN_OPTIONS := abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-unit test deps bench clean
+.PHONY: all core unit check-unit check-integration test deps bench clean
 all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
@@ -66,10 +66,6 @@ $(O)/shim/%.o: shim/%.S Makefile
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-$(CUDA_INC)/cuda.h:
-	@echo "curesv: $@ not found: the shim needs the CUDA headers; set CUDA_HOME (now '$(CUDA_HOME)')" >&2
-	@exit 1
-
 $(O)/libcuresv.so: $(SHIM_OBJ) $(CORE_OBJ)
 	$(CC) -shared $(LDFLAGS_ALL) -Wl,-soname,libcuresv.so -Wl,-z,now $^ -ldl -o $@
 
@@ -85,12 +81,40 @@ $(O)/unit: $(UNIT_OBJ) $(O)/libcuresv_core.a
 check-unit: $(O)/unit
 	CURESV_TEST_VARIANT=$(VARIANT) $(O)/unit --jobs 2 $(UNIT_ARGS)
 
+# ---- integration: unmodified programs under the shim, on the simulated CUDA stack --------------------
+SIM_DIR := $(BUILD)/sim
+include tests/sim/sim.mk
+
+IT := $(O)/it
+IT_CC := $(CC) -std=c11 -O1 -g -pthread -I$(CUDA_INC)
+IT_DYN := -L$(SIM_DIR) -lcudart -lcuda
+IT_STATIC := $(SIM_LIBCUDART_STATIC) -L$(SIM_DIR) -lcuda -ldl
+IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
+	stress badfree oom rtld_next)
+
+$(IT)/%: tests/integration/%.c $(SIM_LIBCUDART) $(SIM_LIBCUDA) | $(IT)
+	$(IT_CC) $< $(IT_DYN) -o $@
+$(IT)/%_static: tests/integration/%.c $(SIM_LIBCUDART_STATIC) $(SIM_LIBCUDA) | $(IT)
+	$(IT_CC) $< $(IT_STATIC) -o $@
+$(IT)/families_ptds: tests/integration/families.c $(SIM_LIBCUDART) $(SIM_LIBCUDA) | $(IT)
+	$(IT_CC) -DCUDA_API_PER_THREAD_DEFAULT_STREAM $< $(IT_DYN) -o $@
+$(IT)/libwrapopen.so: tests/integration/wrapopen.c | $(IT)
+	$(IT_CC) -fPIC -shared $< -ldl -o $@
+$(IT)/rtld_next: tests/integration/rtld_next.c $(IT)/libwrapopen.so
+	$(IT_CC) $< -L$(IT) -lwrapopen -o $@
+$(IT):
+	mkdir -p $@
+
+check-integration: $(O)/libcuresv.so $(IT_PROGS) sim
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)):$(abspath $(IT)) python3 tests/integration/run.py \
+		--lib $(O)/libcuresv.so --bin $(IT) --stack sim
+
 # ---- everything ---------------------------------------------------------------------------------------
 deps:
 	@scripts/install-deps
 
 test: deps
-	$(MAKE) VARIANT=plain check-unit
+	$(MAKE) VARIANT=plain check-unit check-integration
 	$(MAKE) VARIANT=asan check-unit
 	$(MAKE) VARIANT=tsan check-unit
 

@@ -15,7 +15,7 @@ static int failures;
 static void check(cudaError_t r, const char *what)
 {
 	if (r != cudaSuccess) {
-		fprintf(stderr, "handoff: %s: %s\n", what, cudaGetErrorString(r));
+		fprintf(stderr, "handoff: %s: %s\n", what, cudaGetErrorName(r));
 		failures++;
 	}
 }
@@ -43,7 +43,7 @@ int main(int argc, char **argv)
 	pthread_join(t, NULL);
 	pthread_create(&t, NULL, pipe_stage, NULL);
 	pthread_join(t, NULL);
-	printf("handoff: %zu bytes allocated on thread 'scan', freed on thread 'pipe': %s\n", bytes,
+	printf("handoff: bytes=%zu allocated on thread 'scan', freed on thread 'pipe': %s\n", bytes,
 	       failures ? "FAILED" : "ok");
 	return failures != 0;
 }

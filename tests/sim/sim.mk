@@ -51,7 +51,7 @@ sim: $(SIM_LIBCUDA) $(SIM_DIR)/libcuda.so $(SIM_LIBCUDART) $(SIM_DIR)/libcudart.
 
 # Only reached when the headers are missing: say so instead of "No rule to make target".
 $(_sim_cuda_h):
-	@echo "sim.mk: $@ not found: the simulated CUDA stack compiles against the real CUDA 13 headers; set CUDA_HOME (now '$(CUDA_HOME)')" >&2
+	@echo "curesv: $@ not found: the shim and the simulated CUDA stack compile against the real CUDA 13 headers; set CUDA_HOME (now '$(CUDA_HOME)')" >&2
 	@exit 1
 
 $(SIM_DIR):

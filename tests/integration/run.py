@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Runs the integration programs under libcuresv.so and checks their JSON reports.
+
+The same cases run in CI on the simulated CUDA stack (tests/sim) and on a GPU machine against the
+real driver (scripts/gpu-check); both print one table and the line "N passed, N failed".
+
+    run.py --lib build/plain/libcuresv.so --bin build/plain/it [--stack sim|gpu] [--only SUBSTR]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+KiB = 1024
+HANDOFF_ENV = {
+    "CURESV_CAPACITY": "400K",
+    "CURESV_RESERVATIONS": "scan=100K,pipe=200K",
+    "CURESV_ATTACH": "scan=scan,pipe=pipe",
+}
+
+
+class Case:
+    """One program run under the shim. `same_output`: stdout must match a run without the shim."""
+    def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
+                 report=True, timeout=300, same_output=False):
+        self.name, self.argv, self.check = name, argv, check
+        self.env, self.exit_code, self.stacks = env or {}, exit_code, stacks
+        self.report, self.timeout, self.same_output = report, timeout, same_output
+
+
+def res(report, name):
+    for r in report["reservations"]:
+        if r["name"] == name:
+            return r
+    raise AssertionError("no reservation %r in the report" % name)
+
+
+def expect(what, got, want):
+    if got != want:
+        raise AssertionError("%s: got %r, want %r" % (what, got, want))
+
+
+def program_bytes(out):
+    """The size the program says it allocated (pitched allocations know it only afterwards)."""
+    for word in out.split():
+        if word.startswith("bytes="):
+            return int(word[6:])
+    raise AssertionError("program printed no bytes=")
+
+
+def check_handoff(kind):
+    """scan allocated, pipe freed: the origin (scan) is debited, pipe's caller_view shows the bug."""
+    def check(report, out):
+        n = program_bytes(out)
+        scan, pipe = res(report, "scan"), res(report, "pipe")
+        device = kind != "host"
+        for key, want in (("allocs", 1), ("frees", 1), ("cross_thread_frees", 1),
+                          ("allocated", 0), ("host_allocated", 0), ("denied", 0),
+                          ("peak", n if device else 0), ("caller_view", n if device else 0)):
+            expect("scan " + key, scan[key], want)
+        for key, want in (("allocs", 0), ("frees", 0), ("allocated", 0),
+                          ("caller_view", -n if device else 0)):
+            expect("pipe " + key, pipe[key], want)
+        expect("table live", report["table"]["live"], 0)
+        expect("unknown frees", report["unknown_frees"], 0)
+        return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
+    return check
+
+
+def check_enforce_denied(report, out):
+    scan = res(report, "scan")
+    expect("scan denied", scan["denied"], 1)
+    for key in ("allocs", "frees", "allocated", "peak"):
+        expect("scan " + key, scan[key], 0)
+    expect("program saw", "cudaErrorMemoryAllocation" in out, True)
+    return 0, 0, 0
+
+
+def check_stress(threads, rounds):
+    def check(report, out):
+        total = threads * rounds
+        shared = report["shared"]
+        expect("allocs", shared["allocs"], total)
+        expect("frees", shared["frees"], total)
+        expect("allocated", shared["allocated"], 0)
+        expect("table live", report["table"]["live"], 0)
+        expect("leaks", report["leaks"]["count"], 0)
+        expect("unknown frees", report["unknown_frees"], 0)
+        expect("stale entries", report["stale_entries"], 0)
+        if shared["cross_thread_frees"] == 0:
+            raise AssertionError("no free crossed threads")
+        return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+    return check
+
+
+def check_badfree(report, out):
+    shared = report["shared"]
+    expect("allocs", shared["allocs"], 1)
+    expect("frees", shared["frees"], 1)
+    expect("unknown frees (double + bogus)", report["unknown_frees"], 2)
+    expect("table live", report["table"]["live"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_untouched(report, out):
+    shared = report["shared"]
+    for key in ("allocs", "frees", "allocated", "peak", "denied"):
+        expect("shared " + key, shared[key], 0)
+    expect("table live", report["table"]["live"], 0)
+    return 0, 0, 0
+
+
+def check_nothing(report, out):
+    return "-", "-", "-"
+
+
+def program_count(out, key):
+    for word in out.split():
+        if word.startswith(key + "="):
+            return int(word[len(key) + 1:])
+    raise AssertionError("program printed no %s=" % key)
+
+
+def check_torch(report, out):
+    """Every tensor made on "scan" and freed on "pipe" debits scan; pipe's caller_view shows it."""
+    n, size = program_count(out, "tensors"), program_count(out, "bytes")
+    scan, pipe = res(report, "scan"), res(report, "pipe")
+    if scan["cross_thread_frees"] < n:
+        raise AssertionError("scan cross_thread_frees %d < %d tensors" % (scan["cross_thread_frees"], n))
+    expect("scan allocated", scan["allocated"], 0)
+    expect("scan allocs == frees", scan["allocs"], scan["frees"])
+    if pipe["caller_view"] > -n * size:
+        raise AssertionError("pipe caller_view %d, want <= %d" % (pipe["caller_view"], -n * size))
+    expect("unknown frees", report["unknown_frees"], 0)
+    return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
+
+
+def check_cupy(report, out):
+    n = program_count(out, "arrays")
+    shared = report["shared"]
+    if shared["allocs"] < n:
+        raise AssertionError("allocs %d < %d arrays" % (shared["allocs"], n))
+    expect("allocs == frees + leaks", shared["allocs"], shared["frees"] + report["leaks"]["count"])
+    expect("unknown frees", report["unknown_frees"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def cases(stack, bindir):
+    b = lambda name: os.path.join(bindir, name)
+    out = []
+    families = ["runtime", "pitch", "managed", "host", "hostalloc", "async", "pool", "driver",
+                "driver_pitch", "driver_managed", "driver_host", "driver_allochost", "driver_async",
+                "driver_pool"]
+    kinds = {"managed": "managed", "driver_managed": "managed", "host": "host",
+             "hostalloc": "host", "driver_host": "host", "driver_allochost": "host"}
+    for build in ("families", "families_ptds", "families_static"):
+        for fam in families:
+            out.append(Case("%s %s" % (build, fam), [b(build), fam],
+                            check_handoff(kinds.get(fam, "device")), env=HANDOFF_ENV))
+    for build in ("handoff", "handoff_static"):
+        out.append(Case(build, [b(build)], check_handoff("device"), env=HANDOFF_ENV))
+    out.append(Case("enforce denies past budget", [b("handoff")], check_enforce_denied,
+                    env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=64K,pipe=200K",
+                             CURESV_MODE="enforce"), exit_code=1))
+    threads, rounds = (16, 100000) if stack == "sim" else (16, 2000)
+    out.append(Case("stress %dx%d" % (threads, rounds),
+                    [b("stress"), str(threads), str(rounds)], check_stress(threads, rounds)))
+    out.append(Case("unknown and double free", [b("badfree")], check_badfree))
+    out.append(Case("driver OOM changes nothing", [b("oom")], check_untouched))
+    out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
+                    report=False))
+    here = os.path.dirname(os.path.abspath(__file__))
+    gpu_py = lambda script: ["python3", os.path.join(here, "..", "gpu", script)]
+    out.append(Case("pytorch producer/consumer", gpu_py("torch_handoff.py"), check_torch,
+                    env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+                         "CURESV_RESERVATIONS": "scan=1G,pipe=1G",
+                         "CURESV_ATTACH": "scan=scan,pipe=pipe"},
+                    stacks=("gpu",), same_output=True))
+    out.append(Case("cupy allocation loop", gpu_py("cupy_loop.py"), check_cupy, stacks=("gpu",),
+                    same_output=True))
+    return [c for c in out if stack in c.stacks]
+
+
+def run_case(case, lib, stack):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "report.json")
+        env = dict(os.environ)
+        env.update(case.env)
+        env.update({"LD_PRELOAD": lib, "CURESV_REPORT": "json", "CURESV_REPORT_FILE": path})
+        try:
+            p = subprocess.run(case.argv, env=env, capture_output=True, text=True,
+                               timeout=case.timeout)
+        except subprocess.TimeoutExpired:
+            return False, ("-", "-", "-"), "timed out", "-"
+        out = p.stdout + p.stderr
+        if p.returncode != case.exit_code:
+            return False, ("-", "-", "-"), "exit %d: %s" % (p.returncode, out.strip()[-300:]), "-"
+        if case.same_output:
+            plain_env = {k: v for k, v in env.items() if not k.startswith(("CURESV_", "LD_PRELOAD"))}
+            plain = subprocess.run(case.argv, env=plain_env, capture_output=True, text=True,
+                                   timeout=case.timeout)
+            if plain.stdout != p.stdout:
+                return False, ("-", "-", "-"), "output differs without the shim: %r vs %r" % (
+                    plain.stdout.strip()[-200:], p.stdout.strip()[-200:]), "-"
+        if not case.report:
+            return True, case.check(None, out), "", "-"
+        try:
+            with open(path) as f:
+                report = json.load(f)
+        except (OSError, ValueError) as err:
+            return False, ("-", "-", "-"), "no JSON report: %s; %s" % (err, out.strip()[-300:]), "-"
+        try:
+            counts = case.check(report, out)
+        except AssertionError as err:
+            return False, ("-", "-", "-"), str(err), report["leaks"]["count"]
+        return True, counts, "", report["leaks"]["count"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--stack", default="sim", choices=("sim", "gpu"))
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    lib = os.path.abspath(args.lib)
+    rows, failed = [], 0
+    for case in cases(args.stack, args.bin):
+        if args.only not in case.name:
+            continue
+        ok, (allocs, frees, crossed), why, leaks = run_case(case, lib, args.stack)
+        failed += not ok
+        rows.append((case.name, "pass" if ok else "FAIL", allocs, frees, crossed, leaks, why))
+    width = max(len(r[0]) for r in rows) if rows else 10
+    print("%-*s  %-6s %9s %9s %9s %6s" % (width, "case", "result", "allocs", "frees", "x-thread",
+                                          "leaks"))
+    for r in rows:
+        print("%-*s  %-6s %9s %9s %9s %6s" % ((width,) + r[:6]))
+        if r[6]:
+            print("    " + r[6])
+    print("%d passed, %d failed" % (len(rows) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1064 @@
+/* The reservation ledger through the engine's begin/end protocol: origin attribution across
+ * threads, enforcement, release and the orphan tier, transfer, the protocol's failure paths, and
+ * concurrent hand-offs and releases. Threads that allocate or free are real pthreads ("actors"),
+ * since the reservation a thread is attached to is thread-local. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "engine_helpers.h"
+
+static curesv_engine E;   /* large, and each test runs in its own process */
+
+#define P ((uint64_t)fake_ptr(1))
+
+/* Capacity 400 KiB; R_scan 100 KiB, R_pipe 200 KiB: the shared pool is 100 KiB. */
+#define HANDOFF_ENV "CURESV_CAPACITY=400K", "CURESV_RESERVATIONS=scan=100K,pipe=200K"
+
+/* ---- the hand-off ------------------------------------------------------------------------------- */
+
+Test(ledger, handoff_debits_the_origin)
+{
+	ENGINE(&E, HANDOFF_ENV);
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB);
+	EXPECT_SHARED(&E, .size = 100 * KiB);
+	EXPECT_DEV(&E, 0, .reserved = 300 * KiB, .headroom = 100 * KiB);
+
+	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
+	cr_assert_eq(origin_of(&E, P), handle_of(&E, "scan"));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB);
+	EXPECT_SHARED(&E, .size = 100 * KiB);
+	EXPECT_DEV(&E, 0, .allocated = 80 * KiB, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	EXPECT_ENG(&E, .live = 1);
+
+	cr_assert(actor_free(&pipe, P));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1, .frees = 1, .cross = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .caller_view = -80 * KiB);
+	EXPECT_SHARED(&E, .size = 100 * KiB);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	EXPECT_ENG(&E, .live = 0);
+	cr_assert_eq(curesv_ledger_origin_bytes(&E.ledger, handle_of(&E, "scan"), 0), 0);
+	cr_assert_eq(curesv_ledger_origin_bytes(&E.ledger, handle_of(&E, "pipe"), 0), 0);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+Test(ledger, handoff_under_caller_attribution_shows_the_bug)
+{
+	ENGINE(&E, HANDOFF_ENV, "CURESV_ATTRIBUTION=caller");
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1);
+	cr_assert(actor_free(&pipe, P));
+	/* allocated reads the per-thread books: the free landed on R_pipe */
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1, .frees = 1, .cross = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = -80 * KiB, .caller_view = -80 * KiB);
+	curesv_stats_t st;
+	cr_assert_eq(curesv_ledger_stats_by_name(&E.ledger, "pipe", &st), CURESV_OK);
+	cr_assert_eq(st.size - st.allocated, 280 * KiB, "apparent headroom on a 200 KiB budget");
+	/* origin books stay right underneath */
+	cr_assert_eq(curesv_ledger_origin_bytes(&E.ledger, handle_of(&E, "scan"), 0), 0);
+	cr_assert_eq(curesv_ledger_origin_bytes(&E.ledger, handle_of(&E, "pipe"), 0), 0);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- enforcement ------------------------------------------------------------------------------- */
+
+Test(ledger, enforce_reservation_refuses_past_its_size)
+{
+	ENGINE(&E, HANDOFF_ENV, "CURESV_MODE=enforce");
+	struct actor scan;
+	actor_start(&scan, &E, "scan-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(1), 60 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(2), 40 * KiB), GRANTED, "exactly the size fits");
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		   .caller_view = 100 * KiB, .allocs = 2);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(3), 1), DENIED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		   .caller_view = 100 * KiB, .allocs = 2, .denied = 1);
+	EXPECT_DEV(&E, 0, .allocated = 100 * KiB, .peak = 100 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	EXPECT_ENG(&E, .live = 2);
+	cr_assert_not(curesv_table_lookup(&E.table, fake_ptr(3), NULL));
+	/* a denied reservation does not spill over into the shared pool */
+	EXPECT_SHARED(&E, .size = 100 * KiB);
+
+	cr_assert(actor_free(&scan, fake_ptr(2)));
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(4), 40 * KiB + 1), DENIED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 60 * KiB, .peak = 100 * KiB,
+		   .caller_view = 60 * KiB, .allocs = 2, .frees = 1, .denied = 2);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(4), 40 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		   .caller_view = 100 * KiB, .allocs = 3, .frees = 1, .denied = 2);
+	EXPECT_DEV(&E, 0, .allocated = 100 * KiB, .peak = 100 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB);
+	actor_stop(&scan);
+	curesv_engine_destroy(&E);
+}
+
+Test(ledger, enforce_shared_pool_is_capacity_minus_reservations_minus_orphan)
+{
+	ENGINE(&E, HANDOFF_ENV, "CURESV_MODE=enforce");
+	struct actor main_, scan, pipe;
+	actor_start(&main_, &E, "unattached");
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(1), 70 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(2), 30 * KiB), GRANTED);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		      .caller_view = 100 * KiB, .allocs = 2);
+	EXPECT_DEV(&E, 0, .allocated = 100 * KiB, .peak = 100 * KiB, .reserved = 300 * KiB,
+		   .headroom = 0);
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(3), 1), DENIED);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		      .caller_view = 100 * KiB, .allocs = 2, .denied = 1);
+	cr_assert(actor_free(&main_, fake_ptr(2)));
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 70 * KiB, .peak = 100 * KiB,
+		      .caller_view = 70 * KiB, .allocs = 2, .frees = 1, .denied = 1);
+	EXPECT_DEV(&E, 0, .allocated = 70 * KiB, .peak = 100 * KiB, .reserved = 300 * KiB,
+		   .headroom = 30 * KiB);
+
+	/* R_scan released with 80 KiB live: its other 20 KiB return, the 80 KiB are orphans */
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(4), 80 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
+	EXPECT_DEV(&E, 0, .allocated = 150 * KiB, .peak = 150 * KiB, .orphan = 80 * KiB,
+		   .reserved = 200 * KiB, .headroom = 50 * KiB);
+	EXPECT_SHARED(&E, .size = 120 * KiB, .allocated = 70 * KiB, .peak = 100 * KiB,
+		      .caller_view = 70 * KiB, .allocs = 2, .frees = 1, .denied = 1);
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(5), 50 * KiB + 1), DENIED);
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(5), 50 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(6), 1), DENIED);
+	EXPECT_SHARED(&E, .size = 120 * KiB, .allocated = 120 * KiB, .peak = 120 * KiB,
+		      .caller_view = 120 * KiB, .allocs = 3, .frees = 1, .denied = 3);
+	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .orphan = 80 * KiB,
+		   .reserved = 200 * KiB, .headroom = 0);
+
+	/* the orphan's free gives the pool its 80 KiB back */
+	cr_assert(actor_free(&pipe, fake_ptr(4)));
+	EXPECT_DEV(&E, 0, .allocated = 120 * KiB, .peak = 200 * KiB, .orphan = 0,
+		   .reserved = 200 * KiB, .headroom = 80 * KiB, .orphan_frees = 1);
+	EXPECT_SHARED(&E, .size = 200 * KiB, .allocated = 120 * KiB, .peak = 120 * KiB,
+		      .caller_view = 120 * KiB, .allocs = 3, .frees = 1, .denied = 3);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .caller_view = -80 * KiB);
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(6), 80 * KiB), GRANTED);
+	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .orphan = 0,
+		   .reserved = 200 * KiB, .headroom = 0, .orphan_frees = 1);
+	actor_stop(&main_);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+Test(ledger, observe_lets_it_through_and_counts_over_budget)
+{
+	ENGINE(&E, HANDOFF_ENV);
+	struct actor main_, scan;
+	actor_start(&main_, &E, "unattached");
+	actor_start(&scan, &E, "scan-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(1), 60 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 60 * KiB, .peak = 60 * KiB,
+		   .caller_view = 60 * KiB, .allocs = 1);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(2), 60 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 120 * KiB, .peak = 120 * KiB,
+		   .caller_view = 120 * KiB, .allocs = 2, .over = 1);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(3), 10 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 130 * KiB, .peak = 130 * KiB,
+		   .caller_view = 130 * KiB, .allocs = 3, .over = 2);
+	cr_assert(actor_free(&scan, fake_ptr(2)));
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(2), 30 * KiB), GRANTED, "back within 100 KiB");
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 100 * KiB, .peak = 130 * KiB,
+		   .caller_view = 100 * KiB, .allocs = 4, .frees = 1, .over = 2);
+
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(4), 150 * KiB), GRANTED);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 150 * KiB, .peak = 150 * KiB,
+		      .caller_view = 150 * KiB, .allocs = 1, .over = 1);
+	EXPECT_DEV(&E, 0, .allocated = 250 * KiB, .peak = 250 * KiB, .reserved = 300 * KiB,
+		   .headroom = 0);
+	for (int i = 1; i <= 4; i++)
+		cr_assert(actor_free(&main_, fake_ptr((uint64_t)i)));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 0, .peak = 130 * KiB,
+		   .caller_view = 100 * KiB, .allocs = 4, .frees = 4, .cross = 3, .over = 2);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 0, .peak = 150 * KiB,
+		      .caller_view = -100 * KiB, .allocs = 1, .frees = 1, .over = 1);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 250 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	actor_stop(&main_);
+	actor_stop(&scan);
+	curesv_engine_destroy(&E);
+}
+
+Test(ledger, host_allocations_never_touch_device_capacity)
+{
+	ENGINE(&E, HANDOFF_ENV, "CURESV_MODE=enforce");
+	struct actor main_, scan;
+	actor_start(&main_, &E, "unattached");
+	actor_start(&scan, &E, "scan-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	/* pinned host memory far past every budget: recorded, never refused */
+	cr_assert_eq(actor_alloc_ex(&scan, 0, fake_ptr(1), 1 * MiB, CURESV_KIND_HOST, true), GRANTED);
+	cr_assert_eq(actor_alloc_ex(&main_, 0, fake_ptr(2), 2 * MiB, CURESV_KIND_HOST, true), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .host = 1 * MiB, .allocs = 1);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .host = 2 * MiB, .allocs = 1);
+	EXPECT_DEV(&E, 0, .reserved = 300 * KiB, .headroom = 100 * KiB);
+	/* the device budgets are intact */
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(3), 100 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(4), 100 * KiB), GRANTED);
+	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .reserved = 300 * KiB,
+		   .headroom = 0);
+	/* managed and async allocations are device memory */
+	cr_assert_eq(actor_alloc_ex(&scan, 0, fake_ptr(5), 1, CURESV_KIND_MANAGED, true), DENIED);
+	cr_assert_eq(actor_alloc_ex(&main_, 0, fake_ptr(6), 1, CURESV_KIND_ASYNC, true), DENIED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		   .caller_view = 100 * KiB, .host = 1 * MiB, .allocs = 2, .denied = 1);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		      .caller_view = 100 * KiB, .host = 2 * MiB, .allocs = 2, .denied = 1);
+
+	/* a released reservation's live host bytes go to the host orphan tier */
+	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
+	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .orphan = 100 * KiB,
+		   .orphan_host = 1 * MiB, .reserved = 200 * KiB, .headroom = 0);
+	cr_assert(actor_free(&main_, fake_ptr(1)));
+	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .orphan = 100 * KiB,
+		   .orphan_host = 0, .reserved = 200 * KiB, .headroom = 0, .orphan_frees = 1);
+	cr_assert(actor_free(&main_, fake_ptr(2)));
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		      .caller_view = 100 * KiB, .allocs = 2, .frees = 1, .denied = 1);
+	actor_stop(&main_);
+	actor_stop(&scan);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- release ----------------------------------------------------------------------------------- */
+
+Test(ledger, release_returns_the_unused_part_and_orphans_live_bytes)
+{
+	ENGINE(&E, HANDOFF_ENV);
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&pipe, fake_ptr(2), 50 * KiB), GRANTED);
+	EXPECT_DEV(&E, 0, .allocated = 130 * KiB, .peak = 130 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+
+	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
+	EXPECT_DEV(&E, 0, .allocated = 130 * KiB, .peak = 130 * KiB, .orphan = 80 * KiB,
+		   .reserved = 200 * KiB, .headroom = 120 * KiB);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 50 * KiB, .peak = 50 * KiB,
+		   .caller_view = 50 * KiB, .allocs = 1);
+	EXPECT_SHARED(&E, .size = 120 * KiB);
+	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_ERR_UNKNOWN_NAME, "released twice");
+	cr_assert_eq(curesv_engine_release(&E, "nosuch"), CURESV_ERR_UNKNOWN_NAME);
+	cr_assert_eq(curesv_engine_release(&E, NULL), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_release(&E, "bad name"), CURESV_ERR_INVALID);
+	uint32_t h;
+	cr_assert_eq(curesv_ledger_find(&E.ledger, "scan", &h), CURESV_ERR_UNKNOWN_NAME);
+
+	/* the late free drains the orphan tier, and no reservation */
+	cr_assert(actor_free(&pipe, P));
+	EXPECT_DEV(&E, 0, .allocated = 50 * KiB, .peak = 130 * KiB, .orphan = 0,
+		   .reserved = 200 * KiB, .headroom = 200 * KiB, .orphan_frees = 1);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 50 * KiB, .peak = 50 * KiB,
+		   .caller_view = -30 * KiB, .allocs = 1);
+	EXPECT_SHARED(&E, .size = 200 * KiB);
+
+	/* the name is free again: a new R_scan starts from zero */
+	cr_assert_eq(curesv_engine_reserve(&E, "scan", 60 * KiB, 0), CURESV_OK);
+	EXPECT_RES(&E, "scan", .size = 60 * KiB);
+	EXPECT_DEV(&E, 0, .allocated = 50 * KiB, .peak = 130 * KiB, .reserved = 260 * KiB,
+		   .headroom = 140 * KiB, .orphan_frees = 1);
+	cr_assert_eq(curesv_engine_release(&E, "pipe"), CURESV_OK);
+	EXPECT_DEV(&E, 0, .allocated = 50 * KiB, .peak = 130 * KiB, .orphan = 50 * KiB,
+		   .reserved = 60 * KiB, .headroom = 290 * KiB, .orphan_frees = 1);
+	cr_assert(actor_free(&scan, fake_ptr(2)));
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 130 * KiB, .orphan = 0, .reserved = 60 * KiB,
+		   .headroom = 340 * KiB, .orphan_frees = 2);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+Test(ledger, reused_slot_gets_a_new_generation)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T");
+	char name[CURESV_NAME_MAX];
+	uint32_t handles[CURESV_MAX_RESERVATIONS];
+	for (int i = 0; i < CURESV_MAX_RESERVATIONS; i++) {
+		snprintf(name, sizeof name, "r%d", i);
+		cr_assert_eq(curesv_engine_reserve(&E, name, 1 * MiB, 0), CURESV_OK, "%s", name);
+		handles[i] = handle_of(&E, name);
+		for (int j = 0; j < i; j++)
+			cr_assert_neq(curesv_handle_slot(handles[i]), curesv_handle_slot(handles[j]));
+	}
+	cr_assert_eq(curesv_engine_reserve(&E, "one-more", 1 * MiB, 0), CURESV_ERR_CAPACITY,
+		     "every reservation slot is in use");
+
+	struct actor old, other;
+	actor_start(&old, &E, "old-thread");
+	actor_start(&other, &E, "other-thread");
+	cr_assert_eq(actor_attach(&old, "r7"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&old, P, 4 * KiB), GRANTED);
+	uint32_t stale = handles[7];
+	cr_assert_eq(curesv_engine_release(&E, "r7"), CURESV_OK);
+	cr_assert_not(curesv_ledger_handle_live(&E.ledger, stale));
+	cr_assert_eq(curesv_engine_reserve(&E, "fresh", 2 * MiB, 0), CURESV_OK);
+	uint32_t fresh = handle_of(&E, "fresh");
+	cr_assert_eq(curesv_handle_slot(fresh), curesv_handle_slot(stale), "the only free slot");
+	cr_assert_neq(curesv_handle_gen(fresh), curesv_handle_gen(stale));
+	cr_assert(curesv_ledger_handle_live(&E.ledger, fresh));
+	cr_assert_not(curesv_ledger_handle_live(&E.ledger, stale));
+	char got[CURESV_NAME_MAX];
+	curesv_ledger_name(&E.ledger, stale, got);
+	cr_assert_str_eq(got, "", "the stale handle no longer names its slot");
+	curesv_ledger_name(&E.ledger, fresh, got);
+	cr_assert_str_eq(got, "fresh");
+	EXPECT_RES(&E, "fresh", .size = 2 * MiB);
+	EXPECT_DEV(&E, 0, .allocated = 4 * KiB, .peak = 4 * KiB, .orphan = 4 * KiB,
+		   .reserved = 256 * MiB, .headroom = (uint64_t)(TiB - 256 * MiB - 4 * KiB));
+
+	/* the old handle's pointer drains the orphan tier, not the slot's new owner */
+	cr_assert(actor_free(&other, P));
+	EXPECT_RES(&E, "fresh", .size = 2 * MiB);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 4 * KiB, .orphan = 0, .reserved = 256 * MiB,
+		   .headroom = (uint64_t)(TiB - 256 * MiB), .orphan_frees = 1);
+
+	/* a thread still holding the stale handle falls back to the shared pool */
+	cr_assert_eq(actor_alloc(&old, fake_ptr(2), 8 * KiB), GRANTED);
+	cr_assert_eq(origin_of(&E, fake_ptr(2)), CURESV_SHARED);
+	EXPECT_RES(&E, "fresh", .size = 2 * MiB);
+	EXPECT_SHARED(&E, .size = TiB - 256 * MiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 4 * KiB, .allocs = 1); /* other-thread's free of P: -4 KiB */
+	/* and so does a charge made with the stale handle directly */
+	curesv_charge c;
+	cr_assert(curesv_ledger_charge(&E.ledger, stale, 0, 1 * KiB, CURESV_KIND_DEVICE, true, &c));
+	cr_assert(c.fell_back);
+	cr_assert_eq(c.origin, CURESV_SHARED);
+	curesv_ledger_uncharge(&E.ledger, &c);
+	EXPECT_DEV(&E, 0, .allocated = 8 * KiB, .peak = 8 * KiB, .orphan = 0, .reserved = 256 * MiB,
+		   .headroom = (uint64_t)(TiB - 256 * MiB - 8 * KiB), .orphan_frees = 1);
+	EXPECT_RES(&E, "fresh", .size = 2 * MiB);
+	EXPECT_SHARED(&E, .size = TiB - 256 * MiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 4 * KiB, .allocs = 1);
+	actor_stop(&old);
+	actor_stop(&other);
+	curesv_engine_destroy(&E);
+}
+
+Test(ledger, reserve_errors)
+{
+	/* only device 0's capacity is configured */
+	ENGINE(&E, "CURESV_CAPACITY=0=400K", "CURESV_RESERVATIONS=scan=100K,pipe=200K");
+	EXPECT_DEV(&E, 0, .reserved = 300 * KiB, .headroom = 100 * KiB);
+	cr_assert_eq(curesv_engine_reserve(&E, "scan", 1, 0), CURESV_ERR_NAME_TAKEN);
+	cr_assert_eq(curesv_engine_reserve(&E, "scan", 1, 1), CURESV_ERR_NAME_TAKEN,
+		     "names are global, not per device");
+	cr_assert_eq(curesv_engine_reserve(&E, "big", 100 * KiB + 1, 0), CURESV_ERR_CAPACITY);
+	cr_assert_eq(curesv_engine_reserve(&E, "fit", 100 * KiB, 0), CURESV_OK);
+	EXPECT_DEV(&E, 0, .reserved = 400 * KiB, .headroom = 0);
+	cr_assert_eq(curesv_engine_reserve(&E, "byte", 1, 0), CURESV_ERR_CAPACITY);
+	EXPECT_DEV(&E, 0, .reserved = 400 * KiB, .headroom = 0);
+
+	/* the arguments */
+	cr_assert_eq(curesv_engine_reserve(&E, NULL, 1, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "", 1, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "bad name", 1, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "bad/name", 1, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "bad=name", 1, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "caf\xc3\xa9", 1, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "a234567890123456789012345678901x", 1, 1),
+		     CURESV_ERR_INVALID, "32 characters");
+	cr_assert_eq(curesv_engine_reserve(&E, "ok", 0, 1), CURESV_ERR_INVALID, "size 0");
+	cr_assert_eq(curesv_engine_reserve(&E, "ok", (uint64_t)64 * TiB + 1, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "ok", UINT64_MAX, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "ok", 1, 64), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "ok", 1, -1), CURESV_ERR_INVALID);
+	EXPECT_DEV(&E, 1, .headroom = UINT64_MAX);
+	cr_assert_eq(atomic_load(&E.ledger.dev[1].reserved), 0, "nothing reserved by the failures");
+
+	/* the limits themselves are fine (device 1's capacity is not known yet) */
+	cr_assert_eq(curesv_engine_reserve(&E, "a23456789012345678901234567890.", (uint64_t)64 * TiB,
+					   63), CURESV_OK);
+	cr_assert_eq(curesv_engine_reserve(&E, "Aa.Zz-09_", 1, 1), CURESV_OK);
+	EXPECT_RES(&E, "a23456789012345678901234567890.", .size = 64 * TiB, .device = 63);
+	EXPECT_RES(&E, "Aa.Zz-09_", .size = 1, .device = 1);
+
+	/* after a release the name can be taken again, and the capacity is back */
+	cr_assert_eq(curesv_engine_release(&E, "fit"), CURESV_OK);
+	cr_assert_eq(curesv_engine_reserve(&E, "fit", 100 * KiB, 0), CURESV_OK);
+	cr_assert_eq(curesv_engine_reserve(&E, "scan2", 1, 0), CURESV_ERR_CAPACITY);
+	EXPECT_DEV(&E, 0, .reserved = 400 * KiB, .headroom = 0);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- transfer --------------------------------------------------------------------------------- */
+
+Test(ledger, transfer_moves_the_origin)
+{
+	ENGINE(&E, HANDOFF_ENV);
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
+
+	cr_assert_eq(curesv_engine_transfer(&E, P, "pipe"), CURESV_OK);
+	cr_assert_eq(origin_of(&E, P), handle_of(&E, "pipe"));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 0, .allocs = 1, .tout = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .tin = 1);
+	EXPECT_DEV(&E, 0, .allocated = 80 * KiB, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	cr_assert_eq(curesv_engine_transfer(&E, P, "pipe"), CURESV_OK, "already there");
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .tin = 1);
+
+	cr_assert(actor_free(&pipe, P));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 0, .allocs = 1, .tout = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 0, .frees = 1, .cross = 1, .tin = 1);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+
+	/* errors */
+	cr_assert_eq(curesv_engine_transfer(&E, P, "pipe"), CURESV_ERR_UNKNOWN_POINTER, "freed");
+	cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(99), "pipe"), CURESV_ERR_UNKNOWN_POINTER);
+	cr_assert_eq(actor_alloc(&scan, P, 10 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_transfer(&E, P, "nosuch"), CURESV_ERR_UNKNOWN_NAME);
+	cr_assert_eq(curesv_engine_transfer(&E, P, NULL), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_transfer(&E, P, "bad name"), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_transfer(&E, 0, "pipe"), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_reserve(&E, "elsewhere", 100 * KiB, 1), CURESV_OK);
+	cr_assert_eq(curesv_engine_transfer(&E, P, "elsewhere"), CURESV_ERR_INVALID,
+		     "a reservation on another device");
+	cr_assert_eq(origin_of(&E, P), handle_of(&E, "scan"));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 10 * KiB, .peak = 80 * KiB,
+		   .caller_view = 10 * KiB, .allocs = 2, .tout = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 0, .frees = 1, .cross = 1, .tin = 1);
+	EXPECT_RES(&E, "elsewhere", .size = 100 * KiB, .device = 1);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+Test(ledger, transfer_in_enforce_mode_respects_the_size)
+{
+	ENGINE(&E, HANDOFF_ENV, "CURESV_MODE=enforce");
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&pipe, fake_ptr(1), 150 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(2), 80 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(3), 20 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(2), "pipe"), CURESV_ERR_CAPACITY);
+	cr_assert_eq(origin_of(&E, fake_ptr(2)), handle_of(&E, "scan"));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
+		   .caller_view = 100 * KiB, .allocs = 2);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 150 * KiB, .peak = 150 * KiB,
+		   .caller_view = 150 * KiB, .allocs = 1);
+	cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(3), "pipe"), CURESV_OK);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 80 * KiB, .peak = 100 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 2, .tout = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 170 * KiB, .peak = 170 * KiB,
+		   .caller_view = 170 * KiB, .allocs = 1, .tin = 1);
+	cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(1), "scan"), CURESV_ERR_CAPACITY);
+	EXPECT_DEV(&E, 0, .allocated = 250 * KiB, .peak = 250 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+Test(ledger, transfer_out_of_a_released_reservation_drains_the_orphan_tier)
+{
+	ENGINE(&E, HANDOFF_ENV);
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
+	cr_assert_eq(curesv_engine_transfer(&E, P, "scan"), CURESV_ERR_UNKNOWN_NAME, "released");
+	EXPECT_DEV(&E, 0, .allocated = 80 * KiB, .peak = 80 * KiB, .orphan = 80 * KiB,
+		   .reserved = 200 * KiB, .headroom = 120 * KiB);
+	cr_assert_eq(curesv_engine_transfer(&E, P, "pipe"), CURESV_OK);
+	EXPECT_DEV(&E, 0, .allocated = 80 * KiB, .peak = 80 * KiB, .orphan = 0,
+		   .reserved = 200 * KiB, .headroom = 200 * KiB);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .tin = 1);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1);
+	cr_assert(actor_free(&pipe, P));
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .orphan = 0, .reserved = 200 * KiB,
+		   .headroom = 200 * KiB);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 0, .frees = 1, .cross = 1, .tin = 1);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- the begin/end protocol ------------------------------------------------------------------- */
+
+static void failed_allocations_change_nothing(const char *mode, const char *attribution)
+{
+	char m[64], a[64];
+	snprintf(m, sizeof m, "CURESV_MODE=%s", mode);
+	snprintf(a, sizeof a, "CURESV_ATTRIBUTION=%s", attribution);
+	ENGINE(&E, HANDOFF_ENV, m, a);
+	struct actor main_, scan;
+	actor_start(&main_, &E, "unattached");
+	actor_start(&scan, &E, "scan-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(1), 30 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&main_, fake_ptr(2), 10 * KiB), GRANTED);
+	for (int round = 0; round < 2; round++) {
+		cr_assert_eq(actor_alloc_ex(&scan, 0, fake_ptr(3), 50 * KiB, CURESV_KIND_DEVICE, false),
+			     REAL_FAILED);
+		cr_assert_eq(actor_alloc_ex(&main_, 0, fake_ptr(4), 60 * KiB, CURESV_KIND_DEVICE,
+					    false), REAL_FAILED);
+		cr_assert_eq(actor_alloc_ex(&scan, 0, fake_ptr(5), 1 * MiB, CURESV_KIND_HOST, false),
+			     REAL_FAILED);
+		EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 30 * KiB, .peak = 30 * KiB,
+			   .caller_view = 30 * KiB, .allocs = 1);
+		EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 10 * KiB, .peak = 10 * KiB,
+			      .caller_view = 10 * KiB, .allocs = 1);
+		EXPECT_DEV(&E, 0, .allocated = 40 * KiB, .peak = 40 * KiB, .reserved = 300 * KiB,
+			   .headroom = 90 * KiB);
+		EXPECT_ENG(&E, .live = 2);
+		cr_assert_not(curesv_table_lookup(&E.table, fake_ptr(3), NULL));
+	}
+	actor_stop(&main_);
+	actor_stop(&scan);
+	curesv_engine_destroy(&E);
+}
+
+Test(engine, failed_allocation_changes_nothing_observe)
+{
+	failed_allocations_change_nothing("observe", "origin");
+}
+
+Test(engine, failed_allocation_changes_nothing_enforce)
+{
+	failed_allocations_change_nothing("enforce", "origin");
+}
+
+Test(engine, failed_allocation_changes_nothing_enforce_caller)
+{
+	failed_allocations_change_nothing("enforce", "caller");
+}
+
+Test(engine, unknown_and_null_frees)
+{
+	ENGINE(&E, HANDOFF_ENV);
+	curesv_free_op op;
+	curesv_free_begin(&E, fake_ptr(7), &op);
+	cr_assert_not(op.tracked);
+	EXPECT_ENG(&E, .unknown_frees = 1);
+	curesv_free_end(&E, &op, true);
+	EXPECT_ENG(&E, .unknown_frees = 1);
+	curesv_free_begin(&E, 0, &op);
+	cr_assert_not(op.tracked);
+	curesv_free_end(&E, &op, true);
+	EXPECT_ENG(&E, .unknown_frees = 1); /* a NULL free counts nothing */
+
+	cr_assert_eq(eng_alloc(&E, P, 4 * KiB), GRANTED);
+	cr_assert(eng_free(&E, P));
+	cr_assert_not(eng_free(&E, P), "a double free is unknown the second time");
+	EXPECT_ENG(&E, .unknown_frees = 2);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .peak = 4 * KiB, .allocs = 1, .frees = 1);
+	EXPECT_DEV(&E, 0, .peak = 4 * KiB, .reserved = 300 * KiB, .headroom = 100 * KiB);
+	curesv_engine_destroy(&E);
+}
+
+Test(engine, failed_real_free_restores_the_entry)
+{
+	ENGINE(&E, HANDOFF_ENV);
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
+	curesv_entry before, after;
+	cr_assert(curesv_table_lookup(&E.table, P, &before));
+	cr_assert(actor_free_ex(&pipe, P, false));
+	cr_assert(curesv_table_lookup(&E.table, P, &after), "the entry is back");
+	cr_assert_eq(after.ptr, before.ptr);
+	cr_assert_eq(after.bytes, before.bytes);
+	cr_assert_eq(after.origin, before.origin);
+	cr_assert_eq(after.device, before.device);
+	cr_assert_eq(after.kind, before.kind);
+	cr_assert_eq(after.origin, handle_of(&E, "scan"));
+	cr_assert_eq(after.thread, scan.serial);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB);
+	EXPECT_DEV(&E, 0, .allocated = 80 * KiB, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	EXPECT_ENG(&E, .live = 1);
+	/* and a retry that succeeds debits once */
+	cr_assert(actor_free(&pipe, P));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .peak = 80 * KiB, .caller_view = 80 * KiB,
+		   .allocs = 1, .frees = 1, .cross = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .caller_view = -80 * KiB);
+	EXPECT_ENG(&E, .live = 0);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+static void fill_table(int n, uint64_t bytes)
+{
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(eng_alloc(&E, fake_ptr(100 + (uint64_t)i), bytes), GRANTED);
+}
+
+Test(engine, table_full_passthrough_counts_untracked)
+{
+	ENGINE(&E, HANDOFF_ENV, "CURESV_TABLE_SLOTS=8");
+	fill_table(8, 1 * KiB);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 8 * KiB, .allocs = 8);
+	cr_assert_eq(eng_alloc(&E, P, 50 * KiB), GRANTED, "passed through");
+	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 60 * KiB), GRANTED);
+	EXPECT_ENG(&E, .untracked_allocs = 2, .untracked_bytes = 110 * KiB, .live = 8,
+		   .full_events = 2);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 8 * KiB, .allocs = 8);
+	EXPECT_DEV(&E, 0, .allocated = 8 * KiB, .peak = 8 * KiB, .reserved = 300 * KiB,
+		   .headroom = 92 * KiB);
+	/* freeing what was never tracked is an unknown free, and debits nothing */
+	cr_assert_not(eng_free(&E, P));
+	EXPECT_ENG(&E, .unknown_frees = 1, .untracked_allocs = 2, .untracked_bytes = 110 * KiB,
+		   .live = 8, .full_events = 2);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 8 * KiB, .allocs = 8);
+
+	/* too large to account (over 64 TiB) or on a device out of range: untracked too */
+	cr_assert_eq(eng_alloc_ex(&E, 0, fake_ptr(3), (uint64_t)64 * TiB + 1, CURESV_KIND_DEVICE,
+				  true), GRANTED);
+	cr_assert_eq(eng_alloc_ex(&E, 64, fake_ptr(4), 1 * KiB, CURESV_KIND_DEVICE, true), GRANTED);
+	EXPECT_ENG(&E, .unknown_frees = 1, .untracked_allocs = 4,
+		   .untracked_bytes = 111 * KiB + 64 * TiB + 1, .live = 8, .full_events = 2);
+	EXPECT_DEV(&E, 0, .allocated = 8 * KiB, .peak = 8 * KiB, .reserved = 300 * KiB,
+		   .headroom = 92 * KiB);
+	curesv_engine_destroy(&E);
+}
+
+static void table_full_fail(const char *mode)
+{
+	char m[64];
+	snprintf(m, sizeof m, "CURESV_MODE=%s", mode);
+	ENGINE(&E, HANDOFF_ENV, "CURESV_TABLE_SLOTS=8", "CURESV_TABLE_FULL=fail", m);
+	struct actor scan;
+	actor_start(&scan, &E, "scan-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	fill_table(8, 1 * KiB);
+	cr_assert_eq(actor_alloc(&scan, P, 50 * KiB), TABLE_FAILED);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 30 * KiB), TABLE_FAILED);
+	EXPECT_ENG(&E, .table_full_failures = 2, .live = 8, .full_events = 2);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 8 * KiB, .allocs = 8);
+	EXPECT_DEV(&E, 0, .allocated = 8 * KiB, .peak = 8 * KiB, .reserved = 300 * KiB,
+		   .headroom = 92 * KiB);
+	/* room again after a free */
+	cr_assert(eng_free(&E, fake_ptr(100)));
+	cr_assert_eq(actor_alloc(&scan, P, 50 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 50 * KiB, .peak = 50 * KiB,
+		   .caller_view = 50 * KiB, .allocs = 1);
+	EXPECT_ENG(&E, .table_full_failures = 2, .live = 8, .full_events = 2);
+	actor_stop(&scan);
+	curesv_engine_destroy(&E);
+}
+
+Test(engine, table_full_fail_observe)
+{
+	table_full_fail("observe");
+}
+
+Test(engine, table_full_fail_enforce)
+{
+	table_full_fail("enforce");
+}
+
+Test(engine, stale_entry_is_settled)
+{
+	ENGINE(&E, HANDOFF_ENV);
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
+	/* the free of P went unseen; the driver hands P out again */
+	cr_assert_eq(actor_alloc(&pipe, P, 32 * KiB), GRANTED);
+	EXPECT_ENG(&E, .stale_entries = 1, .live = 1);
+	curesv_entry ent;
+	cr_assert(curesv_table_lookup(&E.table, P, &ent));
+	cr_assert_eq(ent.origin, handle_of(&E, "pipe"));
+	cr_assert_eq(ent.bytes, 32 * KiB);
+	cr_assert_eq(ent.thread, pipe.serial);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 0, .allocs = 1, .frees = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 32 * KiB, .peak = 32 * KiB,
+		   .caller_view = 32 * KiB, .allocs = 1);
+	EXPECT_DEV(&E, 0, .allocated = 32 * KiB, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	cr_assert(actor_free(&pipe, P));
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .peak = 32 * KiB,
+		   .caller_view = 0, .allocs = 1, .frees = 1);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	EXPECT_ENG(&E, .stale_entries = 1, .live = 0);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- concurrency: random hand-offs ------------------------------------------------------------- */
+
+enum { HT = 8, HR = 4 };        /* threads; reservations (index HR = the shared pool) */
+
+struct item {
+	struct item *next;
+	uint64_t ptr, bytes;
+	int from;               /* allocating thread */
+};
+
+struct handoff {
+	curesv_engine *e;
+	uint64_t rounds;
+	pthread_mutex_t lock;
+	struct item *queue[HT]; /* pointers waiting for thread k to free them */
+	pthread_barrier_t start, drained;
+	_Atomic int finished;   /* threads done allocating */
+};
+
+struct hworker {
+	struct handoff *h;
+	int id, acct;           /* acct: reservation index, HR = unattached */
+	uint64_t seed;
+	struct item *items;
+	/* tallies, by account index */
+	uint64_t allocs[HR + 1], frees[HR + 1], cross[HR + 1], denied[HR + 1];
+	int64_t view[HR + 1];   /* caller_view contributions */
+	unsigned errors;
+};
+
+static const char *const hnames[HR] = { "r0", "r1", "r2", "r3" };
+
+static int acct_of(int thread)
+{
+	return thread % (HR + 1);
+}
+
+static void hfree(struct hworker *w, struct item *it)
+{
+	if (!eng_free(w->h->e, it->ptr))
+		w->errors++;
+	int a = acct_of(it->from);
+	w->frees[a]++;
+	w->cross[a] += it->from != w->id;
+	w->view[w->acct] -= (int64_t)it->bytes;
+}
+
+static struct item *pop(struct handoff *h, int k)
+{
+	pthread_mutex_lock(&h->lock);
+	struct item *it = h->queue[k];
+	if (it)
+		h->queue[k] = it->next;
+	pthread_mutex_unlock(&h->lock);
+	return it;
+}
+
+static void *handoff_worker(void *arg)
+{
+	struct hworker *w = arg;
+	struct handoff *h = w->h;
+	char name[16];
+	snprintf(name, sizeof name, "hand-%d", w->id);
+	pthread_setname_np(pthread_self(), name);
+	if (w->acct < HR && curesv_thread_attach(hnames[w->acct]) != CURESV_OK)
+		w->errors++;
+	pthread_barrier_wait(&h->start);
+	/* `rounds` successful allocations each; a denied one is retried after a yield, while the
+	 * threads holding this reservation's pointers free them */
+	for (uint64_t i = 0; i < h->rounds;) {
+		struct item *it = &w->items[i];
+		it->ptr = PTR_BASE + ((uint64_t)w->id << 36) + i * 4096;
+		it->bytes = 1 + rng_next(&w->seed) % (64 * KiB);
+		it->from = w->id;
+		int r = eng_alloc(h->e, it->ptr, it->bytes);
+		if (r == DENIED) {
+			w->denied[w->acct]++;
+		} else if (r != GRANTED) {
+			w->errors++;
+			i++;
+		} else {
+			i++;
+			w->allocs[w->acct]++;
+			w->view[w->acct] += (int64_t)it->bytes;
+			int to = (int)(rng_next(&w->seed) % HT);
+			pthread_mutex_lock(&h->lock);
+			it->next = h->queue[to];
+			h->queue[to] = it;
+			pthread_mutex_unlock(&h->lock);
+		}
+		struct item *mine = pop(h, w->id);
+		if (mine)
+			hfree(w, mine);
+		if (rng_next(&w->seed) % 4 == 0 && (mine = pop(h, w->id)))
+			hfree(w, mine);
+		if (r == DENIED)
+			sched_yield();
+	}
+	/* keep freeing what others hand over until everyone is done allocating */
+	atomic_fetch_add(&h->finished, 1);
+	struct item *mine;
+	while (atomic_load(&h->finished) < HT) {
+		if ((mine = pop(h, w->id)))
+			hfree(w, mine);
+		else
+			sched_yield();
+	}
+	pthread_barrier_wait(&h->drained); /* nobody pushes any more */
+	while ((mine = pop(h, w->id)))
+		hfree(w, mine);
+	return NULL;
+}
+
+static void random_handoffs(bool enforce)
+{
+	/* Enforced: budgets small enough that denials happen; observed: too large to be exceeded. */
+	if (enforce)
+		ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_MODE=enforce",
+		       "CURESV_RESERVATIONS=r0=128K,r1=128K,r2=192K,r3=256K");
+	else
+		ENGINE(&E, "CURESV_CAPACITY=64T", "CURESV_RESERVATIONS=r0=1T,r1=1T,r2=1T,r3=1T");
+	struct handoff h = { .e = &E, .rounds = test_scale(8000) };
+	pthread_mutex_init(&h.lock, NULL);
+	pthread_barrier_init(&h.start, NULL, HT);
+	pthread_barrier_init(&h.drained, NULL, HT);
+	static struct hworker w[HT];
+	pthread_t tid[HT];
+	for (int k = 0; k < HT; k++) {
+		w[k] = (struct hworker){ .h = &h, .id = k, .acct = acct_of(k),
+					 .seed = 0x9e3779b97f4a7c15u * (uint64_t)(k + 1) };
+		w[k].items = calloc(h.rounds, sizeof *w[k].items);
+		cr_assert_not_null(w[k].items);
+		pthread_create(&tid[k], NULL, handoff_worker, &w[k]);
+	}
+	uint64_t allocs[HR + 1] = { 0 }, frees[HR + 1] = { 0 }, cross[HR + 1] = { 0 };
+	uint64_t denied[HR + 1] = { 0 }, total_denied = 0;
+	int64_t view[HR + 1] = { 0 };
+	for (int k = 0; k < HT; k++) {
+		pthread_join(tid[k], NULL);
+		cr_assert_eq(w[k].errors, 0, "thread %d: %u unexpected results", k, w[k].errors);
+		for (int a = 0; a <= HR; a++) {
+			allocs[a] += w[k].allocs[a], frees[a] += w[k].frees[a];
+			cross[a] += w[k].cross[a], denied[a] += w[k].denied[a];
+			view[a] += w[k].view[a];
+			total_denied += w[k].denied[a];
+		}
+	}
+	for (int a = 0; a <= HR; a++) {
+		curesv_stats_t st;
+		if (a < HR)
+			cr_assert_eq(curesv_ledger_stats_by_name(&E.ledger, hnames[a], &st), CURESV_OK);
+		else
+			curesv_ledger_stats(&E.ledger, CURESV_SHARED, 0, &st);
+		cr_assert_eq(st.allocated, 0, "account %d", a);
+		cr_assert_eq(st.allocs, allocs[a], "account %d", a);
+		cr_assert_eq(st.frees, allocs[a], "account %d: every allocation freed", a);
+		cr_assert_eq(st.frees, frees[a], "account %d", a);
+		cr_assert_eq(st.cross_thread_frees, cross[a], "account %d", a);
+		cr_assert_eq(st.caller_view, view[a], "account %d", a);
+		cr_assert_eq(st.denied, denied[a], "account %d", a);
+		cr_assert_eq(st.over_budget, 0, "account %d", a);
+		uint64_t attached = 0;
+		for (int k = 0; k < HT; k++)
+			attached += acct_of(k) == a;
+		cr_assert_eq(st.allocs, h.rounds * attached,
+			     "account %d: every thread made all its allocations", a);
+		cr_assert_gt(st.cross_thread_frees, 0, "account %d", a);
+		cr_assert_lt(st.cross_thread_frees, st.frees, "account %d", a);
+		if (enforce && a < HR)
+			cr_assert_leq(st.peak, st.size, "account %d: enforced, never past its size", a);
+	}
+	fprintf(stderr, "DEBUG denied %lu\n", (unsigned long)total_denied);
+	if (enforce)
+		cr_assert_gt(total_denied, 0, "the budgets are meant to be tight");
+	else
+		cr_assert_eq(total_denied, 0);
+	EXPECT_ENG(&E, .live = 0);
+	cr_assert_eq(atomic_load(&E.ledger.dev[0].allocated), 0);
+	cr_assert_eq(atomic_load(&E.ledger.dev[0].orphan[0]), 0);
+	if (enforce)
+		cr_assert_leq(atomic_load(&E.ledger.dev[0].peak), 1 * MiB);
+	for (int k = 0; k < HT; k++)
+		free(w[k].items);
+	pthread_barrier_destroy(&h.start);
+	pthread_barrier_destroy(&h.drained);
+	pthread_mutex_destroy(&h.lock);
+	curesv_engine_destroy(&E);
+}
+
+Test(concurrency, random_handoffs_observe, .timeout = 120)
+{
+	random_handoffs(false);
+}
+
+Test(concurrency, random_handoffs_enforce, .timeout = 120)
+{
+	random_handoffs(true);
+}
+
+/* ---- concurrency: release racing frees ---------------------------------------------------------- */
+
+enum { RF = 32, PER = 2 };      /* freeing threads; pointers each frees per round */
+
+struct race {
+	curesv_engine *e;
+	uint64_t rounds;
+	pthread_barrier_t start, end;
+	uint64_t ptr[RF * PER];
+	_Atomic unsigned errors;
+};
+
+struct racer {
+	struct race *r;
+	int id;                 /* 0..RF-1 free, RF releases */
+};
+
+static void *race_thread(void *arg)
+{
+	struct racer *me = arg;
+	struct race *r = me->r;
+	for (uint64_t round = 0; round < r->rounds; round++) {
+		pthread_barrier_wait(&r->start);
+		if (me->id == RF) {
+			if (curesv_engine_release(r->e, "victim") != CURESV_OK)
+				atomic_fetch_add(&r->errors, 1);
+		} else {
+			for (int k = 0; k < PER; k++)
+				if (!eng_free(r->e, r->ptr[me->id * PER + k]))
+					atomic_fetch_add(&r->errors, 1);
+		}
+		pthread_barrier_wait(&r->end);
+	}
+	return NULL;
+}
+
+/* 32 threads free a reservation's pointers while another releases it. Whichever side of the
+ * release each free lands on, the device total and the orphan tier come back to their baseline
+ * and nothing else moves. Shared with test_timelines.c's timeline 6 in spirit, kept apart here
+ * with a bystander reservation and the shared pool checked too. */
+Test(concurrency, release_racing_frees, .timeout = 120)
+{
+	ENGINE(&E, "CURESV_CAPACITY=64M", "CURESV_RESERVATIONS=keep=8M");
+	struct race r = { .e = &E, .rounds = test_scale(500) };
+	pthread_barrier_init(&r.start, NULL, RF + 2);
+	pthread_barrier_init(&r.end, NULL, RF + 2);
+	static struct racer racers[RF + 1];
+	pthread_t tid[RF + 1];
+	for (int k = 0; k <= RF; k++) {
+		racers[k] = (struct racer){ &r, k };
+		pthread_create(&tid[k], NULL, race_thread, &racers[k]);
+	}
+	/* a bystander: a reservation with a live allocation */
+	cr_assert_eq(curesv_thread_attach("keep"), CURESV_OK);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(0), 3 * MiB), GRANTED);
+	cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK);
+	const struct want keep = { .size = 8 * MiB, .allocated = 3 * MiB, .peak = 3 * MiB,
+				   .caller_view = 3 * MiB, .allocs = 1 };
+	uint64_t seed = 42, orphan_frees = 0;
+	int64_t freed = 0, peak = 3 * MiB;
+	for (uint64_t round = 0; round < r.rounds; round++) {
+		cr_assert_eq(curesv_engine_reserve(&E, "victim", 4 * MiB, 0), CURESV_OK);
+		uint32_t victim = handle_of(&E, "victim");
+		cr_assert_eq(curesv_thread_attach("victim"), CURESV_OK);
+		int64_t bytes = 0;
+		for (int k = 0; k < RF * PER; k++) {
+			uint64_t b = 1 + rng_next(&seed) % (64 * KiB);
+			r.ptr[k] = fake_ptr(1 + (uint64_t)k);
+			cr_assert_eq(eng_alloc(&E, r.ptr[k], b), GRANTED);
+			bytes += (int64_t)b;
+		}
+		cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK); /* no fallback warning later */
+		peak = bytes + 3 * MiB > peak ? bytes + 3 * MiB : peak;
+		EXPECT_DEV(&E, 0, .allocated = 3 * MiB + bytes, .peak = peak, .reserved = 12 * MiB,
+			   .headroom = 52 * MiB, .orphan_frees = orphan_frees);
+
+		pthread_barrier_wait(&r.start);
+		pthread_barrier_wait(&r.end);
+
+		freed += bytes;
+		curesv_stats_t st;
+		curesv_ledger_stats(&E.ledger, victim, 0, &st);
+		uint64_t late = atomic_load(&E.ledger.dev[0].orphan_frees) - orphan_frees;
+		orphan_frees += late;
+		cr_assert_eq(st.frees + late, RF * PER, "round %lu: every free debited once",
+			     (unsigned long)round);
+		cr_assert_eq(st.cross_thread_frees, st.frees);
+		cr_assert_eq(st.released, 1);
+		cr_assert_eq(st.allocated, 0);
+		cr_assert_eq(st.allocs, RF * PER);
+		cr_assert_eq(st.caller_view, bytes, "the freeing threads are not attached to it");
+		EXPECT_DEV(&E, 0, .allocated = 3 * MiB, .peak = peak, .orphan = 0, .reserved = 8 * MiB,
+			   .headroom = 56 * MiB, .orphan_frees = orphan_frees);
+		EXPECT_RES(&E, "keep", .size = keep.size, .allocated = keep.allocated,
+			   .peak = keep.peak, .caller_view = keep.caller_view, .allocs = keep.allocs);
+		EXPECT_SHARED(&E, .size = 56 * MiB, .caller_view = -freed);
+		EXPECT_ENG(&E, .live = 1);
+		cr_assert_eq(atomic_load(&r.errors), 0, "round %lu", (unsigned long)round);
+	}
+	for (int k = 0; k <= RF; k++)
+		pthread_join(tid[k], NULL);
+	pthread_barrier_destroy(&r.start);
+	pthread_barrier_destroy(&r.end);
+	curesv_engine_destroy(&E);
+}
