@@ -90,10 +90,10 @@ IT_CC := $(CC) -std=c11 -O1 -g -pthread -I$(CUDA_INC)
 IT_DYN := -L$(SIM_DIR) -lcudart -lcuda
 IT_STATIC := $(SIM_LIBCUDART_STATIC) -L$(SIM_DIR) -lcuda -ldl
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
-	stress badfree oom rtld_next)
+	stress badfree oom rtld_next rename busy_exit control)
 
 $(IT)/%: tests/integration/%.c $(SIM_LIBCUDART) $(SIM_LIBCUDA) | $(IT)
-	$(IT_CC) $< $(IT_DYN) -o $@
+	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
 $(IT)/%_static: tests/integration/%.c $(SIM_LIBCUDART_STATIC) $(SIM_LIBCUDA) | $(IT)
 	$(IT_CC) $< $(IT_STATIC) -o $@
 $(IT)/families_ptds: tests/integration/families.c $(SIM_LIBCUDART) $(SIM_LIBCUDA) | $(IT)

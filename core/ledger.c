@@ -362,9 +362,8 @@ bool curesv_ledger_charge(curesv_ledger *l, uint32_t origin, int device, uint64_
 								 memory_order_relaxed) + delta;
 			c->books = caller_books ? view : after;
 			c->over = c->books > budget;
-			struct curesv_device *d = &l->dev[device];
-			max_update(&d->peak, atomic_fetch_add_explicit(&d->allocated, delta,
-								       memory_order_relaxed) + delta);
+			/* the device peak is raised at commit: this charge may yet be undone */
+			atomic_fetch_add_explicit(&l->dev[device].allocated, delta, memory_order_relaxed);
 		}
 		atomic_store_explicit(&l->dev[device].seen, 1, memory_order_relaxed);
 		return true;
@@ -377,8 +376,13 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	bump(&a->allocs);
 	if (c->over)
 		bump(&a->over_budget);
-	if (tier_of(c->kind) == CURESV_TIER_DEVICE)
+	if (tier_of(c->kind) == CURESV_TIER_DEVICE) {
 		max_update(&a->peak, c->books);
+		/* Like the reservation's, the device peak counts only allocations that succeeded: a
+		 * charge undone by uncharge (real allocation failed, table full) must not raise it. */
+		struct curesv_device *d = &l->dev[c->device];
+		max_update(&d->peak, atomic_load_explicit(&d->allocated, memory_order_relaxed));
+	}
 }
 
 /* Debits `bytes` from origin's word; when the origin was released, from the orphan tier instead.
@@ -507,7 +511,17 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 		return;
 	if (slot == 0) {
 		out->device = device;
-		out->size = (int64_t)budget_of(l, CURESV_SHARED, device);
+		/* The pool's size, capacity - reserved - orphan: not budget_of(), which reads as the
+		 * pool's own allocated bytes once those went past that size (observe mode). */
+		struct curesv_device *d = &l->dev[device];
+		int64_t pool = INT64_MAX;
+		if (atomic_load_explicit(&d->capacity_known, memory_order_acquire)) {
+			pool = (int64_t)atomic_load_explicit(&d->capacity, memory_order_relaxed) -
+			       (int64_t)atomic_load_explicit(&d->reserved, memory_order_relaxed) -
+			       atomic_load_explicit(&d->orphan[CURESV_TIER_DEVICE], memory_order_relaxed);
+			pool = pool > 0 ? pool : 0;
+		}
+		out->size = pool;
 		account_stats(l, &l->dev[device].shared, out);
 		return;
 	}

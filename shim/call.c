@@ -90,16 +90,27 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 {
 	if (!c->e)
 		return true;
-	frame.depth--;
 	learn_capacity(c->e, c->op.charge.device);
+	bool keep;
 	if (c->deny) {
 		/* Still pending: the driver hook was not on the runtime's path, so the refusal must be
 		 * carried out here on whatever the runtime allocated. */
-		bool undo = frame.deny_pending && ok && ptr;
+		keep = !(frame.deny_pending && ok && ptr);
 		frame.deny_pending = false;
-		return !undo;
+	} else {
+		keep = curesv_alloc_end(c->e, &c->op, ok, ptr);
 	}
-	return curesv_alloc_end(c->e, &c->op, ok, ptr);
+	/* An allocation to undo is freed by the hook while still nested: the driver hook under the
+	 * runtime's free must not count it as an unknown free. */
+	if (keep)
+		frame.depth--;
+	return keep;
+}
+
+void curesv_call_close(struct curesv_call *c)
+{
+	if (c->e)
+		frame.depth--;
 }
 
 void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr)

@@ -211,6 +211,7 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 	if (curesv_call_alloc_done(c, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? ptr : 0))
 		return r;
 	give_back(ptr, kind);
+	curesv_call_close(c);
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 

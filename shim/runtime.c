@@ -61,6 +61,7 @@ static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t p
 	if (curesv_call_alloc_done(c, r == cudaSuccess, r == cudaSuccess ? ptr : 0))
 		return r;
 	give_back(ptr, kind);
+	curesv_call_close(c);
 	return cudaErrorMemoryAllocation;
 }
 

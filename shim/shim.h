@@ -5,7 +5,9 @@
  *     struct curesv_call c;
  *     if (!curesv_call_alloc(&c, LAYER, kind, bytes)) return <out-of-memory>;
  *     r = real(...);
- *     if (!curesv_call_alloc_done(&c, r == SUCCESS, ptr)) { free ptr; return <out-of-memory>; }
+ *     if (!curesv_call_alloc_done(&c, r == SUCCESS, ptr)) {
+ *             real_free(ptr); curesv_call_close(&c); return <out-of-memory>;
+ *     }
  *
  *     curesv_call_free(&c, LAYER, ptr);  r = real(ptr);  curesv_call_free_done(&c, r == SUCCESS);
  *
@@ -40,10 +42,12 @@ CURESV_HIDDEN curesv_engine *curesv_shim_engine(void);
 
 /* Brackets around a real allocation. curesv_call_alloc returns false when the allocation is refused
  * (CURESV_MODE=enforce); curesv_call_alloc_done returns false when the allocation must be undone
- * (CURESV_TABLE_FULL=fail, or a runtime-layer denial the driver did not carry out). */
+ * (CURESV_TABLE_FULL=fail, or a runtime-layer denial the driver did not carry out): the hook then
+ * frees it with the real free and calls curesv_call_close. */
 CURESV_HIDDEN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
 				     enum curesv_kind kind, uint64_t bytes);
 CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr);
+CURESV_HIDDEN void curesv_call_close(struct curesv_call *c);
 
 /* Brackets around a real free: the entry leaves the table before the free and comes back if it
  * fails. */

@@ -22,7 +22,8 @@ HANDOFF_ENV = {
 
 
 class Case:
-    """One program run under the shim. `same_output`: stdout must match a run without the shim."""
+    """One program run under the shim. `same_output`: stdout must match a run without the shim.
+    `report`: True (check it), False (ignore it) or "absent" (none may be written)."""
     def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
                  report=True, timeout=300, same_output=False):
         self.name, self.argv, self.check = name, argv, check
@@ -112,6 +113,14 @@ def check_untouched(report, out):
     return 0, 0, 0
 
 
+def check_untouched_scan(report, out):
+    scan = res(report, "scan")
+    for key in ("allocs", "frees", "allocated", "peak", "denied", "caller_view"):
+        expect("scan " + key, scan[key], 0)
+    expect("table live", report["table"]["live"], 0)
+    return 0, 0, 0
+
+
 def check_nothing(report, out):
     return "-", "-", "-"
 
@@ -121,6 +130,77 @@ def program_count(out, key):
         if word.startswith(key + "="):
             return int(word[len(key) + 1:])
     raise AssertionError("program printed no %s=" % key)
+
+
+def check_rename(report, out):
+    n = program_bytes(out)
+    scan, pipe, shared = res(report, "scan"), res(report, "pipe"), report["shared"]
+    for who, r in (("scan", scan), ("pipe", pipe), ("shared", shared)):
+        expect(who + " allocs", r["allocs"], 1)
+        expect(who + " frees", r["frees"], 1)
+        expect(who + " peak", r["peak"], n)
+        expect(who + " cross_thread_frees", r["cross_thread_frees"], 0)
+    return 3, 3, 0
+
+
+def check_busy_exit(report, out):
+    leaks = report["leaks"]
+    if leaks["count"] < 1 or leaks["bytes"] < (1 << 20):
+        raise AssertionError("the 1 MiB left live is not in the leak list: %r" % leaks)
+    if not any(x["bytes"] == 1 << 20 for x in leaks["largest"]):
+        raise AssertionError("largest leaks lack the 1 MiB buffer")
+    return report["shared"]["allocs"], report["shared"]["frees"], "-"
+
+
+def check_control(report, out):
+    if "shim=yes" not in out:
+        raise AssertionError("the control API was not found")
+    stage = res(report, "stage")
+    for key, want in (("allocs", 1), ("frees", 1), ("allocated", 0), ("peak", 256 * KiB),
+                      ("size", 1 << 20)):
+        expect("stage " + key, stage[key], want)
+    return 1, 1, 0
+
+
+def check_table_full_passthrough(threads, rounds):
+    def check(report, out):
+        shared, untracked = report["shared"], report["untracked"]["count"]
+        if report["table"]["full_events"] == 0 or untracked == 0:
+            raise AssertionError("the 8-slot table never filled")
+        expect("tracked + untracked", shared["allocs"] + untracked, threads * rounds)
+        expect("allocs == frees", shared["allocs"], shared["frees"])
+        expect("untracked frees are unknown frees", report["unknown_frees"], untracked)
+        expect("table live", report["table"]["live"], 0)
+        return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+    return check
+
+
+def check_table_full_fail(report, out):
+    shared = report["shared"]
+    if report["table_full_failures"] == 0:
+        raise AssertionError("no allocation was failed")
+    expect("untracked", report["untracked"]["count"], 0)
+    expect("allocs == frees", shared["allocs"], shared["frees"])
+    expect("unknown frees", report["unknown_frees"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_failed_free(report, out):
+    scan = res(report, "scan")
+    expect("scan allocated", scan["allocated"], 80 * KiB)
+    expect("scan frees", scan["frees"], 0)
+    expect("leaks", report["leaks"]["count"], 1)
+    expect("leak owner", report["leaks"]["largest"][0]["reservation"], "scan")
+    expect("leak thread", report["leaks"]["largest"][0]["thread"], "scan")
+    return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
+
+
+def check_stderr(line):
+    def check(report, out):
+        if line not in out.splitlines():
+            raise AssertionError("stderr lacks %r: %r" % (line, out[-300:]))
+        return "-", "-", "-"
+    return check
 
 
 def check_torch(report, out):
@@ -171,6 +251,28 @@ def cases(stack, bindir):
     out.append(Case("driver OOM changes nothing", [b("oom")], check_untouched))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
                     report=False))
+    out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
+                    env=dict(HANDOFF_ENV, CURESV_CAPACITY="1M")))
+    out.append(Case("exit while threads allocate", [b("busy_exit")], check_busy_exit))
+    out.append(Case("control API through dlsym", [b("control")], check_control))
+    out.append(Case("CURESV_ENABLE=0 passes through", [b("handoff")], check_nothing,
+                    env=dict(HANDOFF_ENV, CURESV_ENABLE="0"), report="absent"))
+    out.append(Case("invalid configuration passes through", [b("handoff")],
+                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix"),
+                    env=dict(HANDOFF_ENV, CURESV_CAPACITY="12Q"), report="absent"))
+    out.append(Case("CURESV_STRICT=1 aborts on it", [b("handoff")],
+                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix"),
+                    env=dict(HANDOFF_ENV, CURESV_CAPACITY="12Q", CURESV_STRICT="1"),
+                    exit_code=-6, report="absent"))
+    out.append(Case("table full: passthrough", [b("stress"), "4", "500"],
+                    check_table_full_passthrough(4, 500), env={"CURESV_TABLE_SLOTS": "8"}))
+    out.append(Case("table full: fail", [b("stress"), "4", "500"], check_table_full_fail,
+                    env={"CURESV_TABLE_SLOTS": "8", "CURESV_TABLE_FULL": "fail"}, exit_code=1))
+    out.append(Case("injected driver OOM, enforce mode", [b("handoff")], check_untouched_scan,
+                    env=dict(HANDOFF_ENV, CURESV_MODE="enforce", CUDA_SIM_FAIL_ALLOC="1"),
+                    exit_code=1, stacks=("sim",)))
+    out.append(Case("failed free keeps the entry", [b("handoff")], check_failed_free,
+                    env=dict(HANDOFF_ENV, CUDA_SIM_FAIL_FREE="1"), exit_code=1, stacks=("sim",)))
     here = os.path.dirname(os.path.abspath(__file__))
     gpu_py = lambda script: ["python3", os.path.join(here, "..", "gpu", script)]
     out.append(Case("pytorch producer/consumer", gpu_py("torch_handoff.py"), check_torch,
@@ -204,8 +306,15 @@ def run_case(case, lib, stack):
             if plain.stdout != p.stdout:
                 return False, ("-", "-", "-"), "output differs without the shim: %r vs %r" % (
                     plain.stdout.strip()[-200:], p.stdout.strip()[-200:]), "-"
+        if case.report == "absent":
+            if os.path.exists(path):
+                return False, ("-", "-", "-"), "a report was written", "-"
+            case.report = False
         if not case.report:
-            return True, case.check(None, out), "", "-"
+            try:
+                return True, case.check(None, out), "", "-"
+            except AssertionError as err:
+                return False, ("-", "-", "-"), str(err), "-"
         try:
             with open(path) as f:
                 report = json.load(f)

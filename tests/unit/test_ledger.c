@@ -305,7 +305,17 @@ Test(ledger, release_returns_the_unused_part_and_orphans_live_bytes)
 	cr_assert_eq(curesv_engine_release(&E, "pipe"), CURESV_OK);
 	EXPECT_DEV(&E, 0, .allocated = 50 * KiB, .peak = 130 * KiB, .orphan = 50 * KiB,
 		   .reserved = 60 * KiB, .headroom = 290 * KiB, .orphan_frees = 1);
+	/* the scan thread, still attached to the released R_scan, frees: it falls back, once */
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
 	cr_assert(actor_free(&scan, fake_ptr(2)));
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(3), 1 * KiB), GRANTED);
+	cr_assert(actor_free(&scan, fake_ptr(3)));
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: thread 'scan-thread' was attached to reservation 'scan', which "
+			 "was released; its allocations now draw from the shared pool\n");
+	cr_assert_eq(actor_origin(&scan), CURESV_SHARED);
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 130 * KiB, .orphan = 0, .reserved = 60 * KiB,
 		   .headroom = 340 * KiB, .orphan_frees = 2);
 	actor_stop(&scan);
@@ -357,8 +367,18 @@ Test(ledger, reused_slot_gets_a_new_generation)
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 4 * KiB, .orphan = 0, .reserved = 256 * MiB,
 		   .headroom = (uint64_t)(TiB - 256 * MiB), .orphan_frees = 1);
 
-	/* a thread still holding the stale handle falls back to the shared pool */
+	/* a thread still holding the stale handle falls back to the shared pool, with one warning */
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
 	cr_assert_eq(actor_alloc(&old, fake_ptr(2), 8 * KiB), GRANTED);
+	capture_stop(&cap, log, sizeof log);
+	static const char head[] = "curesv: thread 'old-thread' was attached to reservation '";
+	static const char tail[] = "', which was released; its allocations now draw from the shared pool\n";
+	cr_assert_eq(strncmp(log, head, strlen(head)), 0, "%s", log);
+	cr_assert_geq(strlen(log), strlen(head) + strlen(tail));
+	cr_assert_str_eq(log + strlen(log) - strlen(tail), tail);
+	cr_assert_eq(strchr(log, '\n'), log + strlen(log) - 1, "one line");
 	cr_assert_eq(origin_of(&E, fake_ptr(2)), CURESV_SHARED);
 	EXPECT_RES(&E, "fresh", .size = 2 * MiB);
 	EXPECT_SHARED(&E, .size = TiB - 256 * MiB, .allocated = 8 * KiB, .peak = 8 * KiB,
@@ -661,8 +681,14 @@ Test(engine, table_full_passthrough_counts_untracked)
 	fill_table(8, 1 * KiB);
 	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
 		      .caller_view = 8 * KiB, .allocs = 8);
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
 	cr_assert_eq(eng_alloc(&E, P, 50 * KiB), GRANTED, "passed through");
 	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 60 * KiB), GRANTED);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: origin table full (8 slots): further allocations are not "
+			 "tracked; raise CURESV_TABLE_SLOTS\n", "logged once");
 	EXPECT_ENG(&E, .untracked_allocs = 2, .untracked_bytes = 110 * KiB, .live = 8,
 		   .full_events = 2);
 	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
@@ -696,8 +722,14 @@ static void table_full_fail(const char *mode)
 	actor_start(&scan, &E, "scan-thread");
 	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
 	fill_table(8, 1 * KiB);
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
 	cr_assert_eq(actor_alloc(&scan, P, 50 * KiB), TABLE_FAILED);
 	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 30 * KiB), TABLE_FAILED);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: origin table full (8 slots): failing allocations "
+			 "(CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS\n", "logged once");
 	EXPECT_ENG(&E, .table_full_failures = 2, .live = 8, .full_events = 2);
 	EXPECT_RES(&E, "scan", .size = 100 * KiB);
 	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
@@ -929,7 +961,6 @@ static void random_handoffs(bool enforce)
 		if (enforce && a < HR)
 			cr_assert_leq(st.peak, st.size, "account %d: enforced, never past its size", a);
 	}
-	fprintf(stderr, "DEBUG denied %lu\n", (unsigned long)total_denied);
 	if (enforce)
 		cr_assert_gt(total_denied, 0, "the budgets are meant to be tight");
 	else
