@@ -23,7 +23,7 @@ ifeq ($(VARIANT),plain)
 else ifeq ($(VARIANT),asan)
   FLAVOUR := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 else ifeq ($(VARIANT),tsan)
-  FLAVOUR := -O1 -fno-omit-frame-pointer -fsanitize=thread
+  FLAVOUR := -O1 -fno-omit-frame-pointer -fsanitize=thread -Wno-tsan
 else
   $(error VARIANT must be plain, asan or tsan, not '$(VARIANT)')
 endif
@@ -49,7 +49,7 @@ export ASAN_OPTIONS := abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-unit check-integration test deps bench clean
+.PHONY: all core unit check-unit check-integration test deps deps-build demo bench clean
 all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
@@ -61,6 +61,12 @@ $(O)/%.o: %.c Makefile
 $(O)/shim/%.o: shim/%.c Makefile | $(CUDA_INC)/cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
+
+# The dlsym override runs inside the sanitizer runtimes' own start-up (they resolve their
+# interceptors with dlsym before their shadow memory exists): never instrument it.
+$(O)/shim/dlsym.o: shim/dlsym.c Makefile | $(CUDA_INC)/cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -fsanitize=%,$(CFLAGS_ALL)) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
 
 $(O)/shim/%.o: shim/%.S Makefile
 	@mkdir -p $(@D)
@@ -105,18 +111,34 @@ $(IT)/rtld_next: tests/integration/rtld_next.c $(IT)/libwrapopen.so
 $(IT):
 	mkdir -p $@
 
-check-integration: $(O)/libcuresv.so $(IT_PROGS) sim
-	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)):$(abspath $(IT)) python3 tests/integration/run.py \
-		--lib $(O)/libcuresv.so --bin $(IT) --stack sim
+# The programs are built once, plain; a sanitized shim is preloaded behind its runtime.
+IT_BIN := $(BUILD)/plain/it
+SAN_RUNTIME := $(if $(filter asan,$(VARIANT)),$(shell $(CC) -print-file-name=libasan.so),\
+	$(if $(filter tsan,$(VARIANT)),$(shell $(CC) -print-file-name=libtsan.so)))
+
+check-integration: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(subst $(IT),$(IT_BIN),$(IT_PROGS))
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)):$(abspath $(IT_BIN)) python3 tests/integration/run.py \
+		--lib $(O)/libcuresv.so --bin $(IT_BIN) --stack sim \
+		$(if $(SAN_RUNTIME),--sanitizer-runtime $(SAN_RUNTIME))
+
+# ---- the demo ---------------------------------------------------------------------------------------
+demo: deps-build
+	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so $(BUILD)/plain/it/handoff
+	scripts/demo
 
 # ---- everything ---------------------------------------------------------------------------------------
 deps:
-	@scripts/install-deps
+	@scripts/install-deps test
+
+deps-build:
+	@scripts/install-deps build
 
 test: deps
 	$(MAKE) VARIANT=plain check-unit check-integration
-	$(MAKE) VARIANT=asan check-unit
-	$(MAKE) VARIANT=tsan check-unit
+	$(MAKE) VARIANT=asan check-unit check-integration
+	$(MAKE) VARIANT=tsan check-unit check-integration
 
 bench:
 	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench

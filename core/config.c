@@ -240,6 +240,9 @@ static bool parse_reservations(const char *v, curesv_config *c, struct bad *bad)
 		const char *why = curesv_parse_size(size, (size_t)((at ? at : end) - size), &spec.size);
 		if (why)
 			return fail(bad, item, len, why);
+		/* curesv_reserve refuses 0 bytes: catch it here, where CURESV_STRICT applies */
+		if (spec.size == 0)
+			return fail(bad, item, len, "zero size");
 		if (at && !parse_device(at + 1, (size_t)(end - at - 1), &spec.device, bad, item, len))
 			return false;
 		for (unsigned i = 0; i < c->n_reservations; i++)

@@ -233,6 +233,11 @@ static void text_diagnosis(curesv_engine *e, struct out *o, const struct snapsho
 	if (crossed == 0 && !differs)
 		return;
 	bool caller_mode = e->cfg.attribution == CURESV_ATTRIBUTION_CALLER;
+	if (!differs) {
+		out_printf(o, "curesv: %" PRIu64 " free%s crossed threads, all within one budget: origin "
+			   "and per-thread debit agree\n", crossed, crossed == 1 ? "" : "s");
+		return;
+	}
 	out_printf(o, "curesv: %" PRIu64 " free%s crossed threads. %s\n", crossed, crossed == 1 ? "" : "s",
 		   caller_mode ? "CURESV_ATTRIBUTION=caller debits the freeing thread; by origin the "
 				 "books would read:"

@@ -5,6 +5,7 @@ The same cases run in CI on the simulated CUDA stack (tests/sim) and on a GPU ma
 real driver (scripts/gpu-check); both print one table and the line "N passed, N failed".
 
     run.py --lib build/plain/libcuresv.so --bin build/plain/it [--stack sim|gpu] [--only SUBSTR]
+           [--sanitizer-runtime /path/to/libasan.so]   (preloaded first, for a sanitized shim)
 """
 import argparse
 import json
@@ -285,12 +286,13 @@ def cases(stack, bindir):
     return [c for c in out if stack in c.stacks]
 
 
-def run_case(case, lib, stack):
+def run_case(case, lib, stack, first=""):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "report.json")
         env = dict(os.environ)
         env.update(case.env)
-        env.update({"LD_PRELOAD": lib, "CURESV_REPORT": "json", "CURESV_REPORT_FILE": path})
+        env.update({"LD_PRELOAD": (first + " " + lib).strip(), "CURESV_REPORT": "json",
+                    "CURESV_REPORT_FILE": path})
         try:
             p = subprocess.run(case.argv, env=env, capture_output=True, text=True,
                                timeout=case.timeout)
@@ -333,13 +335,15 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--stack", default="sim", choices=("sim", "gpu"))
     ap.add_argument("--only", default="")
+    ap.add_argument("--sanitizer-runtime", default="")
     args = ap.parse_args()
     lib = os.path.abspath(args.lib)
     rows, failed = [], 0
     for case in cases(args.stack, args.bin):
         if args.only not in case.name:
             continue
-        ok, (allocs, frees, crossed), why, leaks = run_case(case, lib, args.stack)
+        ok, (allocs, frees, crossed), why, leaks = run_case(case, lib, args.stack,
+                                                            args.sanitizer_runtime)
         failed += not ok
         rows.append((case.name, "pass" if ok else "FAIL", allocs, frees, crossed, leaks, why))
     width = max(len(r[0]) for r in rows) if rows else 10
