@@ -96,7 +96,7 @@ IT_CC := $(CC) -std=c11 -O1 -g -pthread -I$(CUDA_INC)
 IT_DYN := -L$(SIM_DIR) -lcudart -lcuda
 IT_STATIC := $(SIM_LIBCUDART_STATIC) -L$(SIM_DIR) -lcuda -ldl
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
-	stress badfree oom rtld_next rename busy_exit control)
+	stress badfree oom rtld_next rename busy_exit control timelines)
 
 $(IT)/%: tests/integration/%.c $(SIM_LIBCUDART) $(SIM_LIBCUDA) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -113,8 +113,8 @@ $(IT):
 
 # The programs are built once, plain; a sanitized shim is preloaded behind its runtime.
 IT_BIN := $(BUILD)/plain/it
-SAN_RUNTIME := $(if $(filter asan,$(VARIANT)),$(shell $(CC) -print-file-name=libasan.so),\
-	$(if $(filter tsan,$(VARIANT)),$(shell $(CC) -print-file-name=libtsan.so)))
+SAN_RUNTIME := $(strip $(if $(filter asan,$(VARIANT)),$(shell $(CC) -print-file-name=libasan.so),\
+	$(if $(filter tsan,$(VARIANT)),$(shell $(CC) -print-file-name=libtsan.so))))
 
 check-integration: $(O)/libcuresv.so sim
 	$(MAKE) VARIANT=plain $(subst $(IT),$(IT_BIN),$(IT_PROGS))

@@ -532,6 +532,32 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 	account_stats(l, &r->acct, out);
 }
 
+curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out)
+{
+	if (!out || !device_ok(device))
+		return CURESV_ERR_INVALID;
+	struct curesv_device *d = &l->dev[device];
+	curesv_stats_t st;
+	curesv_ledger_stats(l, CURESV_SHARED, device, &st);
+	bool known = atomic_load_explicit(&d->capacity_known, memory_order_acquire);
+	uint64_t head = curesv_ledger_pool_headroom(l, device);
+	*out = (curesv_pool_stats_t){
+		.device = device,
+		.capacity = known ? (int64_t)atomic_load_explicit(&d->capacity, memory_order_relaxed) : -1,
+		.reserved = (int64_t)atomic_load_explicit(&d->reserved, memory_order_relaxed),
+		.orphan_bytes = atomic_load_explicit(&d->orphan[CURESV_TIER_DEVICE], memory_order_relaxed),
+		.available = head == UINT64_MAX ? -1 : (int64_t)head,
+		.allocated = st.allocated,
+		.peak = st.peak,
+		.device_allocated = atomic_load_explicit(&d->allocated, memory_order_relaxed),
+		.allocs = st.allocs,
+		.frees = st.frees,
+		.cross_thread_frees = st.cross_thread_frees,
+		.denied = st.denied,
+	};
+	return CURESV_OK;
+}
+
 int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device)
 {
 	unsigned slot = curesv_handle_slot(handle);

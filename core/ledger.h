@@ -128,6 +128,9 @@ void curesv_ledger_transfer_cancel(curesv_ledger *l, const curesv_entry *e, uint
 
 /* Counters of reservation `handle` (CURESV_SHARED: the shared pool of `device`). */
 void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_stats_t *out);
+/* Capacity and shared-pool counters of `device` (curesv_pool_stats). */
+curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out);
+
 /* Device bytes charged to `handle` under origin attribution, whatever CURESV_ATTRIBUTION says. */
 int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device);
 /* By name; a released reservation is still found until its slot is reused. Takes `lock`. */

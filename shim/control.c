@@ -39,6 +39,12 @@ CURESV_EXPORT curesv_status curesv_stats(const char *name, curesv_stats_t *out)
 	return e ? curesv_ledger_stats_by_name(&e->ledger, name, out) : CURESV_ERR_DISABLED;
 }
 
+CURESV_EXPORT curesv_status curesv_pool_stats(int device, curesv_pool_stats_t *out)
+{
+	curesv_engine *e = curesv_shim_engine();
+	return e ? curesv_ledger_pool_stats(&e->ledger, device, out) : CURESV_ERR_DISABLED;
+}
+
 CURESV_EXPORT curesv_status curesv_report(void)
 {
 	curesv_engine *e = curesv_shim_engine();

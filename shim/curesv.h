@@ -55,6 +55,22 @@ typedef struct curesv_stats {
 	uint64_t transfers_in, transfers_out; /* live allocations moved in / out by curesv_transfer() */
 } curesv_stats_t;
 
+/* A device's capacity and its shared pool: what threads with no reservation draw from. Bytes. */
+typedef struct curesv_pool_stats {
+	int device;                     /* CUDA device ordinal */
+	int64_t capacity;               /* bytes the device may hand out; -1 until known */
+	int64_t reserved;               /* sum of the sizes of its live reservations */
+	int64_t orphan_bytes;           /* live bytes of reservations already released */
+	int64_t available;              /* what the shared pool may still hand out: capacity -
+					   reserved - orphan_bytes - allocated, at least 0; -1 while
+					   the capacity is unknown */
+	int64_t allocated;              /* live bytes charged to the shared pool */
+	int64_t peak;                   /* highest `allocated` seen */
+	int64_t device_allocated;       /* live device bytes through curesv on this device: the
+					   reservations', the shared pool's and the orphan tier's */
+	uint64_t allocs, frees, cross_thread_frees, denied;
+} curesv_pool_stats_t;
+
 /* Creates reservation `name` (1-31 of letters, digits, '_', '.', '-') of `bytes` on `device`, carved
  * out of the device's capacity: the shared pool shrinks by `bytes`.
  * Errors: INVALID, NAME_TAKEN, CAPACITY, DISABLED. */
@@ -77,6 +93,10 @@ CURESV_API curesv_status curesv_transfer(const void *ptr, const char *name);
 
 /* Copies reservation `name`'s counters into *out. Errors: INVALID, UNKNOWN_NAME, DISABLED. */
 CURESV_API curesv_status curesv_stats(const char *name, curesv_stats_t *out);
+
+/* Copies device `device`'s capacity and shared-pool counters into *out.
+ * Errors: INVALID (NULL out, device outside 0..63), DISABLED. */
+CURESV_API curesv_status curesv_pool_stats(int device, curesv_pool_stats_t *out);
 
 /* Writes the report (CURESV_REPORT format, to CURESV_REPORT_FILE or stderr) now.
  * Errors: DISABLED; INVALID when CURESV_REPORT=off or the report file cannot be opened. */

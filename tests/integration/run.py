@@ -204,6 +204,18 @@ def check_stderr(line):
     return check
 
 
+def check_timeline(n):
+    def check(report, out):
+        if "timelines: %d ok" % n not in out:
+            raise AssertionError("the program's own checks failed: " + out.strip()[-400:])
+        expect("table live", report["table"]["live"], 0)
+        expect("unknown frees", report["unknown_frees"], 0)
+        expect("orphan bytes", report["orphan_bytes"], 0)
+        shared = report["shared"]
+        return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+    return check
+
+
 def check_torch(report, out):
     """Every tensor made on "scan" and freed on "pipe" debits scan; pipe's caller_view shows it."""
     n, size = program_count(out, "tensors"), program_count(out, "bytes")
@@ -274,6 +286,17 @@ def cases(stack, bindir):
                     exit_code=1, stacks=("sim",)))
     out.append(Case("failed free keeps the entry", [b("handoff")], check_failed_free,
                     env=dict(HANDOFF_ENV, CUDA_SIM_FAIL_FREE="1"), exit_code=1, stacks=("sim",)))
+    for n, attribution in ((1, "caller"), (2, "origin"), (3, "origin"), (4, "origin")):
+        out.append(Case("timeline %d (%s)" % (n, attribution), [b("timelines"), str(n)],
+                        check_timeline(n), env={"CURESV_CAPACITY": "400K",
+                                                "CURESV_ATTRIBUTION": attribution}))
+    for attribution in ("origin", "caller"):
+        out.append(Case("timeline 5 (enforce, %s)" % attribution,
+                        [b("timelines"), "5", attribution], check_timeline(5),
+                        env={"CURESV_CAPACITY": "96K", "CURESV_MODE": "enforce",
+                             "CURESV_ATTRIBUTION": attribution}))
+    out.append(Case("timeline 6 (32 freers racing release)", [b("timelines"), "6", "origin", "500"],
+                    check_timeline(6), env={"CURESV_CAPACITY": "400K"}))
     here = os.path.dirname(os.path.abspath(__file__))
     gpu_py = lambda script: ["python3", os.path.join(here, "..", "gpu", script)]
     out.append(Case("pytorch producer/consumer", gpu_py("torch_handoff.py"), check_torch,
