@@ -140,12 +140,16 @@ test: deps
 	$(MAKE) VARIANT=asan check-unit check-integration
 	$(MAKE) VARIANT=tsan check-unit check-integration
 
-bench:
-	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench
-	$(BUILD)/plain/table_bench
+bench: deps-build
+	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/alloc_bench \
+		$(BUILD)/plain/libcuresv.so sim
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/bench --stack sim --bin $(BUILD)/plain
 
 $(O)/table_bench: tests/bench/table_bench.c $(O)/libcuresv_core.a
 	$(CC) $(CFLAGS_ALL) $^ $(LDFLAGS_ALL) -o $@
+
+$(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LIBCUDART) $(SIM_LIBCUDA)
+	$(IT_CC) $< $(IT_DYN) -o $@
 
 clean:
 	rm -rf $(BUILD)
