@@ -135,9 +135,12 @@ curesv_status curesv_thread_attach(const char *name)
 		if (st != CURESV_OK)
 			return st;
 	}
-	curesv_thread_origin(); /* registers the name, so the leak report can show it */
+	/* The new attachment first: whatever the thread was attached to before no longer matters,
+	 * released or not, so the refresh below (it registers the name for the leak report) must not
+	 * warn about it. */
 	self.handle = h;
 	self.explicit_ = true;
+	curesv_thread_origin();
 	return CURESV_OK;
 }
 

@@ -266,7 +266,9 @@ def cases(stack, bindir):
                     report=False))
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="1M")))
-    out.append(Case("exit while threads allocate", [b("busy_exit")], check_busy_exit))
+    out.append(Case("exit while threads allocate", [b("busy_exit")], check_busy_exit,
+                    stacks=("sim",)))
+    out.append(Case("exit while threads are alive", [b("busy_exit"), "quiesce"], check_busy_exit))
     out.append(Case("control API through dlsym", [b("control")], check_control))
     out.append(Case("CURESV_ENABLE=0 passes through", [b("handoff")], check_nothing,
                     env=dict(HANDOFF_ENV, CURESV_ENABLE="0"), report="absent"))

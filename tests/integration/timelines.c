@@ -129,7 +129,7 @@ static char *kib(int64_t v, char *buf)
 {
 	if (v == INT64_MIN)
 		return strcpy(buf, "-");
-	snprintf(buf, 16, "%lldK", (long long)(v / KiB));
+	snprintf(buf, 24, "%lldK", (long long)(v / KiB));
 	return buf;
 }
 
@@ -144,7 +144,7 @@ static void row(const char *step, int64_t scan_alloc, int64_t pipe_alloc, int64_
 			   pool.orphan_bytes, pool.available, pool.device_allocated };
 	static const char *const what[6] = { "scan allocated", "pipe allocated", "pipe caller_view",
 					     "orphan", "pool available", "device total" };
-	char b[6][16], verdict[160] = "ok";
+	char b[6][24], verdict[160] = "ok";
 	for (int i = 0; i < 6; i++)
 		if (want[i] != INT64_MIN && want[i] != got[i]) {
 			snprintf(verdict, sizeof verdict, "%s is %lld, want %lld", what[i],
