@@ -47,13 +47,12 @@ static void learn_capacity(curesv_engine *e, int device)
 		curesv_engine_device_total(e, device, bytes);
 }
 
+/* A driver allocation inside a runtime call that curesv refused: it fails, and so does any retry the
+ * runtime makes of it. */
 static bool nested_denial(enum curesv_layer layer, enum curesv_kind kind, uint64_t bytes)
 {
-	if (layer != CURESV_LAYER_DRIVER || !frame.deny_pending || frame.deny_kind != kind ||
-	    frame.deny_bytes != bytes)
-		return false;
-	frame.deny_pending = false;
-	return true;
+	return layer == CURESV_LAYER_DRIVER && frame.deny_pending && frame.deny_kind == kind &&
+	       frame.deny_bytes == bytes;
 }
 
 bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
@@ -93,9 +92,9 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 	learn_capacity(c->e, c->op.charge.device);
 	bool keep;
 	if (c->deny) {
-		/* Still pending: the driver hook was not on the runtime's path, so the refusal must be
-		 * carried out here on whatever the runtime allocated. */
-		keep = !(frame.deny_pending && ok && ptr);
+		/* Memory came back all the same (the driver hook was not on the runtime's path): the
+		 * refusal is carried out here. */
+		keep = !(ok && ptr);
 		frame.deny_pending = false;
 	} else {
 		keep = curesv_alloc_end(c->e, &c->op, ok, ptr);

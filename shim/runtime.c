@@ -42,7 +42,7 @@ REAL_SLOT(cudaMallocPitch)
 
 static cudaError_t no_runtime(const char *sym)
 {
-	curesv_log(CURESV_LOG_ERROR, "%s: cannot find the CUDA runtime's own %s", sym, sym);
+	CURESV_LOG_ONCE(CURESV_LOG_ERROR, "%s: cannot find the CUDA runtime's own %s", sym, sym);
 	return cudaErrorInitializationError;
 }
 
