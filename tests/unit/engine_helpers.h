@@ -11,6 +11,8 @@
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -345,6 +347,56 @@ static inline uint32_t origin_of(curesv_engine *e, uint64_t ptr)
 	curesv_entry ent;
 	cr_assert(curesv_table_lookup(&e->table, ptr, &ent), "0x%" PRIx64 " is not in the table", ptr);
 	return ent.origin;
+}
+
+/* ---- ordering a release against frees ----------------------------------------------------------- */
+
+/* One round of "threads free a reservation's pointers while another releases it". Left to the
+ * scheduler, a loaded machine can put every free on the same side of the release in every round;
+ * this spreads the rounds over the cases so that both sides are always covered:
+ *   round % 4 == 0   all start together (the race);
+ *   round % 4 == 1   the release first, the frees wait for it (all frees drain the orphan tier);
+ *   round % 4 == 2   the frees first, the release waits for all of them (all debit it);
+ *   round % 4 == 3   the release waits for (round / 4) % total frees, then races the rest.
+ * The main thread calls race_reset() before the round's start barrier. */
+struct race_sync {
+	_Atomic int released;
+	_Atomic unsigned freed;
+	unsigned total;         /* frees per round */
+	uint64_t round;
+};
+
+static inline void race_reset(struct race_sync *s, uint64_t round, unsigned total)
+{
+	atomic_store(&s->released, 0);
+	atomic_store(&s->freed, 0);
+	s->total = total;
+	s->round = round;
+}
+
+static inline void race_before_free(struct race_sync *s)
+{
+	if (s->round % 4 == 1)
+		while (!atomic_load(&s->released))
+			sched_yield();
+}
+
+static inline void race_after_free(struct race_sync *s)
+{
+	atomic_fetch_add(&s->freed, 1);
+}
+
+static inline void race_before_release(struct race_sync *s)
+{
+	unsigned wait = s->round % 4 == 2 ? s->total
+		      : s->round % 4 == 3 ? (unsigned)(s->round / 4 % s->total) : 0;
+	while (atomic_load(&s->freed) < wait)
+		sched_yield();
+}
+
+static inline void race_after_release(struct race_sync *s)
+{
+	atomic_store(&s->released, 1);
 }
 
 /* ---- capturing fd 2 (curesv_log writes there with write(2)) -------------------------------------- */

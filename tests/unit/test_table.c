@@ -415,8 +415,12 @@ static void walk_visit(const curesv_entry *e, void *ctx)
 static void *walker(void *arg)
 {
 	struct walk_check *w = arg;
-	while (!atomic_load(&w->stop))
+	/* Walks until told to stop, then once more: on a loaded machine the walker may not be
+	 * scheduled before the churners finish, and `seen` must not depend on that. */
+	for (bool last = false; !last;) {
+		last = atomic_load(&w->stop);
 		curesv_table_walk(w->t, walk_visit, w);
+	}
 	return NULL;
 }
 

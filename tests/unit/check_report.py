@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Checks a curesv JSON report against expected values, with a real JSON parser.
+
+    check_report.py REPORT.json EXPECTED.json
+
+EXPECTED.json holds the values the report must carry, for the keys DESIGN.md lets scripts rely on:
+
+    {"reservations": [{"name": ..., "device": ..., "size": ..., "allocated": ..., "peak": ...,
+                       "allocs": ..., "frees": ..., "cross_thread_frees": ..., "caller_view": ...,
+                       "denied": ...}, ...],          # every reservation, in report order
+     "shared": {"allocated": ..., "peak": ...},
+     "orphan_bytes": ..., "unknown_frees": ...,
+     "table": {"slots": ..., "live": ..., "high_water": ..., "full_events": ...},
+     "leaks": {"count": ..., "bytes": ...,
+               "largest": [{"reservation": ..., "thread": ..., "bytes": ...}, ...]}}
+
+Every contract key must be present with exactly the expected value and type (integers are JSON
+integers, not floats or booleans). Exit status 0 when all match; otherwise 1, one line per
+mismatch on stderr.
+"""
+import json
+import sys
+
+RESERVATION_KEYS = ("name", "device", "size", "allocated", "peak", "allocs", "frees",
+                    "cross_thread_frees", "caller_view", "denied")
+SHARED_KEYS = ("allocated", "peak")
+TABLE_KEYS = ("slots", "live", "high_water", "full_events")
+LEAK_KEYS = ("count", "bytes")
+LARGEST_KEYS = ("reservation", "thread", "bytes")
+
+errors = []
+
+
+def same(where, got, want):
+    if type(want) is int:
+        ok = type(got) is int and got == want
+    else:
+        ok = type(got) is type(want) and got == want
+    if not ok:
+        errors.append(f"{where}: got {got!r}, expected {want!r}")
+
+
+def obj(where, parent, key, kind):
+    if not isinstance(parent, dict) or key not in parent:
+        errors.append(f"{where}: missing key '{key}'")
+        return None
+    value = parent[key]
+    if not isinstance(value, kind):
+        errors.append(f"{where}.{key}: {type(value).__name__}, expected {kind.__name__}")
+        return None
+    return value
+
+
+def fields(where, got, want, keys):
+    for k in keys:
+        if k not in got:
+            errors.append(f"{where}: missing key '{k}'")
+        else:
+            same(f"{where}.{k}", got[k], want[k])
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(sys.argv[1]) as f:
+        text = f.read()
+    try:
+        report = json.loads(text)
+    except json.JSONDecodeError as e:
+        print(f"not JSON: {e}\n{text}", file=sys.stderr)
+        return 1
+    with open(sys.argv[2]) as f:
+        want = json.load(f)
+    if not isinstance(report, dict):
+        print("the report is not a JSON object", file=sys.stderr)
+        return 1
+
+    rows = obj("report", report, "reservations", list)
+    if rows is not None:
+        names = [r.get("name") if isinstance(r, dict) else None for r in rows]
+        same("reservations[].name", names, [r["name"] for r in want["reservations"]])
+        for i, (got, exp) in enumerate(zip(rows, want["reservations"])):
+            if isinstance(got, dict):
+                fields(f"reservations[{i}]({exp['name']})", got, exp, RESERVATION_KEYS)
+            else:
+                errors.append(f"reservations[{i}]: not an object")
+
+    shared = obj("report", report, "shared", dict)
+    if shared is not None:
+        fields("shared", shared, want["shared"], SHARED_KEYS)
+
+    for key in ("orphan_bytes", "unknown_frees"):
+        if key not in report:
+            errors.append(f"report: missing key '{key}'")
+        else:
+            same(key, report[key], want[key])
+
+    table = obj("report", report, "table", dict)
+    if table is not None:
+        fields("table", table, want["table"], TABLE_KEYS)
+
+    leaks = obj("report", report, "leaks", dict)
+    if leaks is not None:
+        fields("leaks", leaks, want["leaks"], LEAK_KEYS)
+        if "largest" in want["leaks"]:
+            largest = obj("leaks", leaks, "largest", list)
+            if largest is not None:
+                same("len(leaks.largest)", len(largest), len(want["leaks"]["largest"]))
+                for i, (got, exp) in enumerate(zip(largest, want["leaks"]["largest"])):
+                    fields(f"leaks.largest[{i}]", got, exp, LARGEST_KEYS)
+
+    for e in errors:
+        print(e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

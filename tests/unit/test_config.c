@@ -1,0 +1,715 @@
+/* Configuration: every CURESV_* variable of DESIGN.md's table, valid and invalid, with the exact
+ * diagnostic line; the SIZE grammar; the cross-variable checks; report path expansion. */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "engine_helpers.h"
+
+static curesv_config cfg;
+static curesv_diag diag;
+
+#define LOAD(...) curesv_config_load(&cfg, (char *[]){ __VA_ARGS__, NULL }, &diag)
+
+/* Every field at its documented default. */
+static void assert_defaults(const curesv_config *c)
+{
+	cr_assert(c->enable);
+	cr_assert_not(c->capacity_all_set);
+	cr_assert_eq(c->capacity_all, 0);
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		cr_assert_not(c->capacity_set[d], "device %d", d);
+		cr_assert_eq(c->capacity[d], 0, "device %d", d);
+	}
+	cr_assert_eq(c->n_reservations, 0);
+	cr_assert_eq(c->n_rules, 0);
+	cr_assert_eq(c->mode, CURESV_MODE_OBSERVE);
+	cr_assert_eq(c->attribution, CURESV_ATTRIBUTION_ORIGIN);
+	cr_assert_eq(c->table_slots, 65536);
+	cr_assert_eq(c->table_full, CURESV_TABLE_FULL_PASSTHROUGH);
+	cr_assert_eq(c->report, CURESV_REPORT_TEXT);
+	cr_assert_str_eq(c->report_file, "");
+	cr_assert_eq(c->log_level, CURESV_LOG_WARN);
+	cr_assert_not(c->strict);
+}
+
+/* The load produced no diagnostic at all. */
+static void assert_clean(unsigned errors)
+{
+	cr_assert_eq(errors, 0, "%s", diag.count ? diag.line[0].text : "");
+	cr_assert_eq(diag.errors, 0);
+	cr_assert_eq(diag.warnings, 0);
+	cr_assert_eq(diag.count, 0, "%s", diag.count ? diag.line[0].text : "");
+}
+
+/* The load produced exactly one error line, `text`, and left everything at its default. */
+static void assert_one_error(unsigned errors, const char *text)
+{
+	cr_assert_eq(errors, 1, "%u errors; first: %s", errors, diag.count ? diag.line[0].text : "");
+	cr_assert_eq(diag.errors, 1);
+	cr_assert_eq(diag.warnings, 0, "%s", diag.count > 1 ? diag.line[1].text : "");
+	cr_assert_eq(diag.count, 1);
+	cr_assert_eq(diag.line[0].level, CURESV_LOG_ERROR);
+	cr_assert_str_eq(diag.line[0].text, text);
+	assert_defaults(&cfg);
+}
+
+/* One invalid VAR=value: exactly `text`, defaults kept. */
+static void bad(const char *assignment, const char *text)
+{
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s", assignment);
+	assert_one_error(curesv_config_load(&cfg, (char *[]){ buf, NULL }, &diag), text);
+}
+
+/* One valid VAR=value: no diagnostic. */
+static void good(const char *assignment)
+{
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s", assignment);
+	assert_clean(curesv_config_load(&cfg, (char *[]){ buf, NULL }, &diag));
+}
+
+Test(config, defaults)
+{
+	curesv_config_defaults(&cfg);
+	assert_defaults(&cfg);
+	assert_clean(LOAD("HOME=/root", "PATH=/bin", "CURESVX=1", "curesv_mode=enforce"));
+	assert_defaults(&cfg);
+	assert_clean(curesv_config_load(&cfg, (char *[]){ NULL }, &diag));
+	assert_defaults(&cfg);
+	bool set = true;
+	cr_assert_eq(curesv_config_capacity(&cfg, 0, &set), 0);
+	cr_assert_not(set);
+}
+
+Test(config, null_envp_reads_the_process_environment)
+{
+	cr_assert_eq(setenv("CURESV_MODE", "enforce", 1), 0);
+	cr_assert_eq(setenv("CURESV_TABLE_SLOTS", "1024", 1), 0);
+	cr_assert_eq(curesv_config_load(&cfg, NULL, &diag), 0);
+	cr_assert_eq(cfg.mode, CURESV_MODE_ENFORCE);
+	cr_assert_eq(cfg.table_slots, 1024);
+	unsetenv("CURESV_MODE");
+	unsetenv("CURESV_TABLE_SLOTS");
+}
+
+/* ---- SIZE ---------------------------------------------------------------------------------------- */
+
+static void size_ok(const char *text, uint64_t want)
+{
+	uint64_t got = 12345;
+	const char *why = curesv_parse_size(text, strlen(text), &got);
+	cr_assert_null(why, "'%s': %s", text, why);
+	cr_assert_eq(got, want, "'%s': %" PRIu64 " bytes, expected %" PRIu64, text, got, want);
+}
+
+static void size_bad(const char *text, const char *reason)
+{
+	uint64_t got = 12345;
+	const char *why = curesv_parse_size(text, strlen(text), &got);
+	cr_assert_not_null(why, "'%s' accepted as %" PRIu64, text, got);
+	cr_assert_str_eq(why, reason, "'%s'", text);
+	cr_assert_eq(got, 12345, "'%s': *bytes changed on error", text);
+}
+
+Test(config, size_grammar)
+{
+	size_ok("0", 0);
+	size_ok("1", 1);
+	size_ok("512", 512);
+	size_ok("007", 7);
+	size_ok("1K", 1024);
+	size_ok("1k", 1024);
+	size_ok("3M", 3 * MiB);
+	size_ok("3m", 3 * MiB);
+	size_ok("80G", 80 * GiB);
+	size_ok("80g", 80 * GiB);
+	size_ok("2T", 2 * TiB);
+	size_ok("2t", 2 * TiB);
+	size_ok("100KiB", 100 * KiB);
+	size_ok("100kib", 100 * KiB);
+	size_ok("100KIB", 100 * KiB);
+	size_ok("5MiB", 5 * MiB);
+	size_ok("5mIb", 5 * MiB);
+	size_ok("7GiB", 7 * GiB);
+	size_ok("7gib", 7 * GiB);
+	size_ok("1TiB", TiB);
+	size_ok("1tib", TiB);
+	size_ok("64T", 64 * TiB);
+	size_ok("64TiB", 64 * TiB);
+	size_ok("65536G", 64 * TiB);
+	size_ok("70368744177664", 64 * TiB);             /* 2^46 exactly */
+	size_ok("68719476736K", 64 * TiB);
+
+	size_bad("", "empty size");
+	size_bad("-1", "negative size");
+	size_bad("-0", "negative size");
+	size_bad("-5K", "negative size");
+	size_bad("K", "not a number");
+	size_bad("abc", "not a number");
+	size_bad("+5", "not a number");
+	size_bad(" 5", "not a number");
+	size_bad("0x10", "unknown suffix");
+	size_bad("12Q", "unknown suffix");
+	size_bad("1.5G", "unknown suffix");
+	size_bad("12 K", "unknown suffix");
+	size_bad("12K ", "unknown suffix");
+	size_bad("1KB", "unknown suffix");
+	size_bad("1Ki", "unknown suffix");
+	size_bad("1B", "unknown suffix");
+	size_bad("1P", "unknown suffix");
+	size_bad("1PiB", "unknown suffix");
+	size_bad("1KK", "unknown suffix");
+	size_bad("12abc", "unknown suffix");
+	size_bad("70368744177665", "too large (limit 64T)");     /* 2^46 + 1 */
+	size_bad("65T", "too large (limit 64T)");
+	size_bad("65537G", "too large (limit 64T)");
+	size_bad("68719476737K", "too large (limit 64T)");
+	size_bad("18446744073709551615", "too large (limit 64T)"); /* 2^64 - 1 */
+	size_bad("18446744073709551616", "too large (limit 64T)"); /* 2^64 */
+	size_bad("99999999999999999999", "too large (limit 64T)"); /* 20 digits */
+	size_bad("99999999999999999999K", "too large (limit 64T)");
+	size_bad("18446744073709551615T", "too large (limit 64T)");
+	size_bad("17179869184G", "too large (limit 64T)");         /* 2^64 bytes: would wrap to 0 */
+	size_bad("16777216T", "too large (limit 64T)");            /* 2^64 bytes */
+	size_bad("1000000000000000000000000000000000000000000000000000000000000000000000",
+		 "too large (limit 64T)");
+
+	/* `len` bounds the text: what follows is not read */
+	uint64_t got;
+	cr_assert_null(curesv_parse_size("12Kjunk", 3, &got));
+	cr_assert_eq(got, 12 * KiB);
+	cr_assert_str_eq(curesv_parse_size("12Kjunk", 0, &got), "empty size");
+}
+
+/* ---- CURESV_ENABLE, CURESV_STRICT ------------------------------------------------------------------ */
+
+Test(config, enable)
+{
+	good("CURESV_ENABLE=1");
+	cr_assert(cfg.enable);
+	good("CURESV_ENABLE=0");
+	cr_assert_not(cfg.enable);
+	bad("CURESV_ENABLE=yes", "CURESV_ENABLE: 'yes': expected 0 or 1");
+	bad("CURESV_ENABLE=", "CURESV_ENABLE: '': expected 0 or 1");
+	bad("CURESV_ENABLE=01", "CURESV_ENABLE: '01': expected 0 or 1");
+	bad("CURESV_ENABLE=2", "CURESV_ENABLE: '2': expected 0 or 1");
+	bad("CURESV_ENABLE=true", "CURESV_ENABLE: 'true': expected 0 or 1");
+}
+
+Test(config, strict)
+{
+	good("CURESV_STRICT=1");
+	cr_assert(cfg.strict);
+	good("CURESV_STRICT=0");
+	cr_assert_not(cfg.strict);
+	bad("CURESV_STRICT=true", "CURESV_STRICT: 'true': expected 0 or 1");
+	bad("CURESV_STRICT= 1", "CURESV_STRICT: ' 1': expected 0 or 1");
+}
+
+/* ---- the keyword variables ---------------------------------------------------------------------- */
+
+Test(config, mode)
+{
+	good("CURESV_MODE=observe");
+	cr_assert_eq(cfg.mode, CURESV_MODE_OBSERVE);
+	good("CURESV_MODE=enforce");
+	cr_assert_eq(cfg.mode, CURESV_MODE_ENFORCE);
+	good("CURESV_MODE=ENFORCE");
+	cr_assert_eq(cfg.mode, CURESV_MODE_ENFORCE);
+	bad("CURESV_MODE=strict", "CURESV_MODE: 'strict': expected observe or enforce");
+	bad("CURESV_MODE=", "CURESV_MODE: '': expected observe or enforce");
+	bad("CURESV_MODE=enforce ", "CURESV_MODE: 'enforce ': expected observe or enforce");
+}
+
+Test(config, attribution)
+{
+	good("CURESV_ATTRIBUTION=origin");
+	cr_assert_eq(cfg.attribution, CURESV_ATTRIBUTION_ORIGIN);
+	good("CURESV_ATTRIBUTION=caller");
+	cr_assert_eq(cfg.attribution, CURESV_ATTRIBUTION_CALLER);
+	good("CURESV_ATTRIBUTION=Caller");
+	cr_assert_eq(cfg.attribution, CURESV_ATTRIBUTION_CALLER);
+	bad("CURESV_ATTRIBUTION=thread", "CURESV_ATTRIBUTION: 'thread': expected origin or caller");
+}
+
+Test(config, table_full)
+{
+	good("CURESV_TABLE_FULL=passthrough");
+	cr_assert_eq(cfg.table_full, CURESV_TABLE_FULL_PASSTHROUGH);
+	good("CURESV_TABLE_FULL=fail");
+	cr_assert_eq(cfg.table_full, CURESV_TABLE_FULL_FAIL);
+	bad("CURESV_TABLE_FULL=drop", "CURESV_TABLE_FULL: 'drop': expected passthrough or fail");
+}
+
+Test(config, report)
+{
+	good("CURESV_REPORT=text");
+	cr_assert_eq(cfg.report, CURESV_REPORT_TEXT);
+	good("CURESV_REPORT=json");
+	cr_assert_eq(cfg.report, CURESV_REPORT_JSON);
+	good("CURESV_REPORT=off");
+	cr_assert_eq(cfg.report, CURESV_REPORT_OFF);
+	bad("CURESV_REPORT=xml", "CURESV_REPORT: 'xml': expected text, json or off");
+}
+
+Test(config, log)
+{
+	static const char *const words[] = { "error", "warn", "info", "debug" };
+	for (int i = 0; i < 4; i++) {
+		char a[64];
+		snprintf(a, sizeof a, "CURESV_LOG=%s", words[i]);
+		good(a);
+		cr_assert_eq(cfg.log_level, (enum curesv_log_level)i);
+	}
+	bad("CURESV_LOG=trace", "CURESV_LOG: 'trace': expected error, warn, info or debug");
+	bad("CURESV_LOG=warning", "CURESV_LOG: 'warning': expected error, warn, info or debug");
+}
+
+/* ---- CURESV_CAPACITY ----------------------------------------------------------------------------- */
+
+Test(config, capacity_for_every_device)
+{
+	good("CURESV_CAPACITY=80G");
+	cr_assert(cfg.capacity_all_set);
+	cr_assert_eq(cfg.capacity_all, 80 * GiB);
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		bool set = false;
+		cr_assert_eq(curesv_config_capacity(&cfg, d, &set), 80 * GiB);
+		cr_assert(set);
+	}
+	bool set = true;
+	cr_assert_eq(curesv_config_capacity(&cfg, 64, &set), 0);
+	cr_assert_not(set);
+	cr_assert_eq(curesv_config_capacity(&cfg, -1, &set), 0);
+	cr_assert_not(set);
+	good("CURESV_CAPACITY=64T");
+	cr_assert_eq(cfg.capacity_all, 64 * TiB);
+	good("CURESV_CAPACITY=0");
+	cr_assert(cfg.capacity_all_set);
+	cr_assert_eq(cfg.capacity_all, 0);
+
+	bad("CURESV_CAPACITY=12Q", "CURESV_CAPACITY: '12Q': unknown suffix");
+	bad("CURESV_CAPACITY=", "CURESV_CAPACITY: '': empty size");
+	bad("CURESV_CAPACITY=-1G", "CURESV_CAPACITY: '-1G': negative size");
+	bad("CURESV_CAPACITY=lots", "CURESV_CAPACITY: 'lots': not a number");
+	bad("CURESV_CAPACITY=99999999999999999999",
+	    "CURESV_CAPACITY: '99999999999999999999': too large (limit 64T)");
+	bad("CURESV_CAPACITY=18446744073709551615",
+	    "CURESV_CAPACITY: '18446744073709551615': too large (limit 64T)");
+	bad("CURESV_CAPACITY=70368744177665", "CURESV_CAPACITY: '70368744177665': too large (limit 64T)");
+	bad("CURESV_CAPACITY=80G,", "CURESV_CAPACITY: '80G,': unknown suffix");
+}
+
+Test(config, capacity_per_device)
+{
+	good("CURESV_CAPACITY=0=80G,1=40G");
+	cr_assert_not(cfg.capacity_all_set);
+	bool set;
+	cr_assert_eq(curesv_config_capacity(&cfg, 0, &set), 80 * GiB);
+	cr_assert(set);
+	cr_assert_eq(curesv_config_capacity(&cfg, 1, &set), 40 * GiB);
+	cr_assert(set);
+	cr_assert_eq(curesv_config_capacity(&cfg, 2, &set), 0);
+	cr_assert_not(set);
+	good("CURESV_CAPACITY=63=1K,7=2KiB");
+	cr_assert_eq(curesv_config_capacity(&cfg, 63, &set), 1024);
+	cr_assert(set);
+	cr_assert_eq(curesv_config_capacity(&cfg, 7, &set), 2048);
+	cr_assert(set);
+	cr_assert_eq(curesv_config_capacity(&cfg, 0, &set), 0);
+	cr_assert_not(set);
+
+	bad("CURESV_CAPACITY=0=80G,0=40G", "CURESV_CAPACITY: '0=40G': device given twice");
+	bad("CURESV_CAPACITY=64=1G", "CURESV_CAPACITY: '64=1G': device out of range (0..63)");
+	bad("CURESV_CAPACITY=0=1G,640=1G", "CURESV_CAPACITY: '640=1G': device out of range (0..63)");
+	bad("CURESV_CAPACITY=99999999999999999999=1G",
+	    "CURESV_CAPACITY: '99999999999999999999=1G': device out of range (0..63)");
+	bad("CURESV_CAPACITY=0=80G,40G", "CURESV_CAPACITY: '40G': expected DEVICE=SIZE");
+	bad("CURESV_CAPACITY==1G", "CURESV_CAPACITY: '=1G': missing device ordinal");
+	bad("CURESV_CAPACITY=x=1G", "CURESV_CAPACITY: 'x=1G': device ordinal is not a number");
+	bad("CURESV_CAPACITY=-1=1G", "CURESV_CAPACITY: '-1=1G': device ordinal is not a number");
+	bad("CURESV_CAPACITY=0=12Q", "CURESV_CAPACITY: '0=12Q': unknown suffix");
+	bad("CURESV_CAPACITY=1=", "CURESV_CAPACITY: '1=': empty size");
+	bad("CURESV_CAPACITY=1=-4G", "CURESV_CAPACITY: '1=-4G': negative size");
+	bad("CURESV_CAPACITY=1=65T", "CURESV_CAPACITY: '1=65T': too large (limit 64T)");
+	bad("CURESV_CAPACITY=0=1G,,1=1G", "CURESV_CAPACITY: '': expected DEVICE=SIZE");
+}
+
+/* ---- CURESV_RESERVATIONS ------------------------------------------------------------------------- */
+
+Test(config, reservations)
+{
+	good("CURESV_RESERVATIONS=scan=100K,pipe=200K@1,Io.x-9_=1@63");
+	cr_assert_eq(cfg.n_reservations, 3);
+	cr_assert_str_eq(cfg.reservations[0].name, "scan");
+	cr_assert_eq(cfg.reservations[0].size, 100 * KiB);
+	cr_assert_eq(cfg.reservations[0].device, 0);
+	cr_assert_str_eq(cfg.reservations[1].name, "pipe");
+	cr_assert_eq(cfg.reservations[1].size, 200 * KiB);
+	cr_assert_eq(cfg.reservations[1].device, 1);
+	cr_assert_str_eq(cfg.reservations[2].name, "Io.x-9_");
+	cr_assert_eq(cfg.reservations[2].size, 1);
+	cr_assert_eq(cfg.reservations[2].device, 63);
+	good("CURESV_RESERVATIONS=a234567890123456789012345678901=64T");
+	cr_assert_eq(cfg.n_reservations, 1);
+	cr_assert_str_eq(cfg.reservations[0].name, "a234567890123456789012345678901");
+	cr_assert_eq(cfg.reservations[0].size, 64 * TiB);
+	good("CURESV_RESERVATIONS=");
+	cr_assert_eq(cfg.n_reservations, 0);
+
+	bad("CURESV_RESERVATIONS=scan", "CURESV_RESERVATIONS: 'scan': expected NAME=SIZE[@DEVICE]");
+	bad("CURESV_RESERVATIONS=scan=1K,,pipe=1K",
+	    "CURESV_RESERVATIONS: '': expected NAME=SIZE[@DEVICE]");
+	bad("CURESV_RESERVATIONS=scan=1K,scan=2K", "CURESV_RESERVATIONS: 'scan=2K': name taken");
+	bad("CURESV_RESERVATIONS=scan=1K,scan=2K@1", "CURESV_RESERVATIONS: 'scan=2K@1': name taken");
+	bad("CURESV_RESERVATIONS=bad name=1K",
+	    "CURESV_RESERVATIONS: 'bad name=1K': bad reservation name (1-31 of letters, digits, "
+	    "'_', '.', '-')");
+	bad("CURESV_RESERVATIONS==1K",
+	    "CURESV_RESERVATIONS: '=1K': bad reservation name (1-31 of letters, digits, '_', '.', "
+	    "'-')");
+	bad("CURESV_RESERVATIONS=a/b=1K",
+	    "CURESV_RESERVATIONS: 'a/b=1K': bad reservation name (1-31 of letters, digits, '_', "
+	    "'.', '-')");
+	bad("CURESV_RESERVATIONS=a2345678901234567890123456789012=1K",
+	    "CURESV_RESERVATIONS: 'a2345678901234567890123456789012=1K': bad reservation name "
+	    "(1-31 of letters, digits, '_', '.', '-')");
+	bad("CURESV_RESERVATIONS=scan=12Q", "CURESV_RESERVATIONS: 'scan=12Q': unknown suffix");
+	bad("CURESV_RESERVATIONS=scan=", "CURESV_RESERVATIONS: 'scan=': empty size");
+	bad("CURESV_RESERVATIONS=scan=@1", "CURESV_RESERVATIONS: 'scan=@1': empty size");
+	bad("CURESV_RESERVATIONS=scan=-1K", "CURESV_RESERVATIONS: 'scan=-1K': negative size");
+	bad("CURESV_RESERVATIONS=scan=65T", "CURESV_RESERVATIONS: 'scan=65T': too large (limit 64T)");
+	/* curesv_reserve refuses 0 bytes: the configuration must say so, not the engine later */
+	bad("CURESV_RESERVATIONS=scan=0", "CURESV_RESERVATIONS: 'scan=0': zero size");
+	bad("CURESV_RESERVATIONS=scan=0K@1", "CURESV_RESERVATIONS: 'scan=0K@1': zero size");
+	bad("CURESV_RESERVATIONS=scan=1K@64",
+	    "CURESV_RESERVATIONS: 'scan=1K@64': device out of range (0..63)");
+	bad("CURESV_RESERVATIONS=scan=1K@", "CURESV_RESERVATIONS: 'scan=1K@': missing device ordinal");
+	bad("CURESV_RESERVATIONS=scan=1K@x",
+	    "CURESV_RESERVATIONS: 'scan=1K@x': device ordinal is not a number");
+	bad("CURESV_RESERVATIONS=scan=1K@0@1",
+	    "CURESV_RESERVATIONS: 'scan=1K@0@1': device ordinal is not a number");
+}
+
+Test(config, at_most_255_reservations)
+{
+	static char env[8192];
+	int n = snprintf(env, sizeof env, "CURESV_RESERVATIONS=");
+	for (int i = 0; i < CURESV_MAX_RESERVATIONS; i++)
+		n += snprintf(env + n, sizeof env - (size_t)n, "%sr%d=%d", i ? "," : "", i, i + 1);
+	assert_clean(curesv_config_load(&cfg, (char *[]){ env, NULL }, &diag));
+	cr_assert_eq(cfg.n_reservations, CURESV_MAX_RESERVATIONS);
+	cr_assert_str_eq(cfg.reservations[254].name, "r254");
+	cr_assert_eq(cfg.reservations[254].size, 255);
+	snprintf(env + n, sizeof env - (size_t)n, ",r255=1");
+	assert_one_error(curesv_config_load(&cfg, (char *[]){ env, NULL }, &diag),
+			 "CURESV_RESERVATIONS: 'r255=1': too many reservations (at most 255)");
+	cr_assert_eq(cfg.n_reservations, 0, "the whole variable is refused");
+}
+
+Test(config, reservations_exceeding_an_explicit_capacity)
+{
+	unsigned e = LOAD("CURESV_CAPACITY=400K", "CURESV_RESERVATIONS=scan=300K,pipe=200K");
+	cr_assert_eq(e, 1);
+	cr_assert_eq(diag.count, 1);
+	cr_assert_eq(diag.warnings, 0);
+	cr_assert_eq(diag.line[0].level, CURESV_LOG_ERROR);
+	cr_assert_str_eq(diag.line[0].text,
+			 "CURESV_RESERVATIONS: 'scan=300K,pipe=200K': device 0 reservations total "
+			 "512000 bytes, more than its capacity 409600 bytes");
+
+	/* exactly full is fine; so is any total where the capacity is the driver's */
+	assert_clean(LOAD("CURESV_CAPACITY=400K", "CURESV_RESERVATIONS=scan=200K,pipe=200K"));
+	assert_clean(LOAD("CURESV_CAPACITY=0=400K", "CURESV_RESERVATIONS=scan=300K,pipe=200K@1"));
+	assert_clean(LOAD("CURESV_RESERVATIONS=scan=64T,pipe=64T"));
+
+	e = LOAD("CURESV_CAPACITY=0=400K,1=100K", "CURESV_RESERVATIONS=a=400K,b=60K@1,c=41K@1");
+	cr_assert_eq(e, 1);
+	cr_assert_eq(diag.count, 1);
+	cr_assert_str_eq(diag.line[0].text,
+			 "CURESV_RESERVATIONS: 'a=400K,b=60K@1,c=41K@1': device 1 reservations total "
+			 "103424 bytes, more than its capacity 102400 bytes");
+
+	e = LOAD("CURESV_CAPACITY=1K", "CURESV_RESERVATIONS=a=2K,b=3K@5");
+	cr_assert_eq(e, 2);
+	cr_assert_eq(diag.count, 2);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATIONS: 'a=2K,b=3K@5': device 0 "
+			 "reservations total 2048 bytes, more than its capacity 1024 bytes");
+	cr_assert_str_eq(diag.line[1].text, "CURESV_RESERVATIONS: 'a=2K,b=3K@5': device 5 "
+			 "reservations total 3072 bytes, more than its capacity 1024 bytes");
+}
+
+/* ---- CURESV_ATTACH ----------------------------------------------------------------------------- */
+
+Test(config, attach_rules)
+{
+	assert_clean(LOAD("CURESV_RESERVATIONS=scan=1M,pipe=1M",
+			  "CURESV_ATTACH=scan-*=scan,pipe[0-9]=pipe,*=scan"));
+	cr_assert_eq(cfg.n_rules, 3);
+	cr_assert_str_eq(cfg.rules[0].glob, "scan-*");
+	cr_assert_str_eq(cfg.rules[0].name, "scan");
+	cr_assert_str_eq(cfg.rules[1].glob, "pipe[0-9]");
+	cr_assert_str_eq(cfg.rules[1].name, "pipe");
+	cr_assert_str_eq(cfg.rules[2].glob, "*");
+	cr_assert_str_eq(cfg.rules[2].name, "scan");
+
+	char glob63[64], env[256];
+	memset(glob63, 'g', 63);
+	glob63[63] = '\0';
+	snprintf(env, sizeof env, "CURESV_ATTACH=%s=scan", glob63);
+	assert_clean(LOAD("CURESV_RESERVATIONS=scan=1M", env));
+	cr_assert_str_eq(cfg.rules[0].glob, glob63);
+
+	bad("CURESV_ATTACH=scan-*", "CURESV_ATTACH: 'scan-*': expected GLOB=NAME");
+	bad("CURESV_ATTACH==scan", "CURESV_ATTACH: '=scan': pattern must be 1-63 characters");
+	snprintf(env, sizeof env, "CURESV_ATTACH=%sg=scan", glob63);
+	char want[256];
+	snprintf(want, sizeof want, "CURESV_ATTACH: '%sg=scan': pattern must be 1-63 characters",
+		 glob63);
+	bad(env, want);
+	bad("CURESV_ATTACH=x*=bad name",
+	    "CURESV_ATTACH: 'x*=bad name': bad reservation name (1-31 of letters, digits, '_', '.', "
+	    "'-')");
+	bad("CURESV_ATTACH=x*=", "CURESV_ATTACH: 'x*=': bad reservation name (1-31 of letters, "
+	    "digits, '_', '.', '-')");
+}
+
+Test(config, at_most_64_attach_rules)
+{
+	static char env[4096];
+	int n = snprintf(env, sizeof env, "CURESV_ATTACH=");
+	for (int i = 0; i < CURESV_MAX_ATTACH_RULES; i++)
+		n += snprintf(env + n, sizeof env - (size_t)n, "%st%d=r", i ? "," : "", i);
+	unsigned e = LOAD("CURESV_RESERVATIONS=r=1", env);
+	assert_clean(e);
+	cr_assert_eq(cfg.n_rules, CURESV_MAX_ATTACH_RULES);
+	snprintf(env + n, sizeof env - (size_t)n, ",t64=r");
+	e = LOAD("CURESV_RESERVATIONS=r=1", env);
+	cr_assert_eq(e, 1);
+	cr_assert_eq(diag.count, 1);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_ATTACH: 't64=r': too many rules (at most 64)");
+	cr_assert_eq(cfg.n_rules, 0);
+	cr_assert_eq(cfg.n_reservations, 1);
+}
+
+Test(config, attach_rule_naming_an_unknown_reservation_warns)
+{
+	unsigned e = LOAD("CURESV_RESERVATIONS=scan=1M", "CURESV_ATTACH=s*=scan,w*=nosuch,x=other");
+	cr_assert_eq(e, 0, "a warning, not an error");
+	cr_assert_eq(diag.errors, 0);
+	cr_assert_eq(diag.warnings, 2);
+	cr_assert_eq(diag.count, 2);
+	cr_assert_eq(diag.line[0].level, CURESV_LOG_WARN);
+	cr_assert_str_eq(diag.line[0].text,
+			 "CURESV_ATTACH: 'w*=nosuch': no reservation 'nosuch' in CURESV_RESERVATIONS; "
+			 "matching threads use the shared pool until it is created");
+	cr_assert_eq(diag.line[1].level, CURESV_LOG_WARN);
+	cr_assert_str_eq(diag.line[1].text,
+			 "CURESV_ATTACH: 'x=other': no reservation 'other' in CURESV_RESERVATIONS; "
+			 "matching threads use the shared pool until it is created");
+	cr_assert_eq(cfg.n_rules, 3, "the rules are kept");
+}
+
+/* ---- CURESV_TABLE_SLOTS ------------------------------------------------------------------------- */
+
+Test(config, table_slots)
+{
+	good("CURESV_TABLE_SLOTS=8");
+	cr_assert_eq(cfg.table_slots, 8);
+	good("CURESV_TABLE_SLOTS=1024");
+	cr_assert_eq(cfg.table_slots, 1024);
+	good("CURESV_TABLE_SLOTS=1K");
+	cr_assert_eq(cfg.table_slots, 1024);
+	good("CURESV_TABLE_SLOTS=64M");
+	cr_assert_eq(cfg.table_slots, UINT64_C(1) << 26);
+	good("CURESV_TABLE_SLOTS=67108864");
+	cr_assert_eq(cfg.table_slots, UINT64_C(1) << 26);
+
+	bad("CURESV_TABLE_SLOTS=4", "CURESV_TABLE_SLOTS: '4': out of range (8..64M)");
+	bad("CURESV_TABLE_SLOTS=0", "CURESV_TABLE_SLOTS: '0': out of range (8..64M)");
+	bad("CURESV_TABLE_SLOTS=7", "CURESV_TABLE_SLOTS: '7': out of range (8..64M)");
+	bad("CURESV_TABLE_SLOTS=128M", "CURESV_TABLE_SLOTS: '128M': out of range (8..64M)");
+	bad("CURESV_TABLE_SLOTS=134217728", "CURESV_TABLE_SLOTS: '134217728': out of range (8..64M)");
+	bad("CURESV_TABLE_SLOTS=1000", "CURESV_TABLE_SLOTS: '1000': not a power of two");
+	bad("CURESV_TABLE_SLOTS=65535", "CURESV_TABLE_SLOTS: '65535': not a power of two");
+	bad("CURESV_TABLE_SLOTS=12", "CURESV_TABLE_SLOTS: '12': not a power of two");
+	bad("CURESV_TABLE_SLOTS=lots", "CURESV_TABLE_SLOTS: 'lots': not a number");
+	bad("CURESV_TABLE_SLOTS=", "CURESV_TABLE_SLOTS: '': empty size");
+	bad("CURESV_TABLE_SLOTS=-8", "CURESV_TABLE_SLOTS: '-8': negative size");
+	bad("CURESV_TABLE_SLOTS=8X", "CURESV_TABLE_SLOTS: '8X': unknown suffix");
+	bad("CURESV_TABLE_SLOTS=99999999999999999999",
+	    "CURESV_TABLE_SLOTS: '99999999999999999999': too large (limit 64T)");
+}
+
+/* ---- CURESV_REPORT_FILE ------------------------------------------------------------------------- */
+
+Test(config, report_file)
+{
+	char path[CURESV_PATH_MAX];
+	good("CURESV_REPORT_FILE=/tmp/curesv-%p.json");
+	cr_assert_str_eq(cfg.report_file, "/tmp/curesv-%p.json", "stored unexpanded");
+	cr_assert(curesv_config_report_path(&cfg, 1234, path, sizeof path));
+	cr_assert_str_eq(path, "/tmp/curesv-1234.json");
+
+	good("CURESV_REPORT_FILE=%p/%p-100%%-%%p");
+	cr_assert(curesv_config_report_path(&cfg, 77, path, sizeof path));
+	cr_assert_str_eq(path, "77/77-100%-%p");
+
+	good("CURESV_REPORT_FILE=report.txt");
+	cr_assert(curesv_config_report_path(&cfg, 1, path, sizeof path));
+	cr_assert_str_eq(path, "report.txt");
+	/* the buffer: exactly enough, one byte short */
+	cr_assert(curesv_config_report_path(&cfg, 1, path, 11));
+	cr_assert_str_eq(path, "report.txt");
+	cr_assert_not(curesv_config_report_path(&cfg, 1, path, 10));
+	cr_assert_not(curesv_config_report_path(&cfg, 1, path, 0));
+	good("CURESV_REPORT_FILE=r%p");
+	cr_assert(curesv_config_report_path(&cfg, 123456, path, 8));
+	cr_assert_str_eq(path, "r123456");
+	cr_assert_not(curesv_config_report_path(&cfg, 123456, path, 7));
+
+	good("CURESV_REPORT_FILE=");
+	cr_assert_str_eq(cfg.report_file, "");
+
+	bad("CURESV_REPORT_FILE=/tmp/%d.json",
+	    "CURESV_REPORT_FILE: '/tmp/%d.json': unknown %-sequence (only %p and %%)");
+	bad("CURESV_REPORT_FILE=/tmp/x%", "CURESV_REPORT_FILE: '/tmp/x%': unknown %-sequence (only %p "
+	    "and %%)");
+	bad("CURESV_REPORT_FILE=%P", "CURESV_REPORT_FILE: '%P': unknown %-sequence (only %p and %%)");
+	bad("CURESV_REPORT_FILE=%%%s", "CURESV_REPORT_FILE: '%%%s': unknown %-sequence (only %p and "
+	    "%%)");
+
+	/* 1023 bytes fit; 1024 do not (the line is cut at CURESV_DIAG_WIDTH) */
+	static char env[2048], want[4096];
+	int n = snprintf(env, sizeof env, "CURESV_REPORT_FILE=/");
+	memset(env + n, 'a', 1022);
+	env[n + 1022] = '\0';
+	good(env);
+	cr_assert_eq(strlen(cfg.report_file), 1023);
+	strcat(env, "b");
+	snprintf(want, sizeof want, "CURESV_REPORT_FILE: '%s': path too long (at most 1023 bytes)",
+		 env + strlen("CURESV_REPORT_FILE="));
+	want[CURESV_DIAG_WIDTH - 1] = '\0';
+	bad(env, want);
+	cr_assert_eq(strlen(diag.line[0].text), CURESV_DIAG_WIDTH - 1);
+}
+
+/* ---- unknown variables, several problems at once --------------------------------------------------- */
+
+Test(config, unknown_variables_warn)
+{
+	unsigned e = LOAD("CURESV_FOO=1", "CURESV_MODE=enforce", "CURESV_CAPACITYX=1", "CURESV_=2",
+			  "CURESV_MOD=observe");
+	cr_assert_eq(e, 0);
+	cr_assert_eq(diag.errors, 0);
+	cr_assert_eq(diag.warnings, 4);
+	cr_assert_eq(diag.count, 4);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_FOO: unknown variable, ignored");
+	cr_assert_str_eq(diag.line[1].text, "CURESV_CAPACITYX: unknown variable, ignored");
+	cr_assert_str_eq(diag.line[2].text, "CURESV_: unknown variable, ignored");
+	cr_assert_str_eq(diag.line[3].text, "CURESV_MOD: unknown variable, ignored");
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(diag.line[i].level, CURESV_LOG_WARN);
+	cr_assert_eq(cfg.mode, CURESV_MODE_ENFORCE);
+	cr_assert(cfg.enable);
+}
+
+Test(config, a_bad_value_keeps_its_default_and_the_others_apply)
+{
+	unsigned e = LOAD("CURESV_MODE=enforce", "CURESV_TABLE_SLOTS=1000", "CURESV_LOG=debug",
+			  "CURESV_ENABLE=maybe", "CURESV_WHAT=1", "CURESV_REPORT=json");
+	cr_assert_eq(e, 2);
+	cr_assert_eq(diag.errors, 2);
+	cr_assert_eq(diag.warnings, 1);
+	cr_assert_eq(diag.count, 3);
+	/* in the order of DESIGN.md's table, then the unknown names */
+	cr_assert_str_eq(diag.line[0].text, "CURESV_ENABLE: 'maybe': expected 0 or 1");
+	cr_assert_str_eq(diag.line[1].text, "CURESV_TABLE_SLOTS: '1000': not a power of two");
+	cr_assert_str_eq(diag.line[2].text, "CURESV_WHAT: unknown variable, ignored");
+	cr_assert_eq(diag.line[0].level, CURESV_LOG_ERROR);
+	cr_assert_eq(diag.line[1].level, CURESV_LOG_ERROR);
+	cr_assert_eq(diag.line[2].level, CURESV_LOG_WARN);
+	cr_assert(cfg.enable);
+	cr_assert_eq(cfg.table_slots, 65536);
+	cr_assert_eq(cfg.mode, CURESV_MODE_ENFORCE);
+	cr_assert_eq(cfg.log_level, CURESV_LOG_DEBUG);
+	cr_assert_eq(cfg.report, CURESV_REPORT_JSON);
+}
+
+Test(config, diagnostics_beyond_16_lines_are_counted)
+{
+	static char vars[20][32];
+	char *envp[21];
+	for (int i = 0; i < 20; i++) {
+		snprintf(vars[i], sizeof vars[i], "CURESV_X%d=1", i);
+		envp[i] = vars[i];
+	}
+	envp[20] = NULL;
+	unsigned e = curesv_config_load(&cfg, envp, &diag);
+	cr_assert_eq(e, 0);
+	cr_assert_eq(diag.warnings, 20);
+	cr_assert_eq(diag.count, CURESV_DIAG_LINES);
+	cr_assert_str_eq(diag.line[15].text, "CURESV_X15: unknown variable, ignored");
+
+	struct capture cap;
+	char log[4096];
+	char expect[4096] = "";
+	for (int i = 0; i < 16; i++) {
+		char l[64];
+		snprintf(l, sizeof l, "curesv: CURESV_X%d: unknown variable, ignored\n", i);
+		strcat(expect, l);
+	}
+	strcat(expect, "curesv: 4 more configuration problems not shown\n");
+	capture_start(&cap);
+	curesv_diag_log(&diag);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, expect);
+}
+
+Test(config, diag_log_writes_each_line_at_its_level)
+{
+	unsigned e = LOAD("CURESV_MODE=x", "CURESV_Y=1");
+	cr_assert_eq(e, 1);
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
+	curesv_diag_log(&diag);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: CURESV_MODE: 'x': expected observe or enforce\n"
+			 "curesv: CURESV_Y: unknown variable, ignored\n");
+	curesv_log_set_level(CURESV_LOG_ERROR);
+	capture_start(&cap);
+	curesv_diag_log(&diag);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: CURESV_MODE: 'x': expected observe or enforce\n");
+}
+
+/* Every variable of the table at once, all valid. */
+Test(config, everything_at_once)
+{
+	assert_clean(LOAD("CURESV_ENABLE=1", "CURESV_CAPACITY=0=80G,1=40G",
+			  "CURESV_RESERVATIONS=scan=30G,pipe=40G,aux=1G@1",
+			  "CURESV_ATTACH=scan-*=scan,pipe-*=pipe", "CURESV_MODE=enforce",
+			  "CURESV_ATTRIBUTION=caller", "CURESV_TABLE_SLOTS=4096",
+			  "CURESV_TABLE_FULL=fail", "CURESV_REPORT=json",
+			  "CURESV_REPORT_FILE=/tmp/r-%p.json", "CURESV_LOG=info", "CURESV_STRICT=1"));
+	cr_assert(cfg.enable);
+	cr_assert_eq(cfg.capacity[0], 80 * GiB);
+	cr_assert_eq(cfg.capacity[1], 40 * GiB);
+	cr_assert_eq(cfg.n_reservations, 3);
+	cr_assert_eq(cfg.reservations[2].device, 1);
+	cr_assert_eq(cfg.n_rules, 2);
+	cr_assert_eq(cfg.mode, CURESV_MODE_ENFORCE);
+	cr_assert_eq(cfg.attribution, CURESV_ATTRIBUTION_CALLER);
+	cr_assert_eq(cfg.table_slots, 4096);
+	cr_assert_eq(cfg.table_full, CURESV_TABLE_FULL_FAIL);
+	cr_assert_eq(cfg.report, CURESV_REPORT_JSON);
+	cr_assert_str_eq(cfg.report_file, "/tmp/r-%p.json");
+	cr_assert_eq(cfg.log_level, CURESV_LOG_INFO);
+	cr_assert(cfg.strict);
+}

@@ -1,0 +1,375 @@
+/* The report: JSON checked with a real parser (python3 and check_report.py, next to this file)
+ * against exact values, the text report's key lines, and curesv_format_bytes.
+ *
+ * The engine is put in a known state: the hand-off (80 KiB allocated on the scan thread, freed
+ * on the pipe thread), a 30 KiB allocation under reservation "old", which is then released (so
+ * 30 KiB are orphans and a leak), a 16 KiB leak from an unattached thread whose name needs JSON
+ * escaping, and one free of an unknown pointer. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine_helpers.h"
+#include "report.h"
+
+static curesv_engine E;
+
+#define LEAKER_NAME "leak\"er\\1"        /* JSON: "leak\"er\\1" */
+
+static void known_state(const char *extra_env)
+{
+	ENGINE(&E, "CURESV_CAPACITY=400K", "CURESV_RESERVATIONS=scan=100K,pipe=200K",
+	       "CURESV_TABLE_SLOTS=64", extra_env ? (char *)extra_env : "CURESV_LOG=warn");
+	cr_assert_eq(curesv_engine_reserve(&E, "old", 50 * KiB, 0), CURESV_OK);
+	struct actor scan, pipe_, old, leaker;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe_, &E, "pipe-thread");
+	actor_start(&old, &E, "old-worker");
+	actor_start(&leaker, &E, LEAKER_NAME);
+	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(&pipe_, "pipe"), CURESV_OK);
+	cr_assert_eq(actor_attach(&old, "old"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(1), 80 * KiB), GRANTED);
+	cr_assert(actor_free(&pipe_, fake_ptr(1)));
+	cr_assert_eq(actor_alloc(&old, fake_ptr(2), 30 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&leaker, fake_ptr(3), 16 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_release(&E, "old"), CURESV_OK);
+	cr_assert_not(eng_free(&E, fake_ptr(9)), "unknown");
+	actor_stop(&scan);
+	actor_stop(&pipe_);
+	actor_stop(&old);
+	actor_stop(&leaker);
+
+	/* the books the report must show (under caller attribution, allocated = caller_view) */
+	bool caller = E.cfg.attribution == CURESV_ATTRIBUTION_CALLER;
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = caller ? 80 * KiB : 0,
+		   .peak = 80 * KiB, .caller_view = 80 * KiB, .allocs = 1, .frees = 1, .cross = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = caller ? -80 * KiB : 0,
+		   .caller_view = -80 * KiB);
+	EXPECT_RES(&E, "old", .size = 50 * KiB, .released = 1, .allocated = caller ? 30 * KiB : 0,
+		   .peak = 30 * KiB, .caller_view = 30 * KiB, .allocs = 1);
+	EXPECT_SHARED(&E, .size = 70 * KiB, .allocated = 16 * KiB, .peak = 16 * KiB,
+		      .caller_view = 16 * KiB, .allocs = 1);
+	EXPECT_DEV(&E, 0, .allocated = 46 * KiB, .peak = 80 * KiB, .orphan = 30 * KiB,
+		   .reserved = 300 * KiB, .headroom = 54 * KiB);
+	EXPECT_ENG(&E, .unknown_frees = 1, .live = 2);
+}
+
+static const char expected_json[] =
+	"{\"reservations\": ["
+	"{\"name\": \"scan\", \"device\": 0, \"size\": 102400, \"allocated\": 0, \"peak\": 81920,"
+	" \"allocs\": 1, \"frees\": 1, \"cross_thread_frees\": 1, \"caller_view\": 81920,"
+	" \"denied\": 0},"
+	"{\"name\": \"pipe\", \"device\": 0, \"size\": 204800, \"allocated\": 0, \"peak\": 0,"
+	" \"allocs\": 0, \"frees\": 0, \"cross_thread_frees\": 0, \"caller_view\": -81920,"
+	" \"denied\": 0},"
+	"{\"name\": \"old\", \"device\": 0, \"size\": 51200, \"allocated\": 0, \"peak\": 30720,"
+	" \"allocs\": 1, \"frees\": 0, \"cross_thread_frees\": 0, \"caller_view\": 30720,"
+	" \"denied\": 0}],"
+	" \"shared\": {\"allocated\": 16384, \"peak\": 16384},"
+	" \"orphan_bytes\": 30720, \"unknown_frees\": 1,"
+	" \"table\": {\"slots\": 64, \"live\": 2, \"high_water\": 2, \"full_events\": 0},"
+	" \"leaks\": {\"count\": 2, \"bytes\": 47104, \"largest\": ["
+	"{\"reservation\": \"old\", \"thread\": \"old-worker\", \"bytes\": 30720},"
+	"{\"reservation\": \"shared\", \"thread\": \"leak\\\"er\\\\1\", \"bytes\": 16384}]}}";
+
+/* ---- helpers -------------------------------------------------------------------------------------- */
+
+static void temp_path(char *out, size_t n, const char *suffix)
+{
+	snprintf(out, n, "/tmp/curesv-report-%ld-XXXXXX%s", (long)getpid(), suffix);
+	int fd = mkstemps(out, (int)strlen(suffix));
+	cr_assert_geq(fd, 0);
+	close(fd);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static char *read_file(const char *path)
+{
+	static char buf[1 << 16];
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Runs check_report.py on report `json_path` against `expected`; returns its exit status. Its
+ * complaints go to stderr, or nowhere when `quiet`. */
+static int check_json_(const char *json_path, const char *expected, bool quiet)
+{
+	char exp_path[128], dir[512], cmd[2048];
+	temp_path(exp_path, sizeof exp_path, ".expected.json");
+	write_file(exp_path, expected);
+	snprintf(dir, sizeof dir, "%s", __FILE__);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, sizeof dir, ".");
+	snprintf(cmd, sizeof cmd, "python3 '%s/check_report.py' '%s' '%s' %s", dir, json_path,
+		 exp_path, quiet ? "2>/dev/null" : ">&2");
+	int st = system(cmd);
+	unlink(exp_path);
+	cr_assert_neq(st, -1);
+	cr_assert(WIFEXITED(st), "python3 did not run: %d", st);
+	return WEXITSTATUS(st);
+}
+
+static int check_json(const char *json_path, const char *expected)
+{
+	return check_json_(json_path, expected, false);
+}
+
+static void report_to(const char *path, enum curesv_report_format fmt)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert(curesv_report_write(&E, fd, fmt, 4242));
+	close(fd);
+}
+
+/* The line of `text` that starts with `prefix` (copied), or NULL. */
+static const char *line_starting(const char *text, const char *prefix)
+{
+	static char line[1024];
+	for (const char *p = text; *p;) {
+		const char *end = strchr(p, '\n');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		if (strncmp(p, prefix, strlen(prefix)) == 0 && n < sizeof line) {
+			memcpy(line, p, n);
+			line[n] = '\0';
+			return line;
+		}
+		p += n + (end != NULL);
+	}
+	return NULL;
+}
+
+static void has_line(const char *text, const char *want)
+{
+	const char *l = line_starting(text, want);
+	cr_assert_not_null(l, "no line '%s' in:\n%s", want, text);
+	cr_assert_str_eq(l, want);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------ */
+
+Test(report, json_contract_keys_exact, .timeout = 60)
+{
+	known_state(NULL);
+	char path[128];
+	temp_path(path, sizeof path, ".json");
+	report_to(path, CURESV_REPORT_JSON);
+	int st = check_json(path, expected_json);
+	cr_assert_eq(st, 0, "check_report.py failed (%d) on:\n%s", st, read_file(path));
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+/* The checker is not vacuous: one wrong number fails it. */
+Test(report, json_checker_catches_a_wrong_value, .timeout = 60)
+{
+	known_state(NULL);
+	char path[128];
+	temp_path(path, sizeof path, ".json");
+	report_to(path, CURESV_REPORT_JSON);
+	static char wrong[sizeof expected_json + 16];
+	snprintf(wrong, sizeof wrong, "%s", expected_json);
+	char *at = strstr(wrong, "\"caller_view\": -81920");
+	cr_assert_not_null(at);
+	memcpy(at, "\"caller_view\":      0", strlen("\"caller_view\": -81920"));
+	cr_assert_eq(check_json_(path, wrong, true), 1);
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+Test(report, json_of_an_empty_engine, .timeout = 60)
+{
+	ENGINE(&E, "CURESV_TABLE_SLOTS=8");
+	char path[128];
+	temp_path(path, sizeof path, ".json");
+	report_to(path, CURESV_REPORT_JSON);
+	int st = check_json(path, "{\"reservations\": [], \"shared\": {\"allocated\": 0, \"peak\": 0},"
+				  " \"orphan_bytes\": 0, \"unknown_frees\": 0, \"table\": {\"slots\": 8,"
+				  " \"live\": 0, \"high_water\": 0, \"full_events\": 0},"
+				  " \"leaks\": {\"count\": 0, \"bytes\": 0, \"largest\": []}}");
+	cr_assert_eq(st, 0, "%s", read_file(path));
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+Test(report, emit_expands_the_report_file_path, .timeout = 60)
+{
+	char dir[] = "/tmp/curesv-emit-XXXXXX", env[256], path[300];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(env, sizeof env, "CURESV_REPORT_FILE=%s/r-%%p.json", dir);
+	known_state(env);
+	E.cfg.report = CURESV_REPORT_JSON;
+	cr_assert_eq(curesv_report_emit(&E, 31337), CURESV_OK);
+	snprintf(path, sizeof path, "%s/r-31337.json", dir);
+	cr_assert_eq(check_json(path, expected_json), 0, "%s", read_file(path));
+	/* a second report replaces the first */
+	cr_assert_eq(curesv_report_emit(&E, 31337), CURESV_OK);
+	cr_assert_eq(check_json(path, expected_json), 0);
+	unlink(path);
+
+	E.cfg.report = CURESV_REPORT_OFF;
+	cr_assert_eq(curesv_report_emit(&E, 31337), CURESV_ERR_INVALID, "reports are off");
+	struct stat sb;
+	cr_assert_neq(stat(path, &sb), 0, "nothing written");
+
+	E.cfg.report = CURESV_REPORT_TEXT;
+	snprintf(E.cfg.report_file, sizeof E.cfg.report_file, "%s/no/such/dir/r", dir);
+	struct capture cap;
+	char log[1024], want[1024];
+	capture_start(&cap);
+	cr_assert_eq(curesv_report_emit(&E, 1), CURESV_ERR_INVALID);
+	capture_stop(&cap, log, sizeof log);
+	snprintf(want, sizeof want, "curesv: CURESV_REPORT_FILE: '%s/no/such/dir/r': No such file or "
+		 "directory\n", dir);
+	cr_assert_str_eq(log, want);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+Test(report, write_off_and_write_failure)
+{
+	known_state(NULL);
+	char path[128];
+	temp_path(path, sizeof path, ".txt");
+	report_to(path, CURESV_REPORT_OFF);
+	cr_assert_str_eq(read_file(path), "", "off writes nothing");
+	unlink(path);
+	cr_assert_not(curesv_report_write(&E, -1, CURESV_REPORT_TEXT, 1));
+	cr_assert_not(curesv_report_write(&E, -1, CURESV_REPORT_JSON, 1));
+	curesv_engine_destroy(&E);
+}
+
+/* ---- text ------------------------------------------------------------------------------------------ */
+
+Test(report, text_key_lines)
+{
+	known_state(NULL);
+	char path[128];
+	temp_path(path, sizeof path, ".txt");
+	report_to(path, CURESV_REPORT_TEXT);
+	const char *text = read_file(path);
+	has_line(text, "curesv: ======== report for pid 4242 (CURESV_MODE=observe, "
+		       "CURESV_ATTRIBUTION=origin) ========");
+	has_line(text, "curesv: device 0: capacity 400 KiB (CURESV_CAPACITY), reserved 300 KiB, "
+		       "live 46 KiB, peak 80 KiB, orphan 30 KiB");
+	/* R_pipe's row: caller_view shows the -80 KiB the per-thread scheme would read */
+	const char *pipe_row = line_starting(text, "curesv:   pipe ");
+	cr_assert_not_null(pipe_row, "%s", text);
+	cr_assert_not_null(strstr(pipe_row, " -80 KiB "), "%s", pipe_row);
+	const char *scan_row = line_starting(text, "curesv:   scan ");
+	cr_assert_not_null(scan_row, "%s", text);
+	cr_assert_not_null(strstr(scan_row, " 80 KiB "), "%s", scan_row);
+	cr_assert_not_null(line_starting(text, "curesv:   old (released) "), "%s", text);
+	cr_assert_not_null(line_starting(text, "curesv:   (shared pool) "), "%s", text);
+
+	has_line(text, "curesv: 1 free crossed threads. Each debited its origin; debiting the freeing "
+		       "thread instead would read:");
+	has_line(text, "curesv:   pipe: -80 KiB allocated, 280 KiB of apparent headroom on a 200 KiB "
+		       "budget (by origin: 0 B)");
+	has_line(text, "curesv:   scan: 80 KiB allocated, 20 KiB of apparent headroom on a 100 KiB "
+		       "budget (by origin: 0 B)");
+	has_line(text, "curesv: orphan tier: 30 KiB live from released reservations, 0 late frees "
+		       "drained it");
+	const char *table = line_starting(text, "curesv: origin table: 64 slots, 2 live, high water 2, "
+					  "0 full events, longest probe ");
+	cr_assert_not_null(table, "%s", text);
+	has_line(text, "curesv: unknown frees 1, untracked allocations 0, stale entries 0");
+	has_line(text, "curesv: leaks: 2 allocations, 46 KiB still live; largest:");
+	const char *first = strstr(text, "curesv:   0x7f0000400000 ");
+	const char *l1 = line_starting(text, "curesv:   0x7f0000400000 ");
+	cr_assert_not_null(l1, "%s", text);
+	cr_assert_not_null(strstr(l1, " 30 KiB device  device 0  reservation old  thread "
+				      "'old-worker' (#"), "%s", l1);
+	const char *second = strstr(text, "curesv:   0x7f0000600000 ");
+	const char *l2 = line_starting(text, "curesv:   0x7f0000600000 ");
+	cr_assert_not_null(l2, "%s", text);
+	cr_assert_not_null(strstr(l2, " 16 KiB device  device 0  reservation shared  thread '"
+				      LEAKER_NAME "' (#"), "%s", l2);
+	cr_assert_lt(first, second, "largest first");
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+Test(report, text_under_caller_attribution)
+{
+	known_state("CURESV_ATTRIBUTION=caller");
+	char path[128];
+	temp_path(path, sizeof path, ".txt");
+	report_to(path, CURESV_REPORT_TEXT);
+	const char *text = read_file(path);
+	has_line(text, "curesv: ======== report for pid 4242 (CURESV_MODE=observe, "
+		       "CURESV_ATTRIBUTION=caller) ========");
+	has_line(text, "curesv: 1 free crossed threads. CURESV_ATTRIBUTION=caller debits the freeing "
+		       "thread; by origin the books would read:");
+	has_line(text, "curesv:   pipe: 0 B allocated (now -80 KiB)");
+	has_line(text, "curesv:   scan: 0 B allocated (now 80 KiB)");
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+Test(report, text_of_an_empty_engine)
+{
+	ENGINE(&E, "CURESV_TABLE_SLOTS=8");
+	char path[128];
+	temp_path(path, sizeof path, ".txt");
+	report_to(path, CURESV_REPORT_TEXT);
+	const char *text = read_file(path);
+	has_line(text, "curesv: no device allocations seen");
+	has_line(text, "curesv: leaks: none");
+	cr_assert_null(line_starting(text, "curesv: orphan tier"));
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- curesv_format_bytes --------------------------------------------------------------------------- */
+
+static void fmt(int64_t bytes, const char *want)
+{
+	char buf[32];
+	cr_assert_str_eq(curesv_format_bytes(bytes, buf), want, "%lld bytes", (long long)bytes);
+}
+
+Test(report, format_bytes)
+{
+	fmt(0, "0 B");
+	fmt(1, "1 B");
+	fmt(512, "512 B");
+	fmt(1023, "1023 B");
+	fmt(-1, "-1 B");
+	fmt(-512, "-512 B");
+	fmt(1024, "1 KiB");
+	fmt(1536, "1.5 KiB");
+	fmt(80 * KiB, "80 KiB");
+	fmt(-80 * KiB, "-80 KiB");
+	fmt(280 * KiB, "280 KiB");
+	fmt(1023 * KiB, "1023 KiB");
+	fmt(MiB, "1 MiB");
+	fmt(MiB + MiB / 2, "1.5 MiB");
+	fmt(-(MiB + MiB / 2), "-1.5 MiB");
+	fmt(80 * GiB, "80 GiB");
+	fmt(64 * TiB, "64 TiB");
+	fmt(1024 * TiB, "1024 TiB");
+	fmt(INT64_MAX / TiB * TiB, "8388607 TiB");
+	fmt(INT64_MIN, "-8388608 TiB");
+	fmt(80 * KiB + 512, "80.5 KiB");
+	char buf[32];
+	cr_assert_eq(curesv_format_bytes(5, buf), buf, "returns its buffer");
+}
