@@ -1,6 +1,7 @@
 #include "attach.h"
 
 #include <fnmatch.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ static _Thread_local struct {
 	uint32_t handle;        /* attached reservation, CURESV_SHARED when none */
 	uint32_t epoch;         /* rename_epoch when the name was last read; 0 = never */
 	bool explicit_;         /* set by curesv_thread_attach: rules no longer apply */
+	char reservation[CURESV_NAME_MAX]; /* its name, for the warning once it is released */
 } self;
 
 /* Names by serial, seqlocked by the serial word: a reader keeps a name only if the serial it read
@@ -78,25 +80,36 @@ bool curesv_thread_name(uint32_t serial, char out[CURESV_THREAD_NAME])
 	return true;
 }
 
-static uint32_t match_rules(const char *name)
+static void set_attachment(uint32_t handle, const char *reservation)
+{
+	self.handle = handle;
+	snprintf(self.reservation, sizeof self.reservation, "%s", reservation ? reservation : "");
+}
+
+/* The first rule whose pattern matches `name` decides, even when its reservation does not exist
+ * (yet): the thread then draws from the shared pool. */
+static void match_rules(const char *name)
 {
 	for (unsigned i = 0; i < n_rules; i++) {
 		if (fnmatch(rules[i].glob, name, 0) != 0)
 			continue;
 		uint32_t h;
-		return curesv_ledger_find(ledger, rules[i].name, &h) == CURESV_OK ? h : CURESV_SHARED;
+		if (curesv_ledger_find(ledger, rules[i].name, &h) == CURESV_OK)
+			set_attachment(h, rules[i].name);
+		else
+			set_attachment(CURESV_SHARED, NULL);
+		return;
 	}
-	return CURESV_SHARED;
+	set_attachment(CURESV_SHARED, NULL);
 }
 
-static void warn_released(uint32_t handle)
+static void warn_released(void)
 {
-	char res[CURESV_NAME_MAX], thread[CURESV_THREAD_NAME];
-	curesv_ledger_name(ledger, handle, res);
+	char thread[CURESV_THREAD_NAME];
 	curesv_thread_name(curesv_thread_serial(), thread);
 	curesv_log(CURESV_LOG_WARN,
 		   "thread '%s' was attached to reservation '%s', which was released; its allocations "
-		   "now draw from the shared pool", thread, res[0] ? res : "?");
+		   "now draw from the shared pool", thread, self.reservation);
 }
 
 /* Slow path: first use, or a thread was renamed or a reservation created since this one looked. */
@@ -110,11 +123,11 @@ static void refresh(uint32_t epoch)
 	if (!ledger)
 		return;
 	if (self.handle != CURESV_SHARED && !curesv_ledger_handle_live(ledger, self.handle)) {
-		warn_released(self.handle);
-		self.handle = CURESV_SHARED;
+		warn_released();
+		set_attachment(CURESV_SHARED, NULL);
 	}
 	if (!self.explicit_)
-		self.handle = match_rules(name);
+		match_rules(name);
 }
 
 uint32_t curesv_thread_origin(void)
@@ -138,7 +151,7 @@ curesv_status curesv_thread_attach(const char *name)
 	/* The new attachment first: whatever the thread was attached to before no longer matters,
 	 * released or not, so the refresh below (it registers the name for the leak report) must not
 	 * warn about it. */
-	self.handle = h;
+	set_attachment(h, name);
 	self.explicit_ = true;
 	curesv_thread_origin();
 	return CURESV_OK;
@@ -148,8 +161,8 @@ void curesv_thread_fell_back(uint32_t handle)
 {
 	if (self.handle != handle)
 		return;
-	warn_released(handle);
-	self.handle = CURESV_SHARED;
+	warn_released();
+	set_attachment(CURESV_SHARED, NULL);
 }
 
 void curesv_attach_invalidate(void)

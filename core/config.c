@@ -91,14 +91,21 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 
 /* ---- small lexing helpers -------------------------------------------------------------------- */
 
-/* Splits a comma-separated list: returns the next item's length and advances *p past its comma. */
+/* Splits a comma-separated list: returns the next item's length and advances *p past its comma;
+ * *p becomes NULL after the last item, so a trailing comma yields an empty last item. */
 static size_t next_item(const char **p, const char **item)
 {
 	const char *s = *p, *comma = strchr(s, ',');
 	size_t len = comma ? (size_t)(comma - s) : strlen(s);
 	*item = s;
-	*p = comma ? comma + 1 : s + len;
+	*p = comma ? comma + 1 : NULL;
 	return len;
+}
+
+/* Every list item must say something: "a,,b" and "a," are typos, not empty lists. */
+static bool empty_item(size_t len, const char *value, struct bad *bad)
+{
+	return len == 0 && !fail(bad, value, strlen(value), "empty entry");
 }
 
 static const char *find_char(const char *s, size_t len, char c)
@@ -203,8 +210,10 @@ static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
 		return true;
 	}
 	const char *p = v, *item;
-	while (*p) {
+	while (p) {
 		size_t len = next_item(&p, &item);
+		if (empty_item(len, v, bad))
+			return false;
 		const char *eq = find_char(item, len, '=');
 		if (!eq)
 			return fail(bad, item, len, "expected DEVICE=SIZE");
@@ -224,9 +233,11 @@ static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
 
 static bool parse_reservations(const char *v, curesv_config *c, struct bad *bad)
 {
-	const char *p = v, *item;
-	while (*p) {
+	const char *p = *v ? v : NULL, *item;
+	while (p) {
 		size_t len = next_item(&p, &item);
+		if (empty_item(len, v, bad))
+			return false;
 		const char *eq = find_char(item, len, '=');
 		if (!eq)
 			return fail(bad, item, len, "expected NAME=SIZE[@DEVICE]");
@@ -258,9 +269,11 @@ static bool parse_reservations(const char *v, curesv_config *c, struct bad *bad)
 
 static bool parse_attach(const char *v, curesv_config *c, struct bad *bad)
 {
-	const char *p = v, *item;
-	while (*p) {
+	const char *p = *v ? v : NULL, *item;
+	while (p) {
 		size_t len = next_item(&p, &item);
+		if (empty_item(len, v, bad))
+			return false;
 		const char *eq = find_char(item, len, '=');
 		if (!eq)
 			return fail(bad, item, len, "expected GLOB=NAME");

@@ -92,16 +92,22 @@ uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device)
 
 /* ---- reservations by name (under lock) ------------------------------------------------------- */
 
+/* The live reservation called `name`; with `released_too` and none live, the one of that name
+ * released last. */
 static struct curesv_reservation *find_locked(curesv_ledger *l, const char *name, bool released_too)
 {
+	struct curesv_reservation *best = NULL;
 	for (int i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
 		struct curesv_reservation *r = &l->res[i];
 		uint32_t st = atomic_load_explicit(&r->state, memory_order_relaxed);
-		if ((st == CURESV_RES_ACTIVE || (released_too && st == CURESV_RES_RELEASED)) &&
-		    strcmp(r->name, name) == 0)
+		if (st == CURESV_RES_UNUSED || strcmp(r->name, name) != 0)
+			continue;
+		if (st == CURESV_RES_ACTIVE)
 			return r;
+		if (released_too && (!best || r->created > best->created))
+			best = r;
 	}
-	return NULL;
+	return best;
 }
 
 static bool name_ok(const char *name)
@@ -172,6 +178,7 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 		r->size = bytes;
 		memset(r->name, 0, sizeof r->name);
 		strcpy(r->name, name);
+		r->created = ++l->created;
 		uint32_t h = (uint32_t)slot << 16 | gen;
 		/* release: device, size and name are visible to any thread that sees the handle */
 		atomic_store_explicit(&r->handle, h, memory_order_release);
@@ -572,9 +579,7 @@ curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, cu
 	if (!name_ok(name) || !out)
 		return CURESV_ERR_INVALID;
 	pthread_mutex_lock(&l->lock);
-	struct curesv_reservation *r = find_locked(l, name, false);
-	if (!r)
-		r = find_locked(l, name, true);
+	struct curesv_reservation *r = find_locked(l, name, true);
 	if (r)
 		curesv_ledger_stats(l, atomic_load_explicit(&r->handle, memory_order_relaxed), r->device,
 				    out);

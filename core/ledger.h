@@ -45,6 +45,8 @@ struct curesv_reservation {
 	int device;
 	uint64_t size;                          /* bytes */
 	char name[CURESV_NAME_MAX];             /* written under `lock` only */
+	uint64_t created;                       /* order of creation (under `lock`): of several
+						   released reservations of one name, the latest */
 };
 
 struct curesv_device {
@@ -65,6 +67,7 @@ typedef struct curesv_ledger {
 	struct curesv_reservation res[CURESV_MAX_RESERVATIONS + 1];  /* slot 0 unused */
 	pthread_mutex_t lock;
 	unsigned cursor;                        /* round-robin slot reuse spreads generations */
+	uint64_t created;                       /* reservations created so far */
 } curesv_ledger;
 
 /* What an allocation charged, carried from charge() to commit()/uncharge(). */

@@ -81,6 +81,10 @@ const char *curesv_format_bytes(int64_t bytes, char buf[32])
 	unsigned u = 0;
 	while (u < 4 && mag >= (UINT64_C(1024) << (10 * u)))
 		u++;
+	/* A value that prints as 1024.0 of one unit is 1.0 of the next: 1048575 is "1.0 MiB". */
+	if (u > 0 && u < 4 && mag % (UINT64_C(1) << (10 * u)) != 0 &&
+	    (double)mag / (double)(UINT64_C(1) << (10 * u)) >= 1023.95)
+		u++;
 	uint64_t unit = UINT64_C(1) << (10 * u);
 	if (mag % unit == 0)
 		snprintf(buf, 32, "%s%" PRIu64 " %s", sign, mag / unit, units[u]);
@@ -223,13 +227,20 @@ static void text_row(struct out *o, const struct row *r)
 		   curesv_format_bytes(st->caller_view, view), st->denied);
 }
 
+/* A released reservation's books are closed (its live bytes went to the orphan tier): only live
+ * accounts can disagree. */
+static bool disagrees(const struct row *r)
+{
+	return !r->st.released && r->st.caller_view != r->origin_bytes;
+}
+
 /* The point of curesv: where origin and per-thread (caller) debit disagree, say what each reads. */
 static void text_diagnosis(curesv_engine *e, struct out *o, const struct snapshot *s)
 {
 	uint64_t crossed = SUM(s, cross_thread_frees);
 	bool differs = false;
 	for (unsigned i = 0; i < s->nrows; i++)
-		differs |= s->rows[i].st.caller_view != s->rows[i].origin_bytes;
+		differs |= disagrees(&s->rows[i]);
 	if (crossed == 0 && !differs)
 		return;
 	bool caller_mode = e->cfg.attribution == CURESV_ATTRIBUTION_CALLER;
@@ -245,7 +256,7 @@ static void text_diagnosis(curesv_engine *e, struct out *o, const struct snapsho
 				 "read:");
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct row *r = &s->rows[i];
-		if (r->st.caller_view == r->origin_bytes)
+		if (!disagrees(r))
 			continue;
 		char shown[32], other[32], head[32], size[32];
 		int64_t alt = caller_mode ? r->origin_bytes : r->st.caller_view;

@@ -337,7 +337,8 @@ Test(config, capacity_per_device)
 	bad("CURESV_CAPACITY=1=", "CURESV_CAPACITY: '1=': empty size");
 	bad("CURESV_CAPACITY=1=-4G", "CURESV_CAPACITY: '1=-4G': negative size");
 	bad("CURESV_CAPACITY=1=65T", "CURESV_CAPACITY: '1=65T': too large (limit 64T)");
-	bad("CURESV_CAPACITY=0=1G,,1=1G", "CURESV_CAPACITY: '': expected DEVICE=SIZE");
+	bad("CURESV_CAPACITY=0=1G,,1=1G", "CURESV_CAPACITY: '0=1G,,1=1G': empty entry");
+	bad("CURESV_CAPACITY=0=1G,", "CURESV_CAPACITY: '0=1G,': empty entry");
 }
 
 /* ---- CURESV_RESERVATIONS ------------------------------------------------------------------------- */
@@ -364,7 +365,9 @@ Test(config, reservations)
 
 	bad("CURESV_RESERVATIONS=scan", "CURESV_RESERVATIONS: 'scan': expected NAME=SIZE[@DEVICE]");
 	bad("CURESV_RESERVATIONS=scan=1K,,pipe=1K",
-	    "CURESV_RESERVATIONS: '': expected NAME=SIZE[@DEVICE]");
+	    "CURESV_RESERVATIONS: 'scan=1K,,pipe=1K': empty entry");
+	bad("CURESV_RESERVATIONS=scan=1K,", "CURESV_RESERVATIONS: 'scan=1K,': empty entry");
+	bad("CURESV_RESERVATIONS=,", "CURESV_RESERVATIONS: ',': empty entry");
 	bad("CURESV_RESERVATIONS=scan=1K,scan=2K", "CURESV_RESERVATIONS: 'scan=2K': name taken");
 	bad("CURESV_RESERVATIONS=scan=1K,scan=2K@1", "CURESV_RESERVATIONS: 'scan=2K@1': name taken");
 	bad("CURESV_RESERVATIONS=bad name=1K",
@@ -466,6 +469,7 @@ Test(config, attach_rules)
 	cr_assert_str_eq(cfg.rules[0].glob, glob63);
 
 	bad("CURESV_ATTACH=scan-*", "CURESV_ATTACH: 'scan-*': expected GLOB=NAME");
+	bad("CURESV_ATTACH=scan*=scan,", "CURESV_ATTACH: 'scan*=scan,': empty entry");
 	bad("CURESV_ATTACH==scan", "CURESV_ATTACH: '=scan': pattern must be 1-63 characters");
 	snprintf(env, sizeof env, "CURESV_ATTACH=%sg=scan", glob63);
 	char want[256];

@@ -286,6 +286,8 @@ Test(report, text_key_lines)
 		       "budget (by origin: 0 B)");
 	has_line(text, "curesv:   scan: 80 KiB allocated, 20 KiB of apparent headroom on a 100 KiB "
 		       "budget (by origin: 0 B)");
+	cr_assert_null(line_starting(text, "curesv:   old: "),
+		       "a released reservation's books are closed: no diagnosis line\n%s", text);
 	has_line(text, "curesv: orphan tier: 30 KiB live from released reservations, 0 late frees "
 		       "drained it");
 	const char *table = line_starting(text, "curesv: origin table: 64 slots, 2 live, high water 2, "
@@ -370,6 +372,9 @@ Test(report, format_bytes)
 	fmt(INT64_MAX / TiB * TiB, "8388607 TiB");
 	fmt(INT64_MIN, "-8388608 TiB");
 	fmt(80 * KiB + 512, "80.5 KiB");
+	fmt(MiB - 1, "1.0 MiB");          /* would round to "1024.0 KiB" */
+	fmt(MiB - 52, "1023.9 KiB");
+	fmt(-(GiB - 1), "-1.0 GiB");
 	char buf[32];
 	cr_assert_eq(curesv_format_bytes(5, buf), buf, "returns its buffer");
 }
