@@ -95,14 +95,16 @@ IT := $(O)/it
 IT_CC := $(CC) -std=c11 -O1 -g -pthread -I$(CUDA_INC)
 IT_DYN := -L$(SIM_DIR) -lcudart -lcuda
 IT_STATIC := $(SIM_LIBCUDART_STATIC) -L$(SIM_DIR) -lcuda -ldl
+# What -lcudart and -lcuda find: the unversioned links next to the simulated libraries.
+SIM_LINKS := $(SIM_DIR)/libcudart.so $(SIM_DIR)/libcuda.so
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
 	stress badfree oom rtld_next rename busy_exit control timelines)
 
-$(IT)/%: tests/integration/%.c $(SIM_LIBCUDART) $(SIM_LIBCUDA) | $(IT)
+$(IT)/%: tests/integration/%.c $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
-$(IT)/%_static: tests/integration/%.c $(SIM_LIBCUDART_STATIC) $(SIM_LIBCUDA) | $(IT)
+$(IT)/%_static: tests/integration/%.c $(SIM_LIBCUDART_STATIC) $(SIM_LINKS) | $(IT)
 	$(IT_CC) $< $(IT_STATIC) -o $@
-$(IT)/families_ptds: tests/integration/families.c $(SIM_LIBCUDART) $(SIM_LIBCUDA) | $(IT)
+$(IT)/families_ptds: tests/integration/families.c $(SIM_LINKS) | $(IT)
 	$(IT_CC) -DCUDA_API_PER_THREAD_DEFAULT_STREAM $< $(IT_DYN) -o $@
 $(IT)/libwrapopen.so: tests/integration/wrapopen.c | $(IT)
 	$(IT_CC) -fPIC -shared $< -ldl -o $@
@@ -148,7 +150,7 @@ bench: deps-build
 $(O)/table_bench: tests/bench/table_bench.c $(O)/libcuresv_core.a
 	$(CC) $(CFLAGS_ALL) $^ $(LDFLAGS_ALL) -o $@
 
-$(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LIBCUDART) $(SIM_LIBCUDA)
+$(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LINKS)
 	$(IT_CC) $< $(IT_DYN) -o $@
 
 clean:
