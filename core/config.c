@@ -77,6 +77,8 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 	unsigned long long v = strtoull(buf, &end, 10);
 	if (errno == ERANGE)
 		return "too large (limit 64T)";
+	if (*end == '.')
+		return "not a whole number of bytes";
 	for (size_t i = 0; i < sizeof size_suffixes / sizeof size_suffixes[0]; i++) {
 		if (strcasecmp(end, size_suffixes[i].suffix) != 0)
 			continue;
@@ -322,7 +324,7 @@ static bool parse_report_file(const char *v, curesv_config *c, struct bad *bad)
 }
 
 static const struct option options[] = {
-	{ "CURESV_ENABLE", "1", parse_enable },
+	{ "CURESV_ENABLE", "1", parse_enable }, /* first: curesv_config_load stops at 0 */
 	{ "CURESV_CAPACITY", NULL, parse_capacity },
 	{ "CURESV_RESERVATIONS", "", parse_reservations },
 	{ "CURESV_ATTACH", "", parse_attach },
@@ -367,6 +369,9 @@ static const char *option_value(char *const *envp, const char *name)
 	return NULL;
 }
 
+/* Read by scripts/curesv, not by the library. */
+static const char *const launcher_names[] = { "CURESV_LIB" };
+
 static void warn_unknown(char *const *envp, curesv_diag *d)
 {
 	for (; *envp; envp++) {
@@ -377,6 +382,9 @@ static void warn_unknown(char *const *envp, curesv_diag *d)
 		for (size_t i = 0; i < N_OPTIONS && !known; i++)
 			known = strlen(options[i].name) == n &&
 				strncmp(options[i].name, *envp, n) == 0;
+		for (size_t i = 0; i < sizeof launcher_names / sizeof *launcher_names && !known; i++)
+			known = strlen(launcher_names[i]) == n &&
+				strncmp(launcher_names[i], *envp, n) == 0;
 		if (!known)
 			diag_add(d, CURESV_LOG_WARN, "%.*s: unknown variable, ignored", (int)n, *envp);
 	}
@@ -441,6 +449,10 @@ unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *
 		else
 			diag_add(diag, CURESV_LOG_ERROR, "%s: '%.*s': %s", options[i].name,
 				 (int)bad.len, bad.text, bad.reason);
+		/* CURESV_ENABLE=0 is the off switch: nothing else is read, so a bad value elsewhere
+		 * can neither print nor abort (CURESV_STRICT). It is first in the table. */
+		if (!cfg->enable)
+			return diag->errors;
 	}
 	const char *res = option_value(envp, "CURESV_RESERVATIONS");
 	check_capacity(cfg, res ? res : "", diag);

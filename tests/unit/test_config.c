@@ -155,7 +155,8 @@ Test(config, size_grammar)
 	size_bad(" 5", "not a number");
 	size_bad("0x10", "unknown suffix");
 	size_bad("12Q", "unknown suffix");
-	size_bad("1.5G", "unknown suffix");
+	size_bad("1.5G", "not a whole number of bytes");
+	size_bad("1.", "not a whole number of bytes");
 	size_bad("12 K", "unknown suffix");
 	size_bad("12K ", "unknown suffix");
 	size_bad("1KB", "unknown suffix");
@@ -197,6 +198,13 @@ Test(config, enable)
 	bad("CURESV_ENABLE=yes", "CURESV_ENABLE: 'yes': expected 0 or 1");
 	bad("CURESV_ENABLE=", "CURESV_ENABLE: '': expected 0 or 1");
 	bad("CURESV_ENABLE=01", "CURESV_ENABLE: '01': expected 0 or 1");
+	/* the off switch reads nothing else: neither errors nor CURESV_STRICT elsewhere count */
+	unsigned errors = LOAD("CURESV_ENABLE=0", "CURESV_CAPACITY=12Q", "CURESV_STRICT=1",
+			       "CURESV_NOPE=1");
+	cr_assert_eq(errors, 0);
+	cr_assert_eq(diag.count, 0, "%s", diag.count ? diag.line[0].text : "");
+	cr_assert_not(cfg.enable);
+	cr_assert_not(cfg.strict);
 	bad("CURESV_ENABLE=2", "CURESV_ENABLE: '2': expected 0 or 1");
 	bad("CURESV_ENABLE=true", "CURESV_ENABLE: 'true': expected 0 or 1");
 }
@@ -337,6 +345,7 @@ Test(config, capacity_per_device)
 	bad("CURESV_CAPACITY=1=", "CURESV_CAPACITY: '1=': empty size");
 	bad("CURESV_CAPACITY=1=-4G", "CURESV_CAPACITY: '1=-4G': negative size");
 	bad("CURESV_CAPACITY=1=65T", "CURESV_CAPACITY: '1=65T': too large (limit 64T)");
+	bad("CURESV_CAPACITY=1.5G", "CURESV_CAPACITY: '1.5G': not a whole number of bytes");
 	bad("CURESV_CAPACITY=0=1G,,1=1G", "CURESV_CAPACITY: '0=1G,,1=1G': empty entry");
 	bad("CURESV_CAPACITY=0=1G,", "CURESV_CAPACITY: '0=1G,': empty entry");
 }
@@ -608,7 +617,7 @@ Test(config, report_file)
 Test(config, unknown_variables_warn)
 {
 	unsigned e = LOAD("CURESV_FOO=1", "CURESV_MODE=enforce", "CURESV_CAPACITYX=1", "CURESV_=2",
-			  "CURESV_MOD=observe");
+			  "CURESV_MOD=observe", "CURESV_LIB=/opt/curesv/lib/libcuresv.so");
 	cr_assert_eq(e, 0);
 	cr_assert_eq(diag.errors, 0);
 	cr_assert_eq(diag.warnings, 4);
@@ -617,6 +626,7 @@ Test(config, unknown_variables_warn)
 	cr_assert_str_eq(diag.line[1].text, "CURESV_CAPACITYX: unknown variable, ignored");
 	cr_assert_str_eq(diag.line[2].text, "CURESV_: unknown variable, ignored");
 	cr_assert_str_eq(diag.line[3].text, "CURESV_MOD: unknown variable, ignored");
+	/* CURESV_LIB belongs to the launcher: known, not read */
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(diag.line[i].level, CURESV_LOG_WARN);
 	cr_assert_eq(cfg.mode, CURESV_MODE_ENFORCE);
