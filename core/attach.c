@@ -21,6 +21,7 @@ static _Thread_local struct {
 	uint32_t epoch;         /* rename_epoch when the name was last read; 0 = never */
 	bool explicit_;         /* set by curesv_thread_attach: rules no longer apply */
 	char reservation[CURESV_NAME_MAX]; /* its name, for the warning once it is released */
+	bool warned_device;     /* told that this attachment's device is not the one in use */
 } self;
 
 /* Names by serial, seqlocked by the serial word: a reader keeps a name only if the serial it read
@@ -82,6 +83,8 @@ bool curesv_thread_name(uint32_t serial, char out[CURESV_THREAD_NAME])
 
 static void set_attachment(uint32_t handle, const char *reservation)
 {
+	if (handle != self.handle)
+		self.warned_device = false;
 	self.handle = handle;
 	snprintf(self.reservation, sizeof self.reservation, "%s", reservation ? reservation : "");
 }
@@ -163,6 +166,19 @@ void curesv_thread_fell_back(uint32_t handle)
 		return;
 	warn_released();
 	set_attachment(CURESV_SHARED, NULL);
+}
+
+void curesv_thread_wrong_device(uint32_t handle, int device)
+{
+	if (self.handle != handle || self.warned_device)
+		return;
+	self.warned_device = true;
+	char thread[CURESV_THREAD_NAME];
+	curesv_thread_name(curesv_thread_serial(), thread);
+	curesv_log(CURESV_LOG_WARN,
+		   "thread '%s' is attached to reservation '%s' but allocates on device %d, which is not "
+		   "that reservation's: those allocations draw from device %d's shared pool",
+		   thread, self.reservation, device, device);
 }
 
 void curesv_attach_invalidate(void)

@@ -36,6 +36,11 @@ curesv_status curesv_thread_attach(const char *name);
  * attachment (later allocations use the shared pool without asking again). */
 void curesv_thread_fell_back(uint32_t handle);
 
+/* The calling thread, attached to reservation `handle`, allocated on `device`, which is not the
+ * reservation's: log one warning per attachment (the allocation went to that device's shared
+ * pool). */
+void curesv_thread_wrong_device(uint32_t handle, int device);
+
 /* A thread was renamed, or a reservation created: every thread re-reads its name and re-matches
  * the rules at its next allocation. Async-signal-safe. */
 void curesv_attach_invalidate(void);

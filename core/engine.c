@@ -1,9 +1,11 @@
 #include "engine.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "log.h"
+#include "report.h"
 
 bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 {
@@ -43,7 +45,8 @@ static inline bool enforcing(const curesv_engine *e)
 	return e->cfg.mode == CURESV_MODE_ENFORCE;
 }
 
-/* Charges op->origin; a reservation found released is reported once by the thread. */
+/* Charges op->origin; a reservation found released, or on another device, is reported once by the
+ * thread. */
 static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
 		   enum curesv_kind kind, bool enforce)
 {
@@ -51,7 +54,30 @@ static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t b
 				       &op->charge);
 	if (op->charge.fell_back)
 		curesv_thread_fell_back(op->origin);
+	if (op->charge.wrong_device)
+		curesv_thread_wrong_device(op->origin, device);
 	return ok;
+}
+
+/* One warning the first time an account refuses (what was asked, what was in use, the budget);
+ * later refusals are counted in the report and logged at info level. */
+static void log_denial(curesv_engine *e, const curesv_charge *c)
+{
+	char name[CURESV_NAME_MAX + 8] = "the shared pool", asked[64], used[32], budget[32];
+	if (c->origin != CURESV_SHARED) {
+		char res[CURESV_NAME_MAX];
+		curesv_ledger_name(&e->ledger, c->origin, res);
+		snprintf(name, sizeof name, "'%s'", res);
+	}
+	curesv_format_bytes((int64_t)c->bytes, asked);
+	if (c->bytes >= 1024)
+		snprintf(asked + strlen(asked), sizeof asked - strlen(asked), " (%" PRIu64 " bytes)",
+			 c->bytes);
+	curesv_log(c->first_denial ? CURESV_LOG_WARN : CURESV_LOG_INFO,
+		   "CURESV_MODE=enforce refused %s on device %d: %s has %s of its %s budget in use%s",
+		   asked, c->device, name, curesv_format_bytes(c->books, used),
+		   curesv_format_bytes(c->budget, budget),
+		   c->first_denial ? "; further refusals are counted in the report" : "");
 }
 
 bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
@@ -66,10 +92,7 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 	if (!enforcing(e))
 		return true;
 	if (!charge(e, op, device, bytes, kind, true)) {
-		char name[CURESV_NAME_MAX];
-		curesv_ledger_name(&e->ledger, op->charge.origin, name);
-		curesv_log(CURESV_LOG_INFO, "denied %" PRIu64 " bytes on device %d: past the budget of "
-			   "'%s' (CURESV_MODE=enforce)", bytes, device, name);
+		log_denial(e, &op->charge);
 		return false;
 	}
 	op->charged = true;

@@ -313,7 +313,8 @@ static int64_t budget_of(curesv_ledger *l, uint32_t origin, int device)
 }
 
 /* A charge to a handle of another device, or to one no longer live, goes to the shared pool. */
-static uint32_t effective_origin(curesv_ledger *l, uint32_t origin, int device, bool *fell_back)
+static uint32_t effective_origin(curesv_ledger *l, uint32_t origin, int device, bool *fell_back,
+				 bool *wrong_device)
 {
 	if (origin == CURESV_SHARED)
 		return origin;
@@ -327,7 +328,17 @@ static uint32_t effective_origin(curesv_ledger *l, uint32_t origin, int device, 
 		*fell_back = true;
 		return CURESV_SHARED;
 	}
-	return r->device == device ? origin : CURESV_SHARED;
+	*wrong_device = r->device != device;
+	return *wrong_device ? CURESV_SHARED : origin;
+}
+
+/* Counts a refusal and keeps what it was refused on, for the caller's message. */
+static bool refuse(struct curesv_account *a, curesv_charge *c, int64_t budget, int64_t in_use)
+{
+	c->first_denial = atomic_fetch_add_explicit(&a->denied, 1, memory_order_relaxed) == 0;
+	c->budget = budget;
+	c->books = in_use;
+	return false;
 }
 
 bool curesv_ledger_charge(curesv_ledger *l, uint32_t origin, int device, uint64_t bytes,
@@ -338,27 +349,26 @@ bool curesv_ledger_charge(curesv_ledger *l, uint32_t origin, int device, uint64_
 		return false;
 	enum curesv_tier t = tier_of((uint8_t)kind);
 	bool caller_books = l->attribution == CURESV_ATTRIBUTION_CALLER;
+	atomic_store_explicit(&l->dev[device].seen, 1, memory_order_relaxed);
 	for (;;) {
-		c->origin = effective_origin(l, origin, device, &c->fell_back);
+		c->origin = effective_origin(l, origin, device, &c->fell_back, &c->wrong_device);
 		struct curesv_account *a = account_of(l, c->origin, device);
 		unsigned gen = curesv_handle_gen(c->origin);
 		int64_t budget = t == CURESV_TIER_DEVICE ? budget_of(l, c->origin, device) : INT64_MAX;
 		int64_t delta = (int64_t)bytes, after = 0, view = 0;
 		bool over = false;
 		if (t == CURESV_TIER_DEVICE && caller_books && enforce) {
-			if (!view_add_limited(&a->caller_view, delta, budget, &view)) {
-				bump(&a->denied);
-				return false;
-			}
+			if (!view_add_limited(&a->caller_view, delta, budget, &view))
+				return refuse(a, c, budget, atomic_load_explicit(&a->caller_view,
+										 memory_order_relaxed));
 		}
 		bool limit_here = t == CURESV_TIER_DEVICE && enforce && !caller_books;
 		if (!word_add(&a->word[t], gen, delta, limit_here ? budget : -1, &over, &after)) {
 			if (t == CURESV_TIER_DEVICE && caller_books && enforce)
 				atomic_fetch_sub_explicit(&a->caller_view, delta, memory_order_relaxed);
-			if (over) {
-				bump(&a->denied);
-				return false;
-			}
+			if (over)
+				return refuse(a, c, budget, w_bytes(atomic_load_explicit(
+								    &a->word[t], memory_order_relaxed)));
 			origin = CURESV_SHARED; /* released between the check and the CAS */
 			c->fell_back = true;
 			continue;
@@ -368,11 +378,11 @@ bool curesv_ledger_charge(curesv_ledger *l, uint32_t origin, int device, uint64_
 				view = atomic_fetch_add_explicit(&a->caller_view, delta,
 								 memory_order_relaxed) + delta;
 			c->books = caller_books ? view : after;
+			c->budget = budget;
 			c->over = c->books > budget;
 			/* the device peak is raised at commit: this charge may yet be undone */
 			atomic_fetch_add_explicit(&l->dev[device].allocated, delta, memory_order_relaxed);
 		}
-		atomic_store_explicit(&l->dev[device].seen, 1, memory_order_relaxed);
 		return true;
 	}
 }
@@ -453,8 +463,8 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, uint32_t calle
 curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry *e, uint32_t to,
 					    bool enforce)
 {
-	bool fell_back = false;
-	if (to == CURESV_SHARED || effective_origin(l, to, e->device, &fell_back) != to)
+	bool fell_back = false, wrong_device = false;
+	if (to == CURESV_SHARED || effective_origin(l, to, e->device, &fell_back, &wrong_device) != to)
 		return fell_back ? CURESV_ERR_UNKNOWN_NAME : CURESV_ERR_INVALID;
 	enum curesv_tier t = tier_of(e->kind);
 	struct curesv_account *a = account_of(l, to, e->device);

@@ -78,7 +78,11 @@ typedef struct curesv_charge {
 	uint8_t kind;
 	bool fell_back;         /* the requested reservation was released: charged the shared pool */
 	bool over;              /* the charge took the books past the budget (observe mode) */
-	int64_t books;          /* the books' value right after the charge, for the peak */
+	bool wrong_device;      /* the reservation is on another device: charged its shared pool */
+	bool first_denial;      /* refused, and the first refusal this account counted */
+	int64_t books;          /* the books' value right after the charge, for the peak; after a
+				   refusal, the bytes in use that it was refused on */
+	int64_t budget;         /* the budget the charge was held to (device tier) */
 } curesv_charge;
 
 /* Initialises an empty ledger (no reservations, capacities unknown). Not thread-safe. */

@@ -114,6 +114,18 @@ def check_untouched(report, out):
     return 0, 0, 0
 
 
+def check_pool_denial(report, out):
+    """A refusal by the shared pool of a device with no reservations still shows, with figures."""
+    expect("shared denied", report["shared"]["denied"], 1)
+    expect("devices reported", [d["device"] for d in report["devices"]], [0])
+    expect("device 0 capacity", report["devices"][0]["capacity"], 1 << 20)
+    line = ("curesv: CURESV_MODE=enforce refused 2 MiB (2097152 bytes) on device 0: the shared "
+            "pool has 0 B of its 1 MiB budget in use; further refusals are counted in the report")
+    if line not in out.splitlines():
+        raise AssertionError("no warning line %r in %r" % (line, out[-400:]))
+    return 0, 0, 0
+
+
 def check_untouched_scan(report, out):
     scan = res(report, "scan")
     for key in ("allocs", "frees", "allocated", "peak", "denied", "caller_view"):
@@ -262,6 +274,8 @@ def cases(stack, bindir):
                     [b("stress"), str(threads), str(rounds)], check_stress(threads, rounds)))
     out.append(Case("unknown and double free", [b("badfree")], check_badfree))
     out.append(Case("driver OOM changes nothing", [b("oom")], check_untouched))
+    out.append(Case("enforce: shared pool refuses, report shows it", [b("oom"), "2097152"],
+                    check_pool_denial, env={"CURESV_MODE": "enforce", "CURESV_CAPACITY": "1M"}))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
                     report=False))
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,

@@ -423,10 +423,16 @@ Test(timeline, released_attachment_falls_back_in_enforce_mode_too)
 	cr_assert_eq(actor_alloc(&scan, fake_ptr(2), 100 * KiB), GRANTED, "the whole pool: 200 KiB");
 	cr_assert_eq(actor_alloc(&scan, fake_ptr(3), 100 * KiB), GRANTED);
 	cr_assert_eq(actor_alloc(&scan, fake_ptr(4), 1), DENIED);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(5), 2 * KiB), DENIED);
 	capture_stop(&cap, log, sizeof log);
-	cr_assert_str_eq(log, fallback_line);
+	/* the fallback, then the first refusal with its figures; the second is counted quietly */
+	char want[1024];
+	snprintf(want, sizeof want, "%scuresv: CURESV_MODE=enforce refused 1 B on device 0: the "
+		 "shared pool has 200 KiB of its 200 KiB budget in use; further refusals are counted "
+		 "in the report\n", fallback_line);
+	cr_assert_str_eq(log, want);
 	EXPECT_SHARED(&E, .size = 200 * KiB, .allocated = 200 * KiB, .peak = 200 * KiB,
-		      .caller_view = 200 * KiB, .allocs = 2, .denied = 1);
+		      .caller_view = 200 * KiB, .allocs = 2, .denied = 2);
 	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1);
 	stop_threads();
 }
@@ -480,4 +486,31 @@ Test(timeline, explicit_attachment_falls_back_once_across_an_epoch_change)
 	cr_assert_eq(origin_of(&E, fake_ptr(2)), CURESV_SHARED);
 	cr_assert_eq(origin_of(&E, fake_ptr(3)), CURESV_SHARED, "explicit attachments stay dropped");
 	stop_threads();
+}
+
+/* A reservation on device 1, its thread allocating on device 0: charged to device 0's shared pool,
+ * with one warning for the attachment, not one per allocation. */
+Test(timeline, attached_thread_on_another_device_warns_once)
+{
+	ENGINE(&E, "CURESV_CAPACITY=400K", "CURESV_RESERVATIONS=scan=100K@1");
+	struct actor t;
+	actor_start(&t, &E, "scan-thread");
+	cr_assert_eq(actor_attach(&t, "scan"), CURESV_OK);
+	struct capture cap;
+	char log[2048];
+	capture_start(&cap);
+	cr_assert_eq(actor_alloc_ex(&t, 0, fake_ptr(1), 4 * KiB, CURESV_KIND_DEVICE, true), GRANTED);
+	cr_assert_eq(actor_alloc_ex(&t, 0, fake_ptr(2), 4 * KiB, CURESV_KIND_DEVICE, true), GRANTED);
+	cr_assert_eq(actor_alloc_ex(&t, 1, fake_ptr(3), 8 * KiB, CURESV_KIND_DEVICE, true), GRANTED);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: thread 'scan-thread' is attached to reservation 'scan' but "
+			      "allocates on device 0, which is not that reservation's: those allocations "
+			      "draw from device 0's shared pool\n");
+	cr_assert_eq(origin_of(&E, fake_ptr(1)), CURESV_SHARED);
+	cr_assert_eq(origin_of(&E, fake_ptr(2)), CURESV_SHARED);
+	cr_assert_eq(origin_of(&E, fake_ptr(3)), handle_of(&E, "scan"));
+	EXPECT_RES(&E, "scan", .device = 1, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		   .caller_view = 8 * KiB, .allocs = 1);
+	actor_stop(&t);
+	curesv_engine_destroy(&E);
 }
