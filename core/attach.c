@@ -10,6 +10,7 @@
 static curesv_ledger *ledger;
 static unsigned n_rules;
 static struct curesv_attach_rule rules[CURESV_MAX_ATTACH_RULES];
+static _Atomic uint64_t rule_matches[CURESV_MAX_ATTACH_RULES];
 
 static _Atomic uint32_t next_serial = 1;
 /* Bumped when any thread is renamed or a reservation is created: rules may now match otherwise. */
@@ -39,6 +40,8 @@ void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *
 	ledger = l;
 	n_rules = n < CURESV_MAX_ATTACH_RULES ? n : CURESV_MAX_ATTACH_RULES;
 	memcpy(rules, r, n_rules * sizeof *r);
+	for (unsigned i = 0; i < CURESV_MAX_ATTACH_RULES; i++)
+		atomic_store_explicit(&rule_matches[i], 0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&rename_epoch, 1, memory_order_relaxed);
 }
 
@@ -96,6 +99,7 @@ static void match_rules(const char *name)
 	for (unsigned i = 0; i < n_rules; i++) {
 		if (fnmatch(rules[i].glob, name, 0) != 0)
 			continue;
+		atomic_fetch_add_explicit(&rule_matches[i], 1, memory_order_relaxed);
 		uint32_t h;
 		if (curesv_ledger_find(ledger, rules[i].name, &h) == CURESV_OK)
 			set_attachment(h, rules[i].name);
@@ -179,6 +183,11 @@ void curesv_thread_wrong_device(uint32_t handle, int device)
 		   "thread '%s' is attached to reservation '%s' but allocates on device %d, which is not "
 		   "that reservation's: those allocations draw from device %d's shared pool",
 		   thread, self.reservation, device, device);
+}
+
+uint64_t curesv_attach_rule_matches(unsigned i)
+{
+	return i < n_rules ? atomic_load_explicit(&rule_matches[i], memory_order_relaxed) : 0;
 }
 
 void curesv_attach_invalidate(void)

@@ -45,6 +45,9 @@ void curesv_thread_wrong_device(uint32_t handle, int device);
  * the rules at its next allocation. Async-signal-safe. */
 void curesv_attach_invalidate(void);
 
+/* How many times CURESV_ATTACH rule `i` (in configuration order) matched a thread's name. */
+uint64_t curesv_attach_rule_matches(unsigned i);
+
 /* The name last seen for thread `serial`; false (and "") when unknown or overwritten (the registry
  * keeps the names of the 4096 most recent serials). */
 bool curesv_thread_name(uint32_t serial, char out[CURESV_THREAD_NAME]);

@@ -57,18 +57,39 @@ static void out_printf(struct out *o, const char *fmt, ...)
 	o->n += len;
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped; other bytes as they are. */
-static void out_json_string(struct out *o, const char *s)
+/* Length of the well-formed UTF-8 sequence at s (1-4), or 0 when it is not one. */
+static int utf8_length(const unsigned char *s)
 {
+	int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+		: (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((n == 2 && s[0] < 0xc2) || (n == 3 && s[0] == 0xe0 && s[1] < 0xa0) ||
+	    (n == 4 && (s[0] > 0xf4 || (s[0] == 0xf0 && s[1] < 0x90))))
+		return 0; /* overlong or beyond U+10FFFF */
+	return n;
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped, bytes that are not UTF-8
+ * (thread names are arbitrary bytes) replaced by U+FFFD, so the output always parses. */
+static void out_json_string(struct out *o, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
 	out_printf(o, "\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			out_printf(o, "\\%c", c);
-		else if (c < 0x20)
-			out_printf(o, "\\u%04x", c);
-		else
-			out_printf(o, "%c", c);
+	while (*s) {
+		int n = utf8_length(s);
+		if (n == 0) {
+			out_printf(o, "\\ufffd");
+			s++;
+		} else if (*s == '"' || *s == '\\') {
+			out_printf(o, "\\%c", *s++);
+		} else if (*s < 0x20) {
+			out_printf(o, "\\u%04x", *s++);
+		} else {
+			out_printf(o, "%.*s", n, (const char *)s);
+			s += n;
+		}
 	}
 	out_printf(o, "\"");
 }
@@ -241,19 +262,21 @@ static void text_diagnosis(curesv_engine *e, struct out *o, const struct snapsho
 	bool differs = false;
 	for (unsigned i = 0; i < s->nrows; i++)
 		differs |= disagrees(&s->rows[i]);
-	if (crossed == 0 && !differs)
-		return;
-	bool caller_mode = e->cfg.attribution == CURESV_ATTRIBUTION_CALLER;
+	if (crossed)
+		out_printf(o, "curesv: %" PRIu64 " free%s made by a thread other than the allocating "
+			   "one\n", crossed, crossed == 1 ? " was" : "s were");
 	if (!differs) {
-		out_printf(o, "curesv: %" PRIu64 " free%s crossed threads, all within one budget: origin "
-			   "and per-thread debit agree\n", crossed, crossed == 1 ? "" : "s");
+		if (crossed)
+			out_printf(o, "curesv: no device memory changed budgets: origin and per-thread "
+				   "debit agree\n");
 		return;
 	}
-	out_printf(o, "curesv: %" PRIu64 " free%s crossed threads. %s\n", crossed, crossed == 1 ? "" : "s",
-		   caller_mode ? "CURESV_ATTRIBUTION=caller debits the freeing thread; by origin the "
-				 "books would read:"
-			       : "Each debited its origin; debiting the freeing thread instead would "
-				 "read:");
+	bool caller_mode = e->cfg.attribution == CURESV_ATTRIBUTION_CALLER;
+	out_printf(o, "curesv: %s\n",
+		   caller_mode ? "CURESV_ATTRIBUTION=caller debits the freeing thread's reservation; "
+				 "debited to their origin instead, the books would read:"
+			       : "origin and per-thread debit disagree; debiting the freeing thread's "
+				 "reservation instead would read:");
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct row *r = &s->rows[i];
 		if (!disagrees(r))
@@ -280,18 +303,41 @@ static void text_budgets(curesv_engine *e, struct out *o, const struct snapshot 
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct row *r = &s->rows[i];
 		const char *name = r->handle == CURESV_SHARED ? "(shared pool)" : r->name;
-		char peak[32], size[32];
+		char host[32];
+		/* exact bytes: rounded figures would hide by how much */
 		if (r->st.over_budget)
-			out_printf(o, "curesv: %s went past its %s budget in %" PRIu64 " allocation%s "
-				   "(peak %s); CURESV_MODE=enforce would refuse %s\n", name,
-				   curesv_format_bytes(r->st.size, size), r->st.over_budget,
-				   r->st.over_budget == 1 ? "" : "s",
-				   curesv_format_bytes(r->st.peak, peak),
+			out_printf(o, "curesv: %s went past its budget of %" PRId64 " bytes in %" PRIu64
+				   " allocation%s (peak %" PRId64 " bytes); CURESV_MODE=enforce would "
+				   "refuse %s\n", name, r->st.size, r->st.over_budget,
+				   r->st.over_budget == 1 ? "" : "s", r->st.peak,
 				   r->st.over_budget == 1 ? "it" : "them");
 		if (r->st.denied)
 			out_printf(o, "curesv: %s: %" PRIu64 " allocation%s denied (CURESV_MODE=%s)\n",
 				   name, r->st.denied, r->st.denied == 1 ? "" : "s", mode_name(e));
+		if (r->st.host_allocated)
+			out_printf(o, "curesv: %s also holds %s of pinned host memory (not charged to "
+				   "the device)\n", name,
+				   curesv_format_bytes(r->st.host_allocated, host));
 	}
+}
+
+/* CURESV_ATTACH rules no thread ever matched: usually a thread name that was never set. */
+static void text_rules(curesv_engine *e, struct out *o)
+{
+	for (unsigned i = 0; i < e->cfg.n_rules; i++)
+		if (curesv_attach_rule_matches(i) == 0)
+			out_printf(o, "curesv: CURESV_ATTACH rule '%s=%s' matched no thread (name threads "
+				   "with pthread_setname_np or prctl(PR_SET_NAME))\n",
+				   e->cfg.rules[i].glob, e->cfg.rules[i].name);
+}
+
+/* The reservation a leak is charged to, as the text report names it. */
+static const char *leak_owner(curesv_engine *e, uint32_t origin, char res[CURESV_NAME_MAX])
+{
+	if (origin == CURESV_SHARED)
+		return "(shared pool)";
+	curesv_ledger_name(&e->ledger, origin, res);
+	return res[0] ? res : "(released)";
 }
 
 static void text_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
@@ -306,11 +352,10 @@ static void text_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
 	for (unsigned i = 0; i < lk->listed; i++) {
 		const curesv_entry *x = &lk->top[i];
 		char res[CURESV_NAME_MAX], thread[CURESV_THREAD_NAME];
-		curesv_ledger_name(&e->ledger, x->origin, res);
 		curesv_thread_name(x->thread, thread);
 		out_printf(o, "curesv:   0x%" PRIx64 " %10s %-7s device %d  reservation %s  thread '%s' "
 			   "(#%" PRIu32 ")\n", x->ptr, curesv_format_bytes((int64_t)x->bytes, bytes),
-			   curesv_kind_name(x->kind), x->device, res[0] ? res : "(released)", thread,
+			   curesv_kind_name(x->kind), x->device, leak_owner(e, x->origin, res), thread,
 			   x->thread);
 	}
 }
@@ -333,6 +378,7 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 	}
 	text_diagnosis(e, o, s);
 	text_budgets(e, o, s);
+	text_rules(e, o);
 	char orphan[32];
 	if (s->orphan || s->orphan_frees)
 		out_printf(o, "curesv: orphan tier: %s live from released reservations, %" PRIu64
@@ -429,12 +475,14 @@ static void json_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
 	for (unsigned i = 0; i < lk->listed; i++) {
 		const curesv_entry *x = &lk->top[i];
 		char res[CURESV_NAME_MAX], thread[CURESV_THREAD_NAME];
-		curesv_ledger_name(&e->ledger, x->origin, res);
 		curesv_thread_name(x->thread, thread);
 		out_printf(o, "%s\n    {\"ptr\": \"0x%" PRIx64 "\", \"bytes\": %" PRIu64 ", \"device\": %d"
 			   ", \"kind\": \"%s\", \"reservation\": ", i ? "," : "", x->ptr, x->bytes,
 			   x->device, curesv_kind_name(x->kind));
-		out_json_string(o, res);
+		if (x->origin == CURESV_SHARED)
+			out_printf(o, "null"); /* the shared pool: no reservation */
+		else
+			out_json_string(o, leak_owner(e, x->origin, res));
 		out_printf(o, ", \"thread\": ");
 		out_json_string(o, thread);
 		out_printf(o, ", \"thread_serial\": %" PRIu32 "}", x->thread);
@@ -499,7 +547,10 @@ curesv_status curesv_report_emit(curesv_engine *e, long pid)
 		}
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0) {
-			curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': %s", path, strerror(errno));
+			/* A report on stderr beats none: the run cannot be repeated for it. */
+			curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': %s; the report goes to "
+				   "stderr instead", path, strerror(errno));
+			curesv_report_write(e, 2, e->cfg.report, pid);
 			return CURESV_ERR_INVALID;
 		}
 	}

@@ -74,7 +74,7 @@ static const char expected_json[] =
 	" \"table\": {\"slots\": 64, \"live\": 2, \"high_water\": 2, \"full_events\": 0},"
 	" \"leaks\": {\"count\": 2, \"bytes\": 47104, \"largest\": ["
 	"{\"reservation\": \"old\", \"thread\": \"old-worker\", \"bytes\": 30720},"
-	"{\"reservation\": \"shared\", \"thread\": \"leak\\\"er\\\\1\", \"bytes\": 16384}]}}";
+	"{\"reservation\": null, \"thread\": \"leak\\\"er\\\\1\", \"bytes\": 16384}]}}";
 
 /* ---- helpers -------------------------------------------------------------------------------------- */
 
@@ -233,13 +233,16 @@ Test(report, emit_expands_the_report_file_path, .timeout = 60)
 	E.cfg.report = CURESV_REPORT_TEXT;
 	snprintf(E.cfg.report_file, sizeof E.cfg.report_file, "%s/no/such/dir/r", dir);
 	struct capture cap;
-	char log[1024], want[1024];
+	char log[8192], want[1024];
 	capture_start(&cap);
 	cr_assert_eq(curesv_report_emit(&E, 1), CURESV_ERR_INVALID);
 	capture_stop(&cap, log, sizeof log);
+	/* the error, then the report itself on stderr rather than nowhere */
 	snprintf(want, sizeof want, "curesv: CURESV_REPORT_FILE: '%s/no/such/dir/r': No such file or "
-		 "directory\n", dir);
-	cr_assert_str_eq(log, want);
+		 "directory; the report goes to stderr instead\n", dir);
+	cr_assert_eq(strncmp(log, want, strlen(want)), 0, "%s", log);
+	cr_assert_not_null(strstr(log, "\ncuresv: ======== report for pid 1 "), "%s", log);
+	cr_assert_not_null(strstr(log, "\ncuresv: leaks: 2 allocations, 46 KiB still live"), "%s", log);
 	rmdir(dir);
 	curesv_engine_destroy(&E);
 }
@@ -280,8 +283,9 @@ Test(report, text_key_lines)
 	cr_assert_not_null(line_starting(text, "curesv:   old (released) "), "%s", text);
 	cr_assert_not_null(line_starting(text, "curesv:   (shared pool) "), "%s", text);
 
-	has_line(text, "curesv: 1 free crossed threads. Each debited its origin; debiting the freeing "
-		       "thread instead would read:");
+	has_line(text, "curesv: 1 free was made by a thread other than the allocating one");
+	has_line(text, "curesv: origin and per-thread debit disagree; debiting the freeing thread's "
+		       "reservation instead would read:");
 	has_line(text, "curesv:   pipe: -80 KiB allocated, 280 KiB of apparent headroom on a 200 KiB "
 		       "budget (by origin: 0 B)");
 	has_line(text, "curesv:   scan: 80 KiB allocated, 20 KiB of apparent headroom on a 100 KiB "
@@ -303,7 +307,7 @@ Test(report, text_key_lines)
 	const char *second = strstr(text, "curesv:   0x7f0000600000 ");
 	const char *l2 = line_starting(text, "curesv:   0x7f0000600000 ");
 	cr_assert_not_null(l2, "%s", text);
-	cr_assert_not_null(strstr(l2, " 16 KiB device  device 0  reservation shared  thread '"
+	cr_assert_not_null(strstr(l2, " 16 KiB device  device 0  reservation (shared pool)  thread '"
 				      LEAKER_NAME "' (#"), "%s", l2);
 	cr_assert_lt(first, second, "largest first");
 	unlink(path);
@@ -319,8 +323,9 @@ Test(report, text_under_caller_attribution)
 	const char *text = read_file(path);
 	has_line(text, "curesv: ======== report for pid 4242 (CURESV_MODE=observe, "
 		       "CURESV_ATTRIBUTION=caller) ========");
-	has_line(text, "curesv: 1 free crossed threads. CURESV_ATTRIBUTION=caller debits the freeing "
-		       "thread; by origin the books would read:");
+	has_line(text, "curesv: 1 free was made by a thread other than the allocating one");
+	has_line(text, "curesv: CURESV_ATTRIBUTION=caller debits the freeing thread's reservation; "
+		       "debited to their origin instead, the books would read:");
 	has_line(text, "curesv:   pipe: 0 B allocated (now -80 KiB)");
 	has_line(text, "curesv:   scan: 0 B allocated (now 80 KiB)");
 	unlink(path);
@@ -377,4 +382,43 @@ Test(report, format_bytes)
 	fmt(-(GiB - 1), "-1.0 GiB");
 	char buf[32];
 	cr_assert_eq(curesv_format_bytes(5, buf), buf, "returns its buffer");
+}
+
+/* A thread name that is not UTF-8 still gives parseable JSON (U+FFFD for the bad bytes); an
+ * over-budget figure is given in exact bytes; a rule that matched nothing and pinned host memory
+ * are said in the text. */
+Test(report, odd_name_exact_overage_idle_rule_host_memory, .timeout = 60)
+{
+	ENGINE(&E, "CURESV_CAPACITY=4M", "CURESV_RESERVATIONS=w=1M", "CURESV_ATTACH=nobody*=w",
+	       "CURESV_TABLE_SLOTS=64");
+	struct actor t;
+	actor_start(&t, &E, "\xff\xfeX");
+	cr_assert_eq(actor_attach(&t, "w"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&t, fake_ptr(1), MiB + 4 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc_ex(&t, 0, fake_ptr(2), 8 * KiB, CURESV_KIND_HOST, true), GRANTED);
+	actor_stop(&t);
+
+	char path[128];
+	temp_path(path, sizeof path, ".json");
+	report_to(path, CURESV_REPORT_JSON);
+	cr_assert_eq(check_json(path,
+		"{\"reservations\": [{\"name\": \"w\", \"device\": 0, \"size\": 1048576,"
+		" \"allocated\": 1052672, \"peak\": 1052672, \"allocs\": 2, \"frees\": 0,"
+		" \"cross_thread_frees\": 0, \"caller_view\": 1052672, \"denied\": 0}],"
+		" \"shared\": {\"allocated\": 0, \"peak\": 0}, \"orphan_bytes\": 0, \"unknown_frees\": 0,"
+		" \"table\": {\"slots\": 64, \"live\": 2, \"high_water\": 2, \"full_events\": 0},"
+		" \"leaks\": {\"count\": 2, \"bytes\": 1060864, \"largest\": ["
+		"{\"reservation\": \"w\", \"thread\": \"\\ufffd\\ufffdX\", \"bytes\": 1052672},"
+		"{\"reservation\": \"w\", \"thread\": \"\\ufffd\\ufffdX\", \"bytes\": 8192}]}}"), 0,
+		     "%s", read_file(path));
+
+	report_to(path, CURESV_REPORT_TEXT);
+	const char *text = read_file(path);
+	has_line(text, "curesv: w went past its budget of 1048576 bytes in 1 allocation (peak 1052672 "
+		       "bytes); CURESV_MODE=enforce would refuse it");
+	has_line(text, "curesv: w also holds 8 KiB of pinned host memory (not charged to the device)");
+	has_line(text, "curesv: CURESV_ATTACH rule 'nobody*=w' matched no thread (name threads with "
+		       "pthread_setname_np or prctl(PR_SET_NAME))");
+	unlink(path);
+	curesv_engine_destroy(&E);
 }
