@@ -101,13 +101,17 @@ static void match_rules(const char *name)
 			continue;
 		atomic_fetch_add_explicit(&rule_matches[i], 1, memory_order_relaxed);
 		uint32_t h;
-		if (curesv_ledger_find(ledger, rules[i].name, &h) == CURESV_OK)
-			set_attachment(h, rules[i].name);
-		else
-			set_attachment(CURESV_SHARED, NULL);
+		bool found = curesv_ledger_find(ledger, rules[i].name, &h) == CURESV_OK;
+		set_attachment(found ? h : CURESV_SHARED, found ? rules[i].name : NULL);
+		curesv_log(CURESV_LOG_DEBUG, "thread '%s' (#%u) matches CURESV_ATTACH rule '%s=%s'%s",
+			   name, self.serial, rules[i].glob, rules[i].name,
+			   found ? "" : ", but no such reservation exists: shared pool");
 		return;
 	}
 	set_attachment(CURESV_SHARED, NULL);
+	if (n_rules)
+		curesv_log(CURESV_LOG_DEBUG, "thread '%s' (#%u) matches no CURESV_ATTACH rule: shared "
+			   "pool", name, self.serial);
 }
 
 static void warn_released(void)

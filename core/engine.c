@@ -192,6 +192,9 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 
 curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t bytes, int device)
 {
+	int devices = atomic_load_explicit(&e->devices, memory_order_relaxed);
+	if (devices > 0 && device >= devices)
+		return CURESV_ERR_INVALID;
 	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, NULL);
 	if (st == CURESV_OK)
 		curesv_attach_invalidate(); /* CURESV_ATTACH rules may name it */
@@ -228,6 +231,25 @@ curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char 
 		/* Freed, reallocated or moved since the peek: undo and look again. */
 		curesv_ledger_transfer_cancel(&e->ledger, &ent, to);
 	}
+}
+
+void curesv_engine_device_count(curesv_engine *e, int count)
+{
+	int unknown = 0;
+	if (count <= 0 || !atomic_compare_exchange_strong_explicit(&e->devices, &unknown, count,
+								    memory_order_relaxed,
+								    memory_order_relaxed))
+		return;
+	for (unsigned i = 0; i < e->cfg.n_reservations; i++)
+		if (e->cfg.reservations[i].device >= count)
+			curesv_log(CURESV_LOG_WARN, "CURESV_RESERVATIONS: '%s' is on device %d, but the "
+				   "driver reports %d device%s: nothing can be charged to it",
+				   e->cfg.reservations[i].name, e->cfg.reservations[i].device, count,
+				   count == 1 ? "" : "s");
+	for (int d = count; d < CURESV_MAX_DEVICES; d++)
+		if (e->cfg.capacity_set[d])
+			curesv_log(CURESV_LOG_WARN, "CURESV_CAPACITY: device %d is set, but the driver "
+				   "reports %d device%s", d, count, count == 1 ? "" : "s");
 }
 
 void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_bytes)

@@ -28,6 +28,7 @@ typedef struct curesv_engine {
 	_Atomic uint64_t table_full_failures;   /* allocations undone under CURESV_TABLE_FULL=fail */
 	_Atomic uint64_t stale_entries;         /* addresses handed out again while still in the
 						   table: a free curesv never saw, debited then */
+	_Atomic int devices;                    /* devices the driver reports; 0 until known */
 } curesv_engine;
 
 /* Builds the engine from a parsed configuration: allocates the table, sets configured capacities,
@@ -74,6 +75,10 @@ curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char 
 /* A device was seen for the first time: record the driver's total memory unless CURESV_CAPACITY
  * set one, and warn when the reservations already made on it exceed it. */
 void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_bytes);
+
+/* The driver reports `count` devices: warn about configured reservations and capacities on devices
+ * it does not have; curesv_engine_reserve refuses them from now on (CURESV_ERR_INVALID). */
+void curesv_engine_device_count(curesv_engine *e, int count);
 
 /* Is `device`'s capacity known (configured, or the driver's total recorded)? One relaxed load. */
 static inline bool curesv_engine_device_known(curesv_engine *e, int device)

@@ -18,6 +18,7 @@ static _Thread_local struct {
 static struct curesv_real rt_get_device = { "cudaGetDevice", NULL };
 static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
 static struct curesv_real drv_total_mem = { "cuDeviceTotalMem_v2", NULL };
+static struct curesv_real drv_device_count = { "cuDeviceGetCount", NULL };
 
 int curesv_current_device(enum curesv_layer layer)
 {
@@ -34,11 +35,17 @@ int curesv_current_device(enum curesv_layer layer)
 	return dev;
 }
 
-/* Records the device's total memory the first time it is used, unless CURESV_CAPACITY set one.
- * Before the runtime has loaded and initialised the driver this fails quietly; it is tried again
- * after the allocation. */
-static void learn_capacity(curesv_engine *e, int device)
+/* Learns, once, how many devices the driver has and each device's total memory (unless
+ * CURESV_CAPACITY set it). Before the runtime has loaded and initialised the driver this fails
+ * quietly; it is tried again after the allocation. */
+static void learn_devices(curesv_engine *e, int device)
 {
+	if (atomic_load_explicit(&e->devices, memory_order_relaxed) == 0) {
+		CUresult (*count)(int *) = curesv_real_driver(&drv_device_count);
+		int n;
+		if (count && count(&n) == CUDA_SUCCESS)
+			curesv_engine_device_count(e, n);
+	}
 	if (curesv_engine_device_known(e, device))
 		return;
 	CUresult (*total)(size_t *, CUdevice) = curesv_real_driver(&drv_total_mem);
@@ -68,7 +75,7 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 		return !nested_denial(layer, kind, bytes);
 	}
 	int device = curesv_current_device(layer);
-	learn_capacity(c->e, device);
+	learn_devices(c->e, device);
 	frame.depth++;
 	if (curesv_alloc_begin(c->e, device, bytes, kind, &c->op))
 		return true;
@@ -89,7 +96,7 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 {
 	if (!c->e)
 		return true;
-	learn_capacity(c->e, c->op.charge.device);
+	learn_devices(c->e, c->op.charge.device);
 	bool keep;
 	if (c->deny) {
 		/* Memory came back all the same (the driver hook was not on the runtime's path): the

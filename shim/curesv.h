@@ -73,7 +73,9 @@ typedef struct curesv_pool_stats {
 
 /* Creates reservation `name` (1-31 of letters, digits, '_', '.', '-') of `bytes` on `device`, carved
  * out of the device's capacity: the shared pool shrinks by `bytes`.
- * Errors: INVALID, NAME_TAKEN, CAPACITY, DISABLED. */
+ * Errors: INVALID (also a device the driver does not have, once curesv has asked it), NAME_TAKEN,
+ * CAPACITY (the sizes of the device's reservations would exceed its capacity, or 255 are live),
+ * DISABLED. */
 CURESV_API curesv_status curesv_reserve(const char *name, size_t bytes, int device);
 
 /* Ends reservation `name` now. Its unused part (size - allocated, when positive) returns to the
@@ -88,7 +90,8 @@ CURESV_API curesv_status curesv_attach(const char *name);
 
 /* Moves live allocation `ptr` (as returned by cudaMalloc & co.) to reservation `name`: the old origin
  * is debited and `name` charged now, and a later free debits `name`.
- * Errors: INVALID, UNKNOWN_NAME, UNKNOWN_POINTER, CAPACITY (enforce mode), DISABLED. */
+ * Errors: INVALID (NULL, or `name` is on another device than `ptr`), UNKNOWN_NAME, UNKNOWN_POINTER,
+ * CAPACITY (enforce mode: `name` would go past its size), DISABLED. */
 CURESV_API curesv_status curesv_transfer(const void *ptr, const char *name);
 
 /* Copies reservation `name`'s counters into *out. Errors: INVALID, UNKNOWN_NAME, DISABLED. */

@@ -124,12 +124,27 @@ static void learn(void)
 	atomic_store_explicit(&learned, 2, memory_order_release);
 }
 
-static bool is_hook(const void *fn)
+static const struct variant *variant_of_hook(const void *fn)
 {
 	for (int i = 0; i < V_COUNT; i++)
 		if (variants[i].hook == fn)
-			return true;
-	return false;
+			return &variants[i];
+	return NULL;
+}
+
+static bool is_hook(const void *fn)
+{
+	return variant_of_hook(fn) != NULL;
+}
+
+/* CURESV_LOG=debug: which lookups curesv answered with a hook. */
+static void log_substitution(const char *how, const char *symbol, int version, cuuint64_t flags,
+			     const void *before, const void *after)
+{
+	const struct variant *v = after != before ? variant_of_hook(after) : NULL;
+	if (v && curesv_log_get_level() >= CURESV_LOG_DEBUG)
+		curesv_log(CURESV_LOG_DEBUG, "%s(\"%s\", %d, %llu): hooked as %s", how, symbol, version,
+			   (unsigned long long)flags, v->symbol);
 }
 
 void *curesv_substitute_proc(const char *symbol, void *fn)
@@ -158,6 +173,7 @@ void *curesv_substitute_symbol(const char *symbol, void *fn)
 		void *unset = NULL;
 		atomic_compare_exchange_strong_explicit(&v->real, &unset, fn, memory_order_acq_rel,
 							memory_order_relaxed);
+		curesv_log(CURESV_LOG_DEBUG, "dlsym(\"%s\"): hooked", symbol);
 		return v->hook;
 	}
 	return fn;
@@ -172,8 +188,11 @@ static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
 	if (!real)
 		return no_driver(V_cuGetProcAddress_v2);
 	CUresult r = real(symbol, pfn, cudaVersion, flags, status);
-	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine())
-		*pfn = curesv_substitute_proc(symbol, *pfn);
+	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine()) {
+		void *before = *pfn;
+		*pfn = curesv_substitute_proc(symbol, before);
+		log_substitution("cuGetProcAddress_v2", symbol, cudaVersion, flags, before, *pfn);
+	}
 	return r;
 }
 
@@ -184,8 +203,11 @@ static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVe
 	if (!real)
 		return no_driver(V_cuGetProcAddress);
 	CUresult r = real(symbol, pfn, cudaVersion, flags);
-	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine())
-		*pfn = curesv_substitute_proc(symbol, *pfn);
+	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine()) {
+		void *before = *pfn;
+		*pfn = curesv_substitute_proc(symbol, before);
+		log_substitution("cuGetProcAddress", symbol, cudaVersion, flags, before, *pfn);
+	}
 	return r;
 }
 
