@@ -26,7 +26,8 @@ class Case:
     """One program run under the shim. `same_output`: stdout must match a run without the shim.
     `report`: True (check it), False (ignore it) or "absent" (none may be written)."""
     def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
-                 report=True, timeout=300, same_output=False):
+                 report=True, timeout=300, same_output=False, sanitized=True):
+        self.sanitized = sanitized  # False: only with the plain shim (its own LD_PRELOAD order)
         self.name, self.argv, self.check = name, argv, check
         self.env, self.exit_code, self.stacks = env or {}, exit_code, stacks
         self.report, self.timeout, self.same_output = report, timeout, same_output
@@ -276,6 +277,17 @@ def cases(stack, bindir):
     out.append(Case("driver OOM changes nothing", [b("oom")], check_untouched))
     out.append(Case("enforce: shared pool refuses, report shows it", [b("oom"), "2097152"],
                     check_pool_denial, env={"CURESV_MODE": "enforce", "CURESV_CAPACITY": "1M"}))
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                            "curesv")
+    out.append(Case("launcher sets the environment",
+                    [launcher, "--capacity", "400K", "--reserve=scan=100K", "--reserve", "pipe=200K",
+                     "--attach", "scan=scan", "--attach=pipe=pipe", "--", b("handoff")],
+                    check_handoff("device"), sanitized=False))
+    out.append(Case("reservation on a device the driver lacks", [b("handoff")],
+                    check_stderr("curesv: CURESV_RESERVATIONS: 'far' is on device 3, but the driver "
+                                 "reports 1 device: nothing can be charged to it"),
+                    env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=100K,pipe=200K,far=1K@3",
+                             CURESV_CAPACITY="0=400K"), stacks=("sim",)))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
                     report=False))
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
@@ -379,7 +391,7 @@ def main():
     lib = os.path.abspath(args.lib)
     rows, failed = [], 0
     for case in cases(args.stack, args.bin):
-        if args.only not in case.name:
+        if args.only not in case.name or (args.sanitizer_runtime and not case.sanitized):
             continue
         ok, (allocs, frees, crossed), why, leaks = run_case(case, lib, args.stack,
                                                             args.sanitizer_runtime)
