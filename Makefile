@@ -98,7 +98,7 @@ IT_STATIC := $(SIM_LIBCUDART_STATIC) -L$(SIM_DIR) -lcuda -ldl
 # What -lcudart and -lcuda find: the unversioned links next to the simulated libraries.
 SIM_LINKS := $(SIM_DIR)/libcudart.so $(SIM_DIR)/libcuda.so
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
-	stress badfree oom rtld_next rename busy_exit control timelines)
+	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver)
 
 $(IT)/%: tests/integration/%.c $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -110,6 +110,10 @@ $(IT)/libwrapopen.so: tests/integration/wrapopen.c | $(IT)
 	$(IT_CC) -fPIC -shared $< -ldl -o $@
 $(IT)/rtld_next: tests/integration/rtld_next.c $(IT)/libwrapopen.so
 	$(IT_CC) $< -L$(IT) -lwrapopen -o $@
+$(IT)/libwrapmem.so: tests/integration/wrapmem.c | $(IT)
+	$(IT_CC) -fPIC -shared $< -ldl -o $@
+$(IT)/wrapped_driver: tests/integration/wrapped_driver.c $(IT)/libwrapmem.so $(SIM_LINKS)
+	$(IT_CC) $< -L$(IT) -lwrapmem -L$(SIM_DIR) -lcuda -o $@
 $(IT):
 	mkdir -p $@
 

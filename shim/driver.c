@@ -8,6 +8,7 @@
  * cuGetProcAddress asked at the variant's own version and stream flag); anything else, such as an
  * ABI newer than curesv knows, goes back to the caller untouched. */
 #include <cuda.h>
+#include <sched.h>
 #include <string.h>
 
 #include "log.h"
@@ -62,14 +63,12 @@ static struct variant variants[V_COUNT] = {
 #undef ROW
 };
 
-/* The function to forward to: what cuGetProcAddress handed out, else the exported symbol. */
+/* The driver's function of variant `id`: the exported symbol of the loaded libcuda.so.1, looked up
+ * in that library alone, so it is never another interposer's (nor curesv's own). */
 static void *real_of(enum variant_id id)
 {
 	struct variant *v = &variants[id];
-	void *fn = atomic_load_explicit(&v->proc_fn, memory_order_acquire);
-	if (fn)
-		return fn;
-	fn = atomic_load_explicit(&v->real, memory_order_acquire);
+	void *fn = atomic_load_explicit(&v->real, memory_order_acquire);
 	if (fn)
 		return fn;
 	fn = curesv_driver_symbol(v->symbol);
@@ -78,6 +77,14 @@ static void *real_of(enum variant_id id)
 	if (fn)
 		atomic_store_explicit(&v->real, fn, memory_order_release);
 	return fn;
+}
+
+/* The function a hook forwards to: the one the driver's cuGetProcAddress handed out for this
+ * variant when curesv learned it, else the exported symbol. */
+static void *forward_of(enum variant_id id)
+{
+	void *fn = atomic_load_explicit(&variants[id].proc_fn, memory_order_acquire);
+	return fn ? fn : real_of(id);
 }
 
 static CUresult no_driver(enum variant_id id)
@@ -112,7 +119,7 @@ static void learn(void)
 	if (!atomic_compare_exchange_strong_explicit(&learned, &expect, 1, memory_order_acq_rel,
 						     memory_order_acquire)) {
 		while (atomic_load_explicit(&learned, memory_order_acquire) != 2)
-			;
+			sched_yield();
 		return;
 	}
 	for (int i = 0; i < V_COUNT; i++) {
@@ -155,8 +162,7 @@ void *curesv_substitute_proc(const char *symbol, void *fn)
 		learn();
 	for (int i = 0; i < V_COUNT; i++) {
 		struct variant *v = &variants[i];
-		if (fn == atomic_load_explicit(&v->proc_fn, memory_order_acquire) ||
-		    fn == atomic_load_explicit(&v->real, memory_order_acquire))
+		if (fn == atomic_load_explicit(&v->proc_fn, memory_order_acquire) || fn == real_of(i))
 			return v->hook;
 	}
 	return fn;
@@ -168,11 +174,11 @@ void *curesv_substitute_symbol(const char *symbol, void *fn)
 		struct variant *v = &variants[i];
 		if (strcmp(symbol, v->symbol) != 0)
 			continue;
-		if (fn == v->hook) /* the lookup found curesv itself (RTLD_DEFAULT) */
+		/* Only the driver's own function is swapped (another library's wrapper of it, found
+		 * through its own handle, is that library's business), and curesv never adopts
+		 * anything but the driver's as the function its hook forwards to. */
+		if (fn != real_of(i))
 			return fn;
-		void *unset = NULL;
-		atomic_compare_exchange_strong_explicit(&v->real, &unset, fn, memory_order_acq_rel,
-							memory_order_relaxed);
 		curesv_log(CURESV_LOG_DEBUG, "dlsym(\"%s\"): hooked", symbol);
 		return v->hook;
 	}
@@ -184,7 +190,7 @@ void *curesv_substitute_symbol(const char *symbol, void *fn)
 static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
 					 cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-	gpa_v2_fn real = real_of(V_cuGetProcAddress_v2);
+	gpa_v2_fn real = forward_of(V_cuGetProcAddress_v2);
 	if (!real)
 		return no_driver(V_cuGetProcAddress_v2);
 	CUresult r = real(symbol, pfn, cudaVersion, flags, status);
@@ -199,7 +205,7 @@ static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
 static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
 				      cuuint64_t flags)
 {
-	gpa_v1_fn real = real_of(V_cuGetProcAddress);
+	gpa_v1_fn real = forward_of(V_cuGetProcAddress);
 	if (!real)
 		return no_driver(V_cuGetProcAddress);
 	CUresult r = real(symbol, pfn, cudaVersion, flags);
@@ -218,11 +224,11 @@ static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVe
 static void give_back(uint64_t ptr, enum curesv_kind kind)
 {
 	if (kind == CURESV_KIND_HOST) {
-		__typeof__(&hook_cuMemFreeHost) real = real_of(V_cuMemFreeHost);
+		__typeof__(&hook_cuMemFreeHost) real = forward_of(V_cuMemFreeHost);
 		if (real)
 			real((void *)(uintptr_t)ptr);
 	} else {
-		__typeof__(&hook_cuMemFree_v2) real = real_of(V_cuMemFree_v2);
+		__typeof__(&hook_cuMemFree_v2) real = forward_of(V_cuMemFree_v2);
 		if (real)
 			real((CUdeviceptr)ptr);
 	}
@@ -240,7 +246,7 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 #define ALLOC_HOOK(sym, kind, bytes, out, params, args)                                       \
 	static CUresult hook_##sym params                                                     \
 	{                                                                                     \
-		__typeof__(&hook_##sym) real = real_of(V_##sym);                              \
+		__typeof__(&hook_##sym) real = forward_of(V_##sym);                           \
 		if (!real)                                                                    \
 			return no_driver(V_##sym);                                            \
 		struct curesv_call c;                                                         \
@@ -253,7 +259,7 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 #define FREE_HOOK(sym, ptr, params, args)                                                     \
 	static CUresult hook_##sym params                                                     \
 	{                                                                                     \
-		__typeof__(&hook_##sym) real = real_of(V_##sym);                              \
+		__typeof__(&hook_##sym) real = forward_of(V_##sym);                           \
 		if (!real)                                                                    \
 			return no_driver(V_##sym);                                            \
 		struct curesv_call c;                                                         \
@@ -291,7 +297,7 @@ FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (CUdeviceptr dptr, CUstream hStream), (dptr
 static CUresult hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 					size_t Height, unsigned int ElementSizeBytes)
 {
-	__typeof__(&hook_cuMemAllocPitch_v2) real = real_of(V_cuMemAllocPitch_v2);
+	__typeof__(&hook_cuMemAllocPitch_v2) real = forward_of(V_cuMemAllocPitch_v2);
 	if (!real)
 		return no_driver(V_cuMemAllocPitch_v2);
 	uint64_t bytes;

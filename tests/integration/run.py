@@ -26,8 +26,9 @@ class Case:
     """One program run under the shim. `same_output`: stdout must match a run without the shim.
     `report`: True (check it), False (ignore it) or "absent" (none may be written)."""
     def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
-                 report=True, timeout=300, same_output=False, sanitized=True):
+                 report=True, timeout=300, same_output=False, sanitized=True, preload=()):
         self.sanitized = sanitized  # False: only with the plain shim (its own LD_PRELOAD order)
+        self.preload = preload      # libraries preloaded before libcuresv.so
         self.name, self.argv, self.check = name, argv, check
         self.env, self.exit_code, self.stacks = env or {}, exit_code, stacks
         self.report, self.timeout, self.same_output = report, timeout, same_output
@@ -125,6 +126,17 @@ def check_pool_denial(report, out):
     if line not in out.splitlines():
         raise AssertionError("no warning line %r in %r" % (line, out[-400:]))
     return 0, 0, 0
+
+
+def check_wrapped(wrapper_calls):
+    def check(report, out):
+        expect("wrapper calls", program_count(out, "calls"), wrapper_calls)
+        shared = report["shared"]
+        expect("allocs (counted once)", shared["allocs"], 1)
+        expect("frees", shared["frees"], 1)
+        expect("unknown frees", report["unknown_frees"], 0)
+        return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+    return check
 
 
 def check_untouched_scan(report, out):
@@ -288,6 +300,9 @@ def cases(stack, bindir):
                                  "reports 1 device: nothing can be charged to it"),
                     env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=100K,pipe=200K,far=1K@3",
                              CURESV_CAPACITY="0=400K"), stacks=("sim",)))
+    out.append(Case("a cuMem wrapper linked after curesv", [b("wrapped_driver")], check_wrapped(0)))
+    out.append(Case("a cuMem wrapper preloaded before curesv", [b("wrapped_driver")],
+                    check_wrapped(2), preload=["libwrapmem.so"]))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
                     report=False))
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
@@ -342,7 +357,9 @@ def run_case(case, lib, stack, first=""):
         path = os.path.join(tmp, "report.json")
         env = dict(os.environ)
         env.update(case.env)
-        env.update({"LD_PRELOAD": (first + " " + lib).strip(), "CURESV_REPORT": "json",
+        before = " ".join(os.path.join(os.path.dirname(case.argv[0]), p) for p in case.preload)
+        env.update({"LD_PRELOAD": " ".join(x for x in (first, before, lib) if x),
+                    "CURESV_REPORT": "json",
                     "CURESV_REPORT_FILE": path})
         try:
             p = subprocess.run(case.argv, env=env, capture_output=True, text=True,
