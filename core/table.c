@@ -14,6 +14,7 @@
  */
 #include "table.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,20 +177,44 @@ static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *o
 	out->kind = (uint8_t)(meta & 0xff);
 }
 
-/* Finds the live slot holding `ptr`: returns its distance from home and its state, or false. */
-static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, uint64_t *state)
+/* Finds the live slot holding `ptr`: returns its distance from home and its state, or false. When
+ * `busy` is given and a slot holding `ptr` is BUSY (another thread is taking it out), its index and
+ * state go there (index UINT64_MAX when none is). */
+static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, uint64_t *state,
+		 uint64_t busy[2])
 {
 	uint64_t bound = atomic_load_explicit(bound_of(t, home), memory_order_acquire) & BOUND_MASK;
+	if (busy)
+		busy[0] = UINT64_MAX;
 	for (uint64_t d = 0; d <= bound; d++) {
 		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
 		/* acquire: pairs with the release that published this slot's key */
 		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
-		if (st_phase(st) == PHASE_LIVE &&
-		    atomic_load_explicit(&s->key, memory_order_relaxed) == ptr) {
+		if (st_phase(st) == PHASE_FREE ||
+		    atomic_load_explicit(&s->key, memory_order_relaxed) != ptr)
+			continue;
+		if (st_phase(st) == PHASE_LIVE) {
 			*dist = d;
 			*state = st;
 			return true;
 		}
+		if (busy && busy[0] == UINT64_MAX)
+			busy[0] = slot_at(t, home, d), busy[1] = st;
+	}
+	return false;
+}
+
+/* Waits (bounded, about a second) for a BUSY slot to leave the state it was seen in. Only a free
+ * racing another free of the same pointer comes here: it must learn whether the first one's real
+ * free succeeds (the entry goes) or fails (the entry comes back), not guess. */
+static bool wait_settled(curesv_table *t, const uint64_t busy[2])
+{
+	_Atomic uint64_t *state = &t->slots[busy[0]].state;
+	for (long spin = 0; spin < (1L << 20); spin++) {
+		if (atomic_load_explicit(state, memory_order_acquire) != busy[1])
+			return true;
+		if (spin > 64)
+			sched_yield();
 	}
 	return false;
 }
@@ -197,7 +222,7 @@ static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, u
 bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out)
 {
 	uint64_t home = home_of(t, ptr), d, st;
-	if (ptr == 0 || !find(t, ptr, home, &d, &st))
+	if (ptr == 0 || !find(t, ptr, home, &d, &st, NULL))
 		return false;
 	if (out)
 		fill_entry(&t->slots[slot_at(t, home, d)], st, out);
@@ -206,10 +231,15 @@ bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out)
 
 bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket)
 {
-	uint64_t home = home_of(t, ptr), d, st;
+	uint64_t home = home_of(t, ptr), d, st, busy_seen[2];
 	if (ptr == 0)
 		return false;
-	while (find(t, ptr, home, &d, &st)) {
+	for (;;) {
+		if (!find(t, ptr, home, &d, &st, busy_seen)) {
+			if (busy_seen[0] != UINT64_MAX && wait_settled(t, busy_seen))
+				continue;
+			return false;
+		}
 		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
 		uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_origin(st));
 		/* acquire: the payload read below is the one published with this occupancy */
@@ -221,7 +251,6 @@ bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_
 		*ticket = (curesv_ticket){ slot_at(t, home, d), home, d, st };
 		return true;
 	}
-	return false;
 }
 
 void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
@@ -256,7 +285,7 @@ bool curesv_table_remove(curesv_table *t, uint64_t ptr, curesv_entry *out)
 bool curesv_table_peek(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket)
 {
 	uint64_t home = home_of(t, ptr), d, st;
-	if (ptr == 0 || !find(t, ptr, home, &d, &st))
+	if (ptr == 0 || !find(t, ptr, home, &d, &st, NULL))
 		return false;
 	fill_entry(&t->slots[slot_at(t, home, d)], st, out);
 	*ticket = (curesv_ticket){ slot_at(t, home, d), home, d, st };

@@ -89,7 +89,9 @@ bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
 
 /* Removes `ptr` in two steps: take() claims the entry (lookups no longer see it; exactly one of
  * several concurrent takers of the same pointer wins), then commit() frees the slot, or restore()
- * makes the entry live again unchanged (e.g. when the real free failed). */
+ * makes the entry live again unchanged (e.g. when the real free failed). A taker that finds the
+ * entry claimed by another waits (about a second at most) for that commit or restore, so a double
+ * free racing a failing free sees the entry come back instead of missing it. */
 bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket);
 void curesv_table_commit(curesv_table *t, const curesv_ticket *ticket);
 void curesv_table_restore(curesv_table *t, const curesv_ticket *ticket);

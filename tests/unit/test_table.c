@@ -1,6 +1,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "helpers.h"
 #include "table.h"
@@ -446,4 +447,62 @@ Test(table, walk_beside_churn_reads_no_torn_entries, .timeout = 120)
 	cr_assert_gt(w.seen, 0);
 	cr_assert_eq(w.torn, 0, "%u torn entries", w.torn);
 	curesv_table_destroy(&t);
+}
+
+/* A second free of a pointer whose first free is still in flight waits for its outcome: if the first
+ * real free fails (restore), the second one takes the entry; if it succeeds (commit), the second
+ * finds nothing. Without the wait the second would miss the entry and a failed first free would
+ * leave a freed pointer booked as live. */
+struct waiter {
+	curesv_table *t;
+	uint64_t ptr;
+	_Atomic int done;
+	int won;
+};
+
+static void *second_free(void *arg)
+{
+	struct waiter *w = arg;
+	curesv_ticket tk;
+	w->won = curesv_table_take(w->t, w->ptr, NULL, &tk);
+	if (w->won)
+		curesv_table_commit(w->t, &tk);
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+static void racing_free(bool first_succeeds)
+{
+	curesv_table t;
+	cr_assert(curesv_table_init(&t, 64));
+	curesv_entry e = entry(BASE, 4096, 0x10000, 1);
+	cr_assert(curesv_table_insert(&t, &e));
+	curesv_ticket first;
+	cr_assert(curesv_table_take(&t, BASE, NULL, &first));
+	struct waiter w = { .t = &t, .ptr = BASE };
+	pthread_t th;
+	pthread_create(&th, NULL, second_free, &w);
+	struct timespec pause = { 0, 50 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
+	cr_assert_eq(atomic_load(&w.done), 0, "the second free must wait for the first one's outcome");
+	if (first_succeeds)
+		curesv_table_commit(&t, &first);
+	else
+		curesv_table_restore(&t, &first);
+	pthread_join(th, NULL);
+	cr_assert_eq(w.won, !first_succeeds);
+	curesv_table_stats_t st;
+	curesv_table_stats(&t, &st);
+	cr_assert_eq(st.live, 0, "the pointer is freed exactly once either way");
+	curesv_table_destroy(&t);
+}
+
+Test(table, second_free_waits_for_a_failing_first_free)
+{
+	racing_free(false);
+}
+
+Test(table, second_free_waits_for_a_succeeding_first_free)
+{
+	racing_free(true);
 }
