@@ -77,16 +77,27 @@ uint64_t curesv_ledger_set_capacity(curesv_ledger *l, int device, uint64_t bytes
 	return atomic_load_explicit(&d->capacity, memory_order_relaxed);
 }
 
-uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device)
+/* The shared pool's size: what capacity leaves after the reservations and the orphan tier (at
+ * least 0); INT64_MAX while the capacity is unknown. Enforcement holds the pool's live bytes to
+ * this, compared in the same CAS that adds them, so it is never read twice. */
+static int64_t pool_size(curesv_ledger *l, int device)
 {
 	struct curesv_device *d = &l->dev[device];
 	if (!atomic_load_explicit(&d->capacity_known, memory_order_acquire))
-		return UINT64_MAX;
-	int64_t left = (int64_t)atomic_load_explicit(&d->capacity, memory_order_relaxed) -
+		return INT64_MAX;
+	int64_t size = (int64_t)atomic_load_explicit(&d->capacity, memory_order_relaxed) -
 		       (int64_t)atomic_load_explicit(&d->reserved, memory_order_relaxed) -
-		       atomic_load_explicit(&d->orphan[CURESV_TIER_DEVICE], memory_order_relaxed) -
-		       w_bytes(atomic_load_explicit(&d->shared.word[CURESV_TIER_DEVICE],
-						    memory_order_relaxed));
+		       atomic_load_explicit(&d->orphan[CURESV_TIER_DEVICE], memory_order_relaxed);
+	return size > 0 ? size : 0;
+}
+
+uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device)
+{
+	int64_t size = pool_size(l, device);
+	if (size == INT64_MAX)
+		return UINT64_MAX;
+	int64_t left = size - w_bytes(atomic_load_explicit(&l->dev[device].shared.word[0],
+							   memory_order_relaxed));
 	return left > 0 ? (uint64_t)left : 0;
 }
 
@@ -305,11 +316,7 @@ static int64_t budget_of(curesv_ledger *l, uint32_t origin, int device)
 {
 	if (origin != CURESV_SHARED)
 		return (int64_t)l->res[curesv_handle_slot(origin)].size;
-	uint64_t head = curesv_ledger_pool_headroom(l, device);
-	if (head == UINT64_MAX)
-		return INT64_MAX;
-	return (int64_t)head + w_bytes(atomic_load_explicit(&l->dev[device].shared.word[0],
-							     memory_order_relaxed));
+	return pool_size(l, device);
 }
 
 /* A charge to a handle of another device, or to one no longer live, goes to the shared pool. */
@@ -528,17 +535,7 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 		return;
 	if (slot == 0) {
 		out->device = device;
-		/* The pool's size, capacity - reserved - orphan: not budget_of(), which reads as the
-		 * pool's own allocated bytes once those went past that size (observe mode). */
-		struct curesv_device *d = &l->dev[device];
-		int64_t pool = INT64_MAX;
-		if (atomic_load_explicit(&d->capacity_known, memory_order_acquire)) {
-			pool = (int64_t)atomic_load_explicit(&d->capacity, memory_order_relaxed) -
-			       (int64_t)atomic_load_explicit(&d->reserved, memory_order_relaxed) -
-			       atomic_load_explicit(&d->orphan[CURESV_TIER_DEVICE], memory_order_relaxed);
-			pool = pool > 0 ? pool : 0;
-		}
-		out->size = pool;
+		out->size = pool_size(l, device);
 		account_stats(l, &l->dev[device].shared, out);
 		return;
 	}

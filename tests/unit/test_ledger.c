@@ -1133,3 +1133,57 @@ Test(concurrency, release_racing_frees, .timeout = 120)
 	pthread_barrier_destroy(&r.end);
 	curesv_engine_destroy(&E);
 }
+
+/* Enforcement holds the shared pool to capacity - reserved - orphan under concurrency: the budget
+ * must not be read twice around other threads' charges (it once read the pool's live bytes again
+ * and let the peak run past capacity). */
+struct pool_hammer {
+	curesv_engine *e;
+	uint64_t base, rounds, seed;
+	uint64_t granted, denied;
+};
+
+static void *hammer_pool(void *arg)
+{
+	struct pool_hammer *h = arg;
+	for (uint64_t i = 0; i < h->rounds; i++) {
+		uint64_t bytes = (16 + rng_next(&h->seed) % 49) * KiB;
+		int r = eng_alloc(h->e, h->base + (i % 4) * PTR_STRIDE, bytes);
+		if (r == GRANTED) {
+			h->granted++;
+			cr_assert(eng_free(h->e, h->base + (i % 4) * PTR_STRIDE));
+		} else {
+			cr_assert_eq(r, DENIED);
+			h->denied++;
+		}
+	}
+	return NULL;
+}
+
+Test(ledger, enforce_holds_the_shared_pool_under_concurrency, .timeout = 120)
+{
+	enum { THREADS = 16 };
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_MODE=enforce");
+	struct pool_hammer h[THREADS];
+	pthread_t tid[THREADS];
+	for (int k = 0; k < THREADS; k++) {
+		h[k] = (struct pool_hammer){ &E, fake_ptr((uint64_t)k * 16), test_scale(20000),
+					     (uint64_t)k * 7919 + 1, 0, 0 };
+		pthread_create(&tid[k], NULL, hammer_pool, &h[k]);
+	}
+	uint64_t granted = 0, denied = 0;
+	for (int k = 0; k < THREADS; k++) {
+		pthread_join(tid[k], NULL);
+		granted += h[k].granted, denied += h[k].denied;
+	}
+	curesv_stats_t st;
+	curesv_ledger_stats(&E.ledger, CURESV_SHARED, 0, &st);
+	cr_assert_leq(st.peak, MiB, "shared pool peak %lld past its 1 MiB size", (long long)st.peak);
+	cr_assert_leq(atomic_load(&E.ledger.dev[0].peak), MiB, "device peak past capacity");
+	cr_assert_eq(st.allocs, granted);
+	cr_assert_eq(st.frees, granted);
+	cr_assert_eq(st.denied, denied);
+	cr_assert_eq(st.allocated, 0);
+	cr_assert_eq(st.over_budget, 0);
+	curesv_engine_destroy(&E);
+}
