@@ -161,6 +161,16 @@ static void reset_account(struct curesv_account *a)
 		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
 }
 
+/* Device bytes in use outside every live reservation: the orphan tier and the shared pool. A new
+ * reservation is carved out of what is left, or the device would be promised twice. */
+static uint64_t in_use_outside(struct curesv_device *d)
+{
+	int64_t n = atomic_load_explicit(&d->orphan[CURESV_TIER_DEVICE], memory_order_relaxed) +
+		    w_bytes(atomic_load_explicit(&d->shared.word[CURESV_TIER_DEVICE],
+						 memory_order_relaxed));
+	return n > 0 ? (uint64_t)n : 0;
+}
+
 curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t bytes, int device,
 				    uint32_t *handle)
 {
@@ -174,7 +184,8 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 	if (find_locked(l, name, false))
 		st = CURESV_ERR_NAME_TAKEN;
 	else if (atomic_load_explicit(&d->capacity_known, memory_order_acquire) &&
-		 reserved + bytes > atomic_load_explicit(&d->capacity, memory_order_relaxed))
+		 reserved + in_use_outside(d) + bytes >
+			 atomic_load_explicit(&d->capacity, memory_order_relaxed))
 		st = CURESV_ERR_CAPACITY;
 	else if ((slot = free_slot_locked(l)) < 0)
 		st = CURESV_ERR_CAPACITY;

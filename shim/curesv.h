@@ -72,10 +72,12 @@ typedef struct curesv_pool_stats {
 } curesv_pool_stats_t;
 
 /* Creates reservation `name` (1-31 of letters, digits, '_', '.', '-') of `bytes` on `device`, carved
- * out of the device's capacity: the shared pool shrinks by `bytes`.
+ * out of what the device has left: capacity minus the sizes of its live reservations, its orphan
+ * bytes and its shared pool's live bytes. The shared pool shrinks by `bytes`. Before the device's
+ * capacity is known (no CURESV_CAPACITY, no allocation on it yet) any size is accepted, and a
+ * warning follows once it is known if the reservations do not fit.
  * Errors: INVALID (also a device the driver does not have, once curesv has asked it), NAME_TAKEN,
- * CAPACITY (the sizes of the device's reservations would exceed its capacity, or 255 are live),
- * DISABLED. */
+ * CAPACITY (it does not fit, or 255 reservations are live), DISABLED. */
 CURESV_API curesv_status curesv_reserve(const char *name, size_t bytes, int device);
 
 /* Ends reservation `name` now. Its unused part (size - allocated, when positive) returns to the

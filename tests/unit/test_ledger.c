@@ -1187,3 +1187,31 @@ Test(ledger, enforce_holds_the_shared_pool_under_concurrency, .timeout = 120)
 	cr_assert_eq(st.over_budget, 0);
 	curesv_engine_destroy(&E);
 }
+
+/* A reservation is carved out of what the device has left: capacity minus the live reservations'
+ * sizes, the orphan tier and the shared pool's live bytes. Counting sizes alone would promise
+ * memory that released reservations' buffers or the shared pool still hold. */
+Test(ledger, reserve_counts_what_is_still_in_use)
+{
+	ENGINE(&E, "CURESV_CAPACITY=400K");
+	struct actor t;
+	actor_start(&t, &E, "worker");
+	cr_assert_eq(actor_alloc(&t, fake_ptr(1), 150 * KiB), GRANTED, "shared pool");
+	cr_assert_eq(curesv_engine_reserve(&E, "x", 250 * KiB, 0), CURESV_OK, "150 + 250 = 400");
+	cr_assert_eq(curesv_engine_reserve(&E, "y", 1, 0), CURESV_ERR_CAPACITY);
+	cr_assert(actor_free(&t, fake_ptr(1)));
+	cr_assert_eq(curesv_engine_reserve(&E, "y", 100 * KiB, 0), CURESV_OK, "250 + 100 = 350");
+	cr_assert_eq(actor_attach(&t, "x"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&t, fake_ptr(2), 200 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_release(&E, "x"), CURESV_OK);
+	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .orphan = 200 * KiB,
+		   .reserved = 100 * KiB, .headroom = 100 * KiB);
+	cr_assert_eq(curesv_engine_reserve(&E, "z", 150 * KiB, 0), CURESV_ERR_CAPACITY,
+		     "100 reserved + 200 orphan + 150 > 400");
+	cr_assert_eq(curesv_engine_reserve(&E, "z", 100 * KiB, 0), CURESV_OK);
+	cr_assert(actor_free(&t, fake_ptr(2)));
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 200 * KiB, .orphan = 0, .reserved = 200 * KiB,
+		   .headroom = 200 * KiB, .orphan_frees = 1);
+	actor_stop(&t);
+	curesv_engine_destroy(&E);
+}
