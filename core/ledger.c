@@ -17,6 +17,16 @@ static inline enum curesv_tier tier_of(uint8_t kind)
 	return kind == CURESV_KIND_HOST ? CURESV_TIER_HOST : CURESV_TIER_DEVICE;
 }
 
+static inline int res_device(struct curesv_reservation *r)
+{
+	return atomic_load_explicit(&r->device, memory_order_relaxed);
+}
+
+static inline uint64_t res_size(struct curesv_reservation *r)
+{
+	return atomic_load_explicit(&r->size, memory_order_relaxed);
+}
+
 static inline bool device_ok(int device)
 {
 	return device >= 0 && device < CURESV_MAX_DEVICES;
@@ -137,13 +147,27 @@ static bool name_ok(const char *name)
 	return true;
 }
 
+/* Can slot i take a new reservation? Not while one is live in it. Nor at the last generation
+ * before the 16-bit counter wraps (65535) while any buffer of an older generation of the slot is
+ * still live: the release would bring the generation back to values such buffers may carry, and
+ * their late frees would debit the slot instead of the orphan tier. Crossing the wrap only with no
+ * such buffer left means a generation is never reused while a buffer of it lives. */
+static bool slot_free_locked(curesv_ledger *l, int i)
+{
+	struct curesv_reservation *r = &l->res[i];
+	if (atomic_load_explicit(&r->state, memory_order_relaxed) == CURESV_RES_ACTIVE)
+		return false;
+	return w_gen(atomic_load_explicit(&r->acct.word[0], memory_order_relaxed)) != 0xffff ||
+	       atomic_load_explicit(&r->ghost, memory_order_relaxed) == 0;
+}
+
 /* A slot for a new reservation: never used, or released (round-robin, so one slot's generations
  * are spread over all of them and a stale handle is not soon mistaken for a new one). */
 static int free_slot_locked(curesv_ledger *l)
 {
 	for (int k = 0; k < CURESV_MAX_RESERVATIONS; k++) {
 		int i = 1 + (int)((l->cursor + (unsigned)k) % CURESV_MAX_RESERVATIONS);
-		if (atomic_load_explicit(&l->res[i].state, memory_order_relaxed) != CURESV_RES_ACTIVE) {
+		if (slot_free_locked(l, i)) {
 			l->cursor = (unsigned)i % CURESV_MAX_RESERVATIONS;
 			return i;
 		}
@@ -196,8 +220,8 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 		 * owner, which passed its generation check before that release, could still add one). */
 		reset_account(&r->acct);
 		unsigned gen = w_gen(atomic_load_explicit(&r->acct.word[0], memory_order_relaxed));
-		r->device = device;
-		r->size = bytes;
+		atomic_store_explicit(&r->device, device, memory_order_relaxed);
+		atomic_store_explicit(&r->size, bytes, memory_order_relaxed);
 		memset(r->name, 0, sizeof r->name);
 		strcpy(r->name, name);
 		r->created = ++l->created;
@@ -234,12 +258,14 @@ curesv_status curesv_ledger_release(curesv_ledger *l, const char *name)
 		pthread_mutex_unlock(&l->lock);
 		return CURESV_ERR_UNKNOWN_NAME;
 	}
-	struct curesv_device *d = &l->dev[r->device];
+	struct curesv_device *d = &l->dev[res_device(r)];
 	atomic_store_explicit(&r->state, CURESV_RES_RELEASED, memory_order_release);
-	for (int t = 0; t < CURESV_TIERS; t++)
-		atomic_fetch_add_explicit(&d->orphan[t], retire_word(&r->acct.word[t]),
-					  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&d->reserved, r->size, memory_order_relaxed);
+	for (int t = 0; t < CURESV_TIERS; t++) {
+		int64_t live = retire_word(&r->acct.word[t]);
+		atomic_fetch_add_explicit(&d->orphan[t], live, memory_order_relaxed);
+		atomic_fetch_add_explicit(&r->ghost, live, memory_order_relaxed);
+	}
+	atomic_fetch_sub_explicit(&d->reserved, res_size(r), memory_order_relaxed);
 	pthread_mutex_unlock(&l->lock);
 	return CURESV_OK;
 }
@@ -326,7 +352,7 @@ static bool view_add_limited(_Atomic int64_t *view, int64_t delta, int64_t limit
 static int64_t budget_of(curesv_ledger *l, uint32_t origin, int device)
 {
 	if (origin != CURESV_SHARED)
-		return (int64_t)l->res[curesv_handle_slot(origin)].size;
+		return (int64_t)res_size(&l->res[curesv_handle_slot(origin)]);
 	return pool_size(l, device);
 }
 
@@ -346,7 +372,7 @@ static uint32_t effective_origin(curesv_ledger *l, uint32_t origin, int device, 
 		*fell_back = true;
 		return CURESV_SHARED;
 	}
-	*wrong_device = r->device != device;
+	*wrong_device = res_device(r) != device;
 	return *wrong_device ? CURESV_SHARED : origin;
 }
 
@@ -431,6 +457,9 @@ static bool debit_word(curesv_ledger *l, uint32_t origin, int device, enum cures
 	if (word_add(&a->word[t], curesv_handle_gen(origin), -bytes, -1, &unused, &after))
 		return true;
 	atomic_fetch_sub_explicit(&l->dev[device].orphan[t], bytes, memory_order_relaxed);
+	unsigned slot = curesv_handle_slot(origin);
+	if (slot)
+		atomic_fetch_sub_explicit(&l->res[slot].ghost, bytes, memory_order_relaxed);
 	return false;
 }
 
@@ -469,9 +498,14 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, uint32_t calle
 	if (t != CURESV_TIER_DEVICE)
 		return;
 	atomic_fetch_sub_explicit(&d->allocated, bytes, memory_order_relaxed);
-	/* The per-thread scheme debits whatever the freeing thread is attached to. A caller handle
-	 * that dies right here may leave this one debit on its released account: diagnostic only. */
-	uint32_t view_of = curesv_ledger_handle_live(l, caller) ? caller : CURESV_SHARED;
+	/* The per-thread scheme debits whatever the freeing thread is attached to, if that is on this
+	 * device (as a charge would be). A caller handle that dies right here may leave this one debit
+	 * on its released account: diagnostic only. */
+	bool live = curesv_ledger_handle_live(l, caller);
+	uint32_t view_of = live && (caller == CURESV_SHARED ||
+				    res_device(&l->res[curesv_handle_slot(caller)]) == e->device)
+				   ? caller
+				   : CURESV_SHARED;
 	atomic_fetch_sub_explicit(&account_of(l, view_of, e->device)->caller_view, bytes,
 				  memory_order_relaxed);
 }
@@ -487,7 +521,7 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 	enum curesv_tier t = tier_of(e->kind);
 	struct curesv_account *a = account_of(l, to, e->device);
 	int64_t bytes = (int64_t)e->bytes, after;
-	int64_t budget = enforce && t == CURESV_TIER_DEVICE ? (int64_t)l->res[curesv_handle_slot(to)].size
+	int64_t budget = enforce && t == CURESV_TIER_DEVICE ? (int64_t)res_size(&l->res[curesv_handle_slot(to)])
 							    : -1;
 	bool over = false;
 	if (!word_add(&a->word[t], curesv_handle_gen(to), bytes, budget, &over, &after))
@@ -551,8 +585,8 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 		return;
 	}
 	struct curesv_reservation *r = &l->res[slot];
-	out->device = r->device;
-	out->size = (int64_t)r->size;
+	out->device = res_device(r);
+	out->size = (int64_t)res_size(r);
 	out->released = atomic_load_explicit(&r->state, memory_order_acquire) != CURESV_RES_ACTIVE;
 	account_stats(l, &r->acct, out);
 }
@@ -599,7 +633,7 @@ curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, cu
 	pthread_mutex_lock(&l->lock);
 	struct curesv_reservation *r = find_locked(l, name, true);
 	if (r)
-		curesv_ledger_stats(l, atomic_load_explicit(&r->handle, memory_order_relaxed), r->device,
+		curesv_ledger_stats(l, atomic_load_explicit(&r->handle, memory_order_relaxed), res_device(r),
 				    out);
 	pthread_mutex_unlock(&l->lock);
 	return r ? CURESV_OK : CURESV_ERR_UNKNOWN_NAME;

@@ -42,8 +42,11 @@ struct curesv_reservation {
 	struct curesv_account acct;
 	_Atomic uint32_t state;                 /* CURESV_RES_* */
 	_Atomic uint32_t handle;                /* of the reservation now (or last) in this slot */
-	int device;
-	uint64_t size;                          /* bytes */
+	/* Written under `lock` before the handle is published; read lock-free by charges, which check
+	 * the handle again afterwards: atomics, as a slot being reused may be read mid-update. */
+	_Atomic int device;
+	_Atomic uint64_t size;                  /* bytes */
+	_Atomic int64_t ghost;                  /* live bytes of this slot's released generations */
 	char name[CURESV_NAME_MAX];             /* written under `lock` only */
 	uint64_t created;                       /* order of creation (under `lock`): of several
 						   released reservations of one name, the latest */

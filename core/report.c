@@ -178,7 +178,7 @@ static void gather(curesv_engine *e, struct snapshot *s)
 		for (int i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
 			struct curesv_reservation *res = &l->res[i];
 			if (atomic_load_explicit(&res->state, memory_order_acquire) == CURESV_RES_UNUSED ||
-			    res->device != d)
+			    atomic_load_explicit(&res->device, memory_order_relaxed) != d)
 				continue;
 			add_row(e, s, atomic_load_explicit(&res->handle, memory_order_relaxed), d);
 		}

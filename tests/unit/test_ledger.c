@@ -1215,3 +1215,62 @@ Test(ledger, reserve_counts_what_is_still_in_use)
 	actor_stop(&t);
 	curesv_engine_destroy(&E);
 }
+
+/* A slot's 16-bit generation wraps after 65536 releases. It must not come back to the generation of
+ * a buffer that is still live, or that buffer's late free would debit the slot instead of draining
+ * the orphan tier: the slot is not reserved at its last generation while such a buffer lives. */
+Test(ledger, generation_wrap_never_confuses_a_late_free, .timeout = 120)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T");
+	char name[CURESV_NAME_MAX];
+	for (int i = 0; i < CURESV_MAX_RESERVATIONS - 1; i++) {
+		snprintf(name, sizeof name, "filler%d", i);
+		cr_assert_eq(curesv_engine_reserve(&E, name, KiB, 0), CURESV_OK);
+	}
+	struct actor t;
+	actor_start(&t, &E, "old");
+	cr_assert_eq(curesv_engine_reserve(&E, "a", MiB, 0), CURESV_OK);
+	uint32_t a = handle_of(&E, "a");
+	cr_assert_eq(curesv_handle_gen(a), 0);
+	cr_assert_eq(actor_attach(&t, "a"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&t, P, 4 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_release(&E, "a"), CURESV_OK);
+	/* the one free slot goes round its generations, up to the last one */
+	for (int i = 1; i < 65535; i++) {
+		cr_assert_eq(curesv_engine_reserve(&E, "b", KiB, 0), CURESV_OK, "cycle %d", i);
+		cr_assert_eq(curesv_handle_slot(handle_of(&E, "b")), curesv_handle_slot(a));
+		cr_assert_eq(curesv_engine_release(&E, "b"), CURESV_OK);
+	}
+	cr_assert_eq(curesv_engine_reserve(&E, "b", KiB, 0), CURESV_ERR_CAPACITY,
+		     "generation 65535 would wrap back to a's while a's buffer lives");
+	cr_assert(actor_free(&t, P));
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 4 * KiB, .orphan = 0,
+		   .reserved = (CURESV_MAX_RESERVATIONS - 1) * KiB,
+		   .headroom = (uint64_t)(TiB - (CURESV_MAX_RESERVATIONS - 1) * KiB), .orphan_frees = 1);
+	cr_assert_eq(curesv_engine_reserve(&E, "b", KiB, 0), CURESV_OK, "drained: it may wrap now");
+	cr_assert_eq(curesv_engine_release(&E, "b"), CURESV_OK);
+	cr_assert_eq(curesv_engine_reserve(&E, "victim", MiB, 0), CURESV_OK);
+	cr_assert_eq(handle_of(&E, "victim"), a, "a's very handle, and nothing live carries it");
+	EXPECT_RES(&E, "victim", .size = MiB);
+	actor_stop(&t);
+	curesv_engine_destroy(&E);
+}
+
+/* Caller-view bookkeeping follows the device like a charge does: a thread attached to a reservation
+ * of device 1 freeing on device 0 debits device 0's shared pool, not its reservation. */
+Test(ledger, caller_view_debit_stays_on_the_device)
+{
+	ENGINE(&E, "CURESV_CAPACITY=0=10M,1=10M", "CURESV_RESERVATIONS=a=4M@1");
+	struct actor t;
+	actor_start(&t, &E, "worker");
+	cr_assert_eq(actor_attach(&t, "a"), CURESV_OK);
+	for (uint64_t i = 0; i < 20; i++) {
+		cr_assert_eq(actor_alloc_ex(&t, 0, fake_ptr(i), MiB, CURESV_KIND_DEVICE, true), GRANTED);
+		cr_assert(actor_free(&t, fake_ptr(i)));
+	}
+	EXPECT_RES(&E, "a", .device = 1, .size = 4 * MiB);
+	EXPECT_HANDLE(&E, CURESV_SHARED, .device = 0, .size = 10 * MiB, .peak = MiB, .allocs = 20,
+		      .frees = 20);
+	actor_stop(&t);
+	curesv_engine_destroy(&E);
+}
