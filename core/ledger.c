@@ -17,6 +17,25 @@ static inline enum curesv_tier tier_of(uint8_t kind)
 	return kind == CURESV_KIND_HOST ? CURESV_TIER_HOST : CURESV_TIER_DEVICE;
 }
 
+static _Thread_local int locks_held;
+
+void curesv_lock(pthread_mutex_t *m)
+{
+	pthread_mutex_lock(m);
+	locks_held++;
+}
+
+void curesv_unlock(pthread_mutex_t *m)
+{
+	locks_held--;
+	pthread_mutex_unlock(m);
+}
+
+int curesv_locks_held(void)
+{
+	return locks_held;
+}
+
 static inline int res_device(struct curesv_reservation *r)
 {
 	return atomic_load_explicit(&r->device, memory_order_relaxed);
@@ -202,7 +221,7 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 		return CURESV_ERR_INVALID;
 	curesv_status st = CURESV_OK;
 	struct curesv_device *d = &l->dev[device];
-	pthread_mutex_lock(&l->lock);
+	curesv_lock(&l->lock);
 	uint64_t reserved = atomic_load_explicit(&d->reserved, memory_order_relaxed);
 	int slot;
 	if (find_locked(l, name, false))
@@ -234,7 +253,7 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 		if (handle)
 			*handle = h;
 	}
-	pthread_mutex_unlock(&l->lock);
+	curesv_unlock(&l->lock);
 	return st;
 }
 
@@ -252,10 +271,10 @@ curesv_status curesv_ledger_release(curesv_ledger *l, const char *name)
 {
 	if (!name_ok(name))
 		return CURESV_ERR_INVALID;
-	pthread_mutex_lock(&l->lock);
+	curesv_lock(&l->lock);
 	struct curesv_reservation *r = find_locked(l, name, false);
 	if (!r) {
-		pthread_mutex_unlock(&l->lock);
+		curesv_unlock(&l->lock);
 		return CURESV_ERR_UNKNOWN_NAME;
 	}
 	struct curesv_device *d = &l->dev[res_device(r)];
@@ -266,7 +285,7 @@ curesv_status curesv_ledger_release(curesv_ledger *l, const char *name)
 		atomic_fetch_add_explicit(&r->ghost, live, memory_order_relaxed);
 	}
 	atomic_fetch_sub_explicit(&d->reserved, res_size(r), memory_order_relaxed);
-	pthread_mutex_unlock(&l->lock);
+	curesv_unlock(&l->lock);
 	return CURESV_OK;
 }
 
@@ -274,11 +293,11 @@ curesv_status curesv_ledger_find(curesv_ledger *l, const char *name, uint32_t *h
 {
 	if (!name_ok(name))
 		return CURESV_ERR_INVALID;
-	pthread_mutex_lock(&l->lock);
+	curesv_lock(&l->lock);
 	struct curesv_reservation *r = find_locked(l, name, false);
 	if (r)
 		*handle = atomic_load_explicit(&r->handle, memory_order_relaxed);
-	pthread_mutex_unlock(&l->lock);
+	curesv_unlock(&l->lock);
 	return r ? CURESV_OK : CURESV_ERR_UNKNOWN_NAME;
 }
 
@@ -304,10 +323,10 @@ void curesv_ledger_name(curesv_ledger *l, uint32_t handle, char out[CURESV_NAME_
 	unsigned slot = curesv_handle_slot(handle);
 	if (slot == 0 || slot > CURESV_MAX_RESERVATIONS)
 		return;
-	pthread_mutex_lock(&l->lock);
+	curesv_lock(&l->lock);
 	if (atomic_load_explicit(&l->res[slot].handle, memory_order_relaxed) == handle)
 		memcpy(out, l->res[slot].name, CURESV_NAME_MAX);
-	pthread_mutex_unlock(&l->lock);
+	curesv_unlock(&l->lock);
 }
 
 /* ---- charge and debit (lock-free) ------------------------------------------------------------ */
@@ -630,11 +649,11 @@ curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, cu
 {
 	if (!name_ok(name) || !out)
 		return CURESV_ERR_INVALID;
-	pthread_mutex_lock(&l->lock);
+	curesv_lock(&l->lock);
 	struct curesv_reservation *r = find_locked(l, name, true);
 	if (r)
 		curesv_ledger_stats(l, atomic_load_explicit(&r->handle, memory_order_relaxed), res_device(r),
 				    out);
-	pthread_mutex_unlock(&l->lock);
+	curesv_unlock(&l->lock);
 	return r ? CURESV_OK : CURESV_ERR_UNKNOWN_NAME;
 }

@@ -150,6 +150,13 @@ curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, cu
  * slot; "shared" for CURESV_SHARED. */
 void curesv_ledger_name(curesv_ledger *l, uint32_t handle, char out[CURESV_NAME_MAX]);
 
+/* Every mutex curesv takes goes through these, which count the ones the calling thread holds: code
+ * that may run in the middle of curesv on the same thread (an exit handler reached from a signal
+ * handler) asks curesv_locks_held() before taking any. */
+void curesv_lock(pthread_mutex_t *m);
+void curesv_unlock(pthread_mutex_t *m);
+int curesv_locks_held(void);
+
 static inline unsigned curesv_handle_slot(uint32_t h) { return h >> 16; }
 static inline unsigned curesv_handle_gen(uint32_t h) { return h & 0xffffu; }
 

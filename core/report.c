@@ -517,18 +517,30 @@ static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s
 static pthread_mutex_t snapshot_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct snapshot snapshot;
 
+void curesv_report_fork_prepare(curesv_engine *e)
+{
+	curesv_lock(&snapshot_lock);
+	curesv_lock(&e->ledger.lock);
+}
+
+void curesv_report_fork_done(curesv_engine *e)
+{
+	curesv_unlock(&e->ledger.lock);
+	curesv_unlock(&snapshot_lock);
+}
+
 bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format format, long pid)
 {
 	if (format == CURESV_REPORT_OFF)
 		return true;
 	struct out o = { .fd = fd };
-	pthread_mutex_lock(&snapshot_lock);
+	curesv_lock(&snapshot_lock);
 	gather(e, &snapshot);
 	if (format == CURESV_REPORT_JSON)
 		write_json(e, &o, &snapshot, pid);
 	else
 		write_text(e, &o, &snapshot, pid);
-	pthread_mutex_unlock(&snapshot_lock);
+	curesv_unlock(&snapshot_lock);
 	out_flush(&o);
 	return !o.failed;
 }

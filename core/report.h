@@ -14,6 +14,11 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
  * cannot be written (one error line logged). */
 curesv_status curesv_report_emit(curesv_engine *e, long pid);
 
+/* Around fork(): take every lock the report and the ledger use, in the order they are taken, and
+ * give them back in parent and child, so a child never inherits one held by a thread it lacks. */
+void curesv_report_fork_prepare(curesv_engine *e);
+void curesv_report_fork_done(curesv_engine *e);
+
 /* "80 KiB", "1.5 MiB", "-80 KiB", "512 B": exact multiples print whole. */
 const char *curesv_format_bytes(int64_t bytes, char buf[32]);
 

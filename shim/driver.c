@@ -139,6 +139,15 @@ static const struct variant *variant_of_hook(const void *fn)
 	return NULL;
 }
 
+/* In a forked child: a lookup another thread had in progress will never finish there. */
+CURESV_HIDDEN void curesv_driver_after_fork(void);
+void curesv_driver_after_fork(void)
+{
+	int busy = 1;
+	atomic_compare_exchange_strong_explicit(&learned, &busy, 0, memory_order_relaxed,
+						memory_order_relaxed);
+}
+
 static bool is_hook(const void *fn)
 {
 	return variant_of_hook(fn) != NULL;

@@ -17,9 +17,40 @@ static _Atomic int reported;
 /* The process whose books these are: a forked child adopts them only once it makes a CUDA call. */
 static _Atomic pid_t owner;
 
+CURESV_HIDDEN void curesv_driver_after_fork(void);
+
+/* Set by before_fork when it took the engine's locks (only an active engine has them). */
+static bool fork_locked;
+
+static void before_fork(void)
+{
+	fork_locked = atomic_load_explicit(&state, memory_order_acquire) == ACTIVE;
+	if (fork_locked)
+		curesv_report_fork_prepare(&engine);
+}
+
+static void after_fork_parent(void)
+{
+	if (fork_locked)
+		curesv_report_fork_done(&engine);
+}
+
 static void after_fork_child(void)
 {
+	if (fork_locked)
+		curesv_report_fork_done(&engine);
+	/* A thread that was initialising the engine does not exist in the child: start again. */
+	int busy = INITIALISING;
+	atomic_compare_exchange_strong_explicit(&state, &busy, UNINIT, memory_order_relaxed,
+						memory_order_relaxed);
+	curesv_driver_after_fork();
 	atomic_store_explicit(&owner, 0, memory_order_relaxed);
+}
+
+/* Registered at load, before any thread can be inside curesv; runs nothing else. */
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
 static int init_state(void)
@@ -42,7 +73,6 @@ static int init_state(void)
 		return DISABLED;
 	if (!curesv_engine_init(&engine, &cfg))
 		return DISABLED;
-	pthread_atfork(NULL, NULL, after_fork_child);
 	atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
 	curesv_log(CURESV_LOG_INFO, "active: CURESV_MODE=%s, %u reservations, %lu table slots",
 		   cfg.mode == CURESV_MODE_ENFORCE ? "enforce" : "observe", cfg.n_reservations,
@@ -93,6 +123,14 @@ __attribute__((destructor)) static void report_at_exit(void)
 	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
 	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
 		return;
-	if (engine.cfg.report != CURESV_REPORT_OFF)
-		curesv_report_emit(&engine, (long)getpid());
+	if (engine.cfg.report == CURESV_REPORT_OFF)
+		return;
+	/* exit() called from a signal handler that interrupted curesv on this very thread: its locks
+	 * are held below us, and waiting for them would hang the exit. */
+	if (curesv_locks_held()) {
+		curesv_log(CURESV_LOG_ERROR, "exit() interrupted curesv itself (from a signal handler?): "
+			   "no report");
+		return;
+	}
+	curesv_report_emit(&engine, (long)getpid());
 }

@@ -303,6 +303,10 @@ def cases(stack, bindir):
     out.append(Case("a cuMem wrapper linked after curesv", [b("wrapped_driver")], check_wrapped(0)))
     out.append(Case("a cuMem wrapper preloaded before curesv", [b("wrapped_driver")],
                     check_wrapped(2), preload=["libwrapmem.so"]))
+    out.append(Case("fork while another thread is inside curesv", [b("fork_child"), "50"],
+                    check_nothing, report=False, timeout=120, stacks=("sim",)))
+    out.append(Case("exit() from a signal handler inside curesv", [b("exit_in_handler")],
+                    check_nothing, report=False, timeout=60))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
                     report=False))
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
