@@ -316,9 +316,16 @@ static bool parse_report_file(const char *v, curesv_config *c, struct bad *bad)
 	if (len >= sizeof c->report_file)
 		return failf(bad, v, len, "path too long (at most %zu bytes)",
 			     sizeof c->report_file - 1);
-	for (const char *s = v; (s = strchr(s, '%')); s += 2)
+	size_t pids = 0;
+	for (const char *s = v; (s = strchr(s, '%')); s += 2) {
 		if (s[1] != 'p' && s[1] != '%')
 			return fail(bad, v, len, "unknown %-sequence (only %p and %%)");
+		pids += s[1] == 'p';
+	}
+	/* Checked now, with the longest pid, rather than at exit when the report would be lost. */
+	if (len + pids * (sizeof "-9223372036854775808" - 3) >= sizeof c->report_file)
+		return failf(bad, v, len, "path too long once %%p is expanded (at most %zu bytes)",
+			     sizeof c->report_file - 1);
 	memcpy(c->report_file, v, len + 1);
 	return true;
 }
@@ -357,6 +364,27 @@ static void diag_add(curesv_diag *d, enum curesv_log_level level, const char *fm
 	vsnprintf(d->line[d->count].text, CURESV_DIAG_WIDTH, fmt, ap);
 	va_end(ap);
 	d->count++;
+}
+
+/* The offending text as it goes into an error line: control characters escaped (a value must not
+ * print lines of its own), and cut at 96 bytes with "..." so the reason always fits. */
+static void quote(const char *text, size_t len, char *out, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len && o + 8 < n; i++) {
+		unsigned char c = (unsigned char)text[i];
+		if (i == 96) {
+			o += (size_t)snprintf(out + o, n - o, "...");
+			break;
+		}
+		if (c == '\n')
+			o += (size_t)snprintf(out + o, n - o, "\\n");
+		else if (c < 0x20 || c == 0x7f)
+			o += (size_t)snprintf(out + o, n - o, "\\x%02x", c);
+		else
+			out[o++] = (char)c;
+	}
+	out[o] = '\0';
 }
 
 /* The one getter: the variable's value in `envp`, or NULL when unset. */
@@ -444,11 +472,14 @@ unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *
 		static curesv_config scratch;
 		scratch = *cfg;
 		struct bad bad;
-		if (options[i].parse(value, &scratch, &bad))
+		char shown[128];
+		if (options[i].parse(value, &scratch, &bad)) {
 			*cfg = scratch;
-		else
-			diag_add(diag, CURESV_LOG_ERROR, "%s: '%.*s': %s", options[i].name,
-				 (int)bad.len, bad.text, bad.reason);
+		} else {
+			quote(bad.text, bad.len, shown, sizeof shown);
+			diag_add(diag, CURESV_LOG_ERROR, "%s: '%s': %s", options[i].name, shown,
+				 bad.reason);
+		}
 		/* CURESV_ENABLE=0 is the off switch: nothing else is read, so a bad value elsewhere
 		 * can neither print nor abort (CURESV_STRICT). It is first in the table. */
 		if (!cfg->enable)

@@ -167,7 +167,8 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 	atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
 	CURESV_LOG_ONCE(CURESV_LOG_WARN, "origin table full (%" PRIu64 " slots): further allocations "
-			"are not tracked; raise CURESV_TABLE_SLOTS", e->table.mask + 1);
+			"are not tracked%s; raise CURESV_TABLE_SLOTS, or set CURESV_TABLE_FULL=fail",
+			e->table.mask + 1, enforcing(e) ? " nor held to any budget" : "");
 	return true;
 }
 

@@ -545,10 +545,8 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 	bool over = false;
 	if (!word_add(&a->word[t], curesv_handle_gen(to), bytes, budget, &over, &after))
 		return over ? CURESV_ERR_CAPACITY : CURESV_ERR_UNKNOWN_NAME;
-	if (t == CURESV_TIER_DEVICE) {
-		int64_t view = atomic_fetch_add_explicit(&a->caller_view, bytes, memory_order_relaxed);
-		max_update(&a->peak, l->attribution == CURESV_ATTRIBUTION_CALLER ? view + bytes : after);
-	}
+	if (t == CURESV_TIER_DEVICE)
+		atomic_fetch_add_explicit(&a->caller_view, bytes, memory_order_relaxed);
 	return CURESV_OK;
 }
 
@@ -564,13 +562,20 @@ void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, uint
 {
 	enum curesv_tier t = tier_of(e->kind);
 	struct curesv_account *from = account_of(l, e->origin, e->device);
+	struct curesv_account *a = account_of(l, to, e->device);
+	/* The peak moves only once the transfer took place: a cancelled one leaves no trace. */
+	if (t == CURESV_TIER_DEVICE)
+		max_update(&a->peak, l->attribution == CURESV_ATTRIBUTION_CALLER
+					     ? atomic_load_explicit(&a->caller_view, memory_order_relaxed)
+					     : w_bytes(atomic_load_explicit(&a->word[t],
+									    memory_order_relaxed)));
 	if (debit_word(l, e->origin, e->device, t, (int64_t)e->bytes)) {
 		bump(&from->transfers_out);
 		if (t == CURESV_TIER_DEVICE)
 			atomic_fetch_sub_explicit(&from->caller_view, (int64_t)e->bytes,
 						  memory_order_relaxed);
 	}
-	bump(&account_of(l, to, e->device)->transfers_in);
+	bump(&a->transfers_in);
 }
 
 /* ---- stats ------------------------------------------------------------------------------------- */

@@ -16,6 +16,7 @@
 
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 enum { PHASE_FREE = 0, PHASE_BUSY = 1, PHASE_LIVE = 2 };
@@ -64,10 +65,13 @@ bool curesv_table_init(curesv_table *t, uint64_t slots)
 	memset(t, 0, sizeof *t);
 	if (slots < 8 || (slots & (slots - 1)) || slots > (UINT64_C(1) << 30))
 		return false;
-	t->slots = aligned_alloc(64, slots * sizeof *t->slots);
-	if (!t->slots)
+	/* Fresh anonymous pages read as zero (all slots FREE) and cost memory only once touched: a
+	 * large CURESV_TABLE_SLOTS reserves address space, not resident memory. */
+	void *mem = mmap(NULL, slots * sizeof *t->slots, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
 		return false;
-	memset(t->slots, 0, slots * sizeof *t->slots);
+	t->slots = mem;
 	t->mask = slots - 1;
 	t->probe_limit = slots;
 	return true;
@@ -75,7 +79,8 @@ bool curesv_table_init(curesv_table *t, uint64_t slots)
 
 void curesv_table_destroy(curesv_table *t)
 {
-	free(t->slots);
+	if (t->slots)
+		munmap(t->slots, (t->mask + 1) * sizeof *t->slots);
 	t->slots = NULL;
 }
 

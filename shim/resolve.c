@@ -4,6 +4,7 @@
 #include <link.h>
 #include <string.h>
 
+#include "log.h"
 #include "shim.h"
 
 void *curesv_driver_symbol(const char *name)
@@ -21,14 +22,26 @@ void *curesv_driver_symbol(const char *name)
 	return curesv_real_dlsym(h, name);
 }
 
-static int find_cudart(struct dl_phdr_info *info, size_t size, void *out)
+struct cudarts {
+	const char *first;      /* path of the first libcudart.so* loaded */
+	const char *other;      /* one with another name, if any */
+};
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 {
+	struct cudarts *found = arg;
 	const char *slash = strrchr(info->dlpi_name, '/');
 	const char *base = slash ? slash + 1 : info->dlpi_name;
 	if (strncmp(base, "libcudart.so", 12) != 0)
 		return 0;
-	*(const char **)out = info->dlpi_name;
-	return 1;
+	if (!found->first) {
+		found->first = info->dlpi_name;
+	} else {
+		const char *s = strrchr(found->first, '/');
+		if (strcmp(s ? s + 1 : found->first, base) != 0)
+			found->other = info->dlpi_name;
+	}
+	return 0;
 }
 
 void *curesv_runtime_symbol(const char *name)
@@ -40,9 +53,15 @@ void *curesv_runtime_symbol(const char *name)
 		return fn;
 	/* One loaded privately (RTLD_LOCAL), e.g. by a Python extension module, still bound its
 	 * callers to curesv's definition: find it among the loaded objects. */
-	const char *path = NULL;
-	dl_iterate_phdr(find_cudart, &path);
-	void *h = path ? dlopen(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+	struct cudarts found = { NULL, NULL };
+	dl_iterate_phdr(find_cudart, &found);
+	/* curesv's runtime entry points stand for one runtime: with two major versions loaded, calls
+	 * from code built for the second would reach the first. */
+	if (found.other)
+		CURESV_LOG_ONCE(CURESV_LOG_WARN, "two CUDA runtimes are loaded (%s, %s): curesv forwards "
+				"runtime calls to the first; run with CURESV_ENABLE=0 if the other one's "
+				"callers misbehave", found.first, found.other);
+	void *h = found.first ? dlopen(found.first, RTLD_LAZY | RTLD_NOLOAD) : NULL;
 	return h ? curesv_real_dlsym(h, name) : NULL;
 }
 

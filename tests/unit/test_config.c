@@ -597,7 +597,16 @@ Test(config, report_file)
 	bad("CURESV_REPORT_FILE=%%%s", "CURESV_REPORT_FILE: '%%%s': unknown %-sequence (only %p and "
 	    "%%)");
 
-	/* 1023 bytes fit; 1024 do not (the line is cut at CURESV_DIAG_WIDTH) */
+	/* %p is checked with the longest pid at once, not when the report is due */
+	static char pidenv[2048], pidwant[4096];
+	int m = snprintf(pidenv, sizeof pidenv, "CURESV_REPORT_FILE=/");
+	memset(pidenv + m, 'p', 1010);
+	strcpy(pidenv + m + 1010, "-%p");
+	snprintf(pidwant, sizeof pidwant, "CURESV_REPORT_FILE: '%.96s...': path too long once %%p is "
+		 "expanded (at most 1023 bytes)", pidenv + strlen("CURESV_REPORT_FILE="));
+	bad(pidenv, pidwant);
+
+	/* 1023 bytes fit; 1024 do not (the quoted path is cut at 96 bytes, so the reason shows) */
 	static char env[2048], want[4096];
 	int n = snprintf(env, sizeof env, "CURESV_REPORT_FILE=/");
 	memset(env + n, 'a', 1022);
@@ -605,11 +614,9 @@ Test(config, report_file)
 	good(env);
 	cr_assert_eq(strlen(cfg.report_file), 1023);
 	strcat(env, "b");
-	snprintf(want, sizeof want, "CURESV_REPORT_FILE: '%s': path too long (at most 1023 bytes)",
-		 env + strlen("CURESV_REPORT_FILE="));
-	want[CURESV_DIAG_WIDTH - 1] = '\0';
+	snprintf(want, sizeof want, "CURESV_REPORT_FILE: '%.96s...': path too long (at most 1023 "
+		 "bytes)", env + strlen("CURESV_REPORT_FILE="));
 	bad(env, want);
-	cr_assert_eq(strlen(diag.line[0].text), CURESV_DIAG_WIDTH - 1);
 }
 
 /* ---- unknown variables, several problems at once --------------------------------------------------- */
@@ -726,4 +733,19 @@ Test(config, everything_at_once)
 	cr_assert_str_eq(cfg.report_file, "/tmp/r-%p.json");
 	cr_assert_eq(cfg.log_level, CURESV_LOG_INFO);
 	cr_assert(cfg.strict);
+}
+
+/* A bad value cannot forge log lines or push the reason out of its line. */
+Test(config, offending_text_is_escaped_and_cut)
+{
+	bad("CURESV_MODE=x\ncuresv: all good", "CURESV_MODE: 'x\\ncuresv: all good': expected "
+					     "observe or enforce");
+	bad("CURESV_MODE=a\tb\x7f", "CURESV_MODE: 'a\\x09b\\x7f': expected observe or enforce");
+	char env[400], want[300];
+	memset(env, 0, sizeof env);
+	strcpy(env, "CURESV_REPORT=");
+	memset(env + strlen(env), 'z', 300);
+	snprintf(want, sizeof want, "CURESV_REPORT: '%.96s...': expected text, json or off",
+		 env + strlen("CURESV_REPORT="));
+	bad(env, want);
 }

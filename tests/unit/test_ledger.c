@@ -684,6 +684,26 @@ Test(engine, failed_real_free_restores_the_entry)
 	curesv_engine_destroy(&E);
 }
 
+/* In enforce mode an untracked allocation escapes its budget too: the warning says so. */
+Test(engine, table_full_passthrough_in_enforce_mode_says_budgets_stop)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_TABLE_SLOTS=8", "CURESV_MODE=enforce");
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(eng_alloc(&E, fake_ptr(100 + (uint64_t)i), KiB), GRANTED);
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
+	cr_assert_eq(eng_alloc(&E, P, 900 * KiB), GRANTED, "untracked, so unchecked");
+	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 900 * KiB), GRANTED, "past the pool, unchecked");
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: origin table full (8 slots): further allocations are not "
+			 "tracked nor held to any budget; raise CURESV_TABLE_SLOTS, or set "
+			 "CURESV_TABLE_FULL=fail\n");
+	EXPECT_ENG(&E, .untracked_allocs = 2, .untracked_bytes = 1800 * KiB, .live = 8,
+		   .full_events = 2);
+	curesv_engine_destroy(&E);
+}
+
 static void fill_table(int n, uint64_t bytes)
 {
 	for (int i = 0; i < n; i++)
@@ -703,7 +723,8 @@ Test(engine, table_full_passthrough_counts_untracked)
 	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 60 * KiB), GRANTED);
 	capture_stop(&cap, log, sizeof log);
 	cr_assert_str_eq(log, "curesv: origin table full (8 slots): further allocations are not "
-			 "tracked; raise CURESV_TABLE_SLOTS\n", "logged once");
+			 "tracked; raise CURESV_TABLE_SLOTS, or set CURESV_TABLE_FULL=fail\n",
+			 "logged once");
 	EXPECT_ENG(&E, .untracked_allocs = 2, .untracked_bytes = 110 * KiB, .live = 8,
 		   .full_events = 2);
 	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
