@@ -202,98 +202,112 @@ KEYWORD_PARSER(parse_report, report, enum curesv_report_format, "text, json or o
 KEYWORD_PARSER(parse_log, log_level, enum curesv_log_level, "error, warn, info or debug", "error",
 	       "warn", "info", "debug")
 
-static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
+/* One KEY=VALUE item of a comma-separated list. */
+struct pair {
+	const char *item, *key, *value;
+	size_t len, key_len, value_len;
+};
+
+typedef bool (*pair_fn)(const struct pair *it, curesv_config *c, struct bad *bad);
+
+/* Calls fn on each KEY=VALUE item of list `v` ("" is an empty list); an empty item, or one without
+ * '=', is an error saying the item should look like `shape`. */
+static bool each_pair(const char *v, const char *shape, pair_fn fn, curesv_config *c,
+		      struct bad *bad)
 {
-	if (!strchr(v, '=')) {
-		const char *why = curesv_parse_size(v, strlen(v), &c->capacity_all);
-		if (why)
-			return fail(bad, v, strlen(v), why);
-		c->capacity_all_set = true;
-		return true;
-	}
-	const char *p = v, *item;
+	const char *p = *v ? v : NULL, *item;
 	while (p) {
 		size_t len = next_item(&p, &item);
 		if (empty_item(len, v, bad))
 			return false;
 		const char *eq = find_char(item, len, '=');
 		if (!eq)
-			return fail(bad, item, len, "expected DEVICE=SIZE");
-		int dev;
-		if (!parse_device(item, (size_t)(eq - item), &dev, bad, item, len))
+			return failf(bad, item, len, "expected %s", shape);
+		size_t key_len = (size_t)(eq - item);
+		struct pair it = { item, item, eq + 1, len, key_len, len - key_len - 1 };
+		if (!fn(&it, c, bad))
 			return false;
-		if (c->capacity_set[dev])
-			return fail(bad, item, len, "device given twice");
-		const char *why = curesv_parse_size(eq + 1, len - (size_t)(eq + 1 - item),
-						    &c->capacity[dev]);
-		if (why)
-			return fail(bad, item, len, why);
-		c->capacity_set[dev] = true;
 	}
+	return true;
+}
+
+static bool capacity_item(const struct pair *it, curesv_config *c, struct bad *bad)
+{
+	int dev;
+	if (!parse_device(it->key, it->key_len, &dev, bad, it->item, it->len))
+		return false;
+	if (c->capacity_set[dev])
+		return fail(bad, it->item, it->len, "device given twice");
+	const char *why = curesv_parse_size(it->value, it->value_len, &c->capacity[dev]);
+	if (why)
+		return fail(bad, it->item, it->len, why);
+	c->capacity_set[dev] = true;
+	return true;
+}
+
+static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
+{
+	if (strchr(v, '='))
+		return each_pair(v, "DEVICE=SIZE", capacity_item, c, bad);
+	const char *why = curesv_parse_size(v, strlen(v), &c->capacity_all);
+	if (why)
+		return fail(bad, v, strlen(v), why);
+	c->capacity_all_set = true;
+	return true;
+}
+
+static bool reservation_item(const struct pair *it, curesv_config *c, struct bad *bad)
+{
+	if (!valid_name(it->key, it->key_len))
+		return fail(bad, it->item, it->len, bad_name_reason);
+	const char *end = it->value + it->value_len;
+	const char *at = find_char(it->value, it->value_len, '@');
+	struct curesv_reservation_spec spec = { .device = 0 };
+	memcpy(spec.name, it->key, it->key_len);
+	const char *why = curesv_parse_size(it->value, (size_t)((at ? at : end) - it->value),
+					    &spec.size);
+	if (why)
+		return fail(bad, it->item, it->len, why);
+	/* curesv_reserve refuses 0 bytes: catch it here, where CURESV_STRICT applies */
+	if (spec.size == 0)
+		return fail(bad, it->item, it->len, "zero size");
+	if (at && !parse_device(at + 1, (size_t)(end - at - 1), &spec.device, bad, it->item, it->len))
+		return false;
+	for (unsigned i = 0; i < c->n_reservations; i++)
+		if (strcmp(c->reservations[i].name, spec.name) == 0)
+			return fail(bad, it->item, it->len, "name taken");
+	if (c->n_reservations == CURESV_MAX_RESERVATIONS)
+		return failf(bad, it->item, it->len, "too many reservations (at most %d)",
+			     CURESV_MAX_RESERVATIONS);
+	c->reservations[c->n_reservations++] = spec;
 	return true;
 }
 
 static bool parse_reservations(const char *v, curesv_config *c, struct bad *bad)
 {
-	const char *p = *v ? v : NULL, *item;
-	while (p) {
-		size_t len = next_item(&p, &item);
-		if (empty_item(len, v, bad))
-			return false;
-		const char *eq = find_char(item, len, '=');
-		if (!eq)
-			return fail(bad, item, len, "expected NAME=SIZE[@DEVICE]");
-		size_t name_len = (size_t)(eq - item);
-		if (!valid_name(item, name_len))
-			return fail(bad, item, len, bad_name_reason);
-		const char *size = eq + 1, *end = item + len;
-		const char *at = find_char(size, (size_t)(end - size), '@');
-		struct curesv_reservation_spec spec = { .device = 0 };
-		memcpy(spec.name, item, name_len);
-		const char *why = curesv_parse_size(size, (size_t)((at ? at : end) - size), &spec.size);
-		if (why)
-			return fail(bad, item, len, why);
-		/* curesv_reserve refuses 0 bytes: catch it here, where CURESV_STRICT applies */
-		if (spec.size == 0)
-			return fail(bad, item, len, "zero size");
-		if (at && !parse_device(at + 1, (size_t)(end - at - 1), &spec.device, bad, item, len))
-			return false;
-		for (unsigned i = 0; i < c->n_reservations; i++)
-			if (strcmp(c->reservations[i].name, spec.name) == 0)
-				return fail(bad, item, len, "name taken");
-		if (c->n_reservations == CURESV_MAX_RESERVATIONS)
-			return failf(bad, item, len, "too many reservations (at most %d)",
-				     CURESV_MAX_RESERVATIONS);
-		c->reservations[c->n_reservations++] = spec;
-	}
+	return each_pair(v, "NAME=SIZE[@DEVICE]", reservation_item, c, bad);
+}
+
+static bool attach_item(const struct pair *it, curesv_config *c, struct bad *bad)
+{
+	if (it->key_len == 0 || it->key_len >= CURESV_GLOB_MAX)
+		return failf(bad, it->item, it->len, "pattern must be 1-%d characters",
+			     CURESV_GLOB_MAX - 1);
+	if (!valid_name(it->value, it->value_len))
+		return fail(bad, it->item, it->len, bad_name_reason);
+	if (c->n_rules == CURESV_MAX_ATTACH_RULES)
+		return failf(bad, it->item, it->len, "too many rules (at most %d)",
+			     CURESV_MAX_ATTACH_RULES);
+	struct curesv_attach_rule *r = &c->rules[c->n_rules++];
+	memset(r, 0, sizeof *r);
+	memcpy(r->glob, it->key, it->key_len);
+	memcpy(r->name, it->value, it->value_len);
 	return true;
 }
 
 static bool parse_attach(const char *v, curesv_config *c, struct bad *bad)
 {
-	const char *p = *v ? v : NULL, *item;
-	while (p) {
-		size_t len = next_item(&p, &item);
-		if (empty_item(len, v, bad))
-			return false;
-		const char *eq = find_char(item, len, '=');
-		if (!eq)
-			return fail(bad, item, len, "expected GLOB=NAME");
-		size_t glob_len = (size_t)(eq - item), name_len = len - glob_len - 1;
-		if (glob_len == 0 || glob_len >= CURESV_GLOB_MAX)
-			return failf(bad, item, len, "pattern must be 1-%d characters",
-				     CURESV_GLOB_MAX - 1);
-		if (!valid_name(eq + 1, name_len))
-			return fail(bad, item, len, bad_name_reason);
-		if (c->n_rules == CURESV_MAX_ATTACH_RULES)
-			return failf(bad, item, len, "too many rules (at most %d)",
-				     CURESV_MAX_ATTACH_RULES);
-		struct curesv_attach_rule *r = &c->rules[c->n_rules++];
-		memset(r, 0, sizeof *r);
-		memcpy(r->glob, item, glob_len);
-		memcpy(r->name, eq + 1, name_len);
-	}
-	return true;
+	return each_pair(v, "GLOB=NAME", attach_item, c, bad);
 }
 
 static bool parse_table_slots(const char *v, curesv_config *c, struct bad *bad)

@@ -385,9 +385,8 @@ static uint32_t effective_origin(curesv_ledger *l, uint32_t origin, int device, 
 	if (slot == 0 || slot > CURESV_MAX_RESERVATIONS)
 		return CURESV_SHARED;
 	struct curesv_reservation *r = &l->res[slot];
-	/* acquire: pairs with the release in reserve, so r->device and r->size are this handle's */
-	if (atomic_load_explicit(&r->handle, memory_order_acquire) != origin ||
-	    atomic_load_explicit(&r->state, memory_order_acquire) != CURESV_RES_ACTIVE) {
+	/* its acquire loads pair with the release in reserve: r->device is this handle's */
+	if (!curesv_ledger_handle_live(l, origin)) {
 		*fell_back = true;
 		return CURESV_SHARED;
 	}

@@ -252,12 +252,16 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* Declares `real`, the driver function hook_<sym> forwards to, or returns when there is none. */
+#define FORWARD_TO(sym)                                                                       \
+	__typeof__(&hook_##sym) real = forward_of(V_##sym);                                   \
+	if (!real)                                                                            \
+		return no_driver(V_##sym)
+
 #define ALLOC_HOOK(sym, kind, bytes, out, params, args)                                       \
 	static CUresult hook_##sym params                                                     \
 	{                                                                                     \
-		__typeof__(&hook_##sym) real = forward_of(V_##sym);                           \
-		if (!real)                                                                    \
-			return no_driver(V_##sym);                                            \
+		FORWARD_TO(sym);                                                              \
 		struct curesv_call c;                                                         \
 		if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, kind, bytes))                 \
 			return CUDA_ERROR_OUT_OF_MEMORY;                                      \
@@ -268,9 +272,7 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 #define FREE_HOOK(sym, ptr, params, args)                                                     \
 	static CUresult hook_##sym params                                                     \
 	{                                                                                     \
-		__typeof__(&hook_##sym) real = forward_of(V_##sym);                           \
-		if (!real)                                                                    \
-			return no_driver(V_##sym);                                            \
+		FORWARD_TO(sym);                                                              \
 		struct curesv_call c;                                                         \
 		curesv_call_free(&c, CURESV_LAYER_DRIVER, (uint64_t)(uintptr_t)(ptr));        \
 		CUresult r = real args;                                                       \
@@ -306,9 +308,7 @@ FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (CUdeviceptr dptr, CUstream hStream), (dptr
 static CUresult hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 					size_t Height, unsigned int ElementSizeBytes)
 {
-	__typeof__(&hook_cuMemAllocPitch_v2) real = forward_of(V_cuMemAllocPitch_v2);
-	if (!real)
-		return no_driver(V_cuMemAllocPitch_v2);
+	FORWARD_TO(cuMemAllocPitch_v2);
 	uint64_t bytes;
 	if (__builtin_mul_overflow((uint64_t)WidthInBytes, (uint64_t)Height, &bytes))
 		bytes = UINT64_MAX;

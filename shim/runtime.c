@@ -65,12 +65,16 @@ static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t p
 	return cudaErrorMemoryAllocation;
 }
 
+/* Declares `real`, the runtime's own <sym>, or returns when it cannot be found. */
+#define FORWARD_TO(sym, params)                                                               \
+	cudaError_t(*real) params = curesv_real_runtime(&real_##sym);                         \
+	if (!real)                                                                            \
+		return no_runtime(#sym)
+
 #define ALLOC_HOOK(sym, kind, bytes, out, params, args)                                       \
 	CURESV_EXPORT cudaError_t sym params                                                  \
 	{                                                                                     \
-		cudaError_t(*real) params = curesv_real_runtime(&real_##sym);                 \
-		if (!real)                                                                    \
-			return no_runtime(#sym);                                              \
+		FORWARD_TO(sym, params);                                                      \
 		struct curesv_call c;                                                         \
 		if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, kind, bytes))                \
 			return cudaErrorMemoryAllocation;                                     \
@@ -81,9 +85,7 @@ static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t p
 #define FREE_HOOK(sym, ptr, params, args)                                                     \
 	CURESV_EXPORT cudaError_t sym params                                                  \
 	{                                                                                     \
-		cudaError_t(*real) params = curesv_real_runtime(&real_##sym);                 \
-		if (!real)                                                                    \
-			return no_runtime(#sym);                                              \
+		FORWARD_TO(sym, params);                                                      \
 		struct curesv_call c;                                                         \
 		curesv_call_free(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr));       \
 		cudaError_t r = real args;                                                    \
@@ -97,10 +99,7 @@ RT_FREES(FREE_HOOK)
 /* Pitched: the budget is checked on width * height; the books keep pitch * height. */
 CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
-	cudaError_t (*real)(void **, size_t *, size_t, size_t) =
-		curesv_real_runtime(&real_cudaMallocPitch);
-	if (!real)
-		return no_runtime("cudaMallocPitch");
+	FORWARD_TO(cudaMallocPitch, (void **, size_t *, size_t, size_t));
 	uint64_t bytes;
 	if (__builtin_mul_overflow((uint64_t)width, (uint64_t)height, &bytes))
 		bytes = UINT64_MAX;

@@ -225,6 +225,22 @@ static inline bool actor_free(struct actor *a, uint64_t ptr)
 	return actor_free_ex(a, ptr, true);
 }
 
+/* The hand-off's two stages: "scan-thread" attached to reservation "scan", "pipe-thread" to
+ * "pipe". */
+static inline void stages_start(curesv_engine *e, struct actor *scan, struct actor *pipe)
+{
+	actor_start(scan, e, "scan-thread");
+	actor_start(pipe, e, "pipe-thread");
+	cr_assert_eq(actor_attach(scan, "scan"), CURESV_OK);
+	cr_assert_eq(actor_attach(pipe, "pipe"), CURESV_OK);
+}
+
+static inline void stages_stop(struct actor *scan, struct actor *pipe)
+{
+	actor_stop(scan);
+	actor_stop(pipe);
+}
+
 static inline uint32_t actor_origin(struct actor *a)
 {
 	return (uint32_t)actor_run(a, ACT_ORIGIN);
@@ -397,6 +413,89 @@ static inline void race_before_release(struct race_sync *s)
 static inline void race_after_release(struct race_sync *s)
 {
 	atomic_store(&s->released, 1);
+}
+
+/* Release racing frees: RACE_FREERS threads ("freer-N", attached to `freer_attach` unless NULL)
+ * each free `per` pointers of ptr[] while a "releaser" thread releases reservation `victim`, one
+ * round per release_race_round(); the main thread reserves `victim` and fills ptr[] in between. */
+#define RACE_FREERS 32
+#define RACE_MAX_PER 2
+
+struct release_race;
+struct release_racer {
+	struct release_race *r;
+	int id;                 /* 0..RACE_FREERS-1 free, RACE_FREERS releases */
+};
+
+struct release_race {
+	curesv_engine *e;
+	const char *victim, *freer_attach;
+	unsigned per;
+	uint64_t rounds;
+	uint64_t ptr[RACE_FREERS * RACE_MAX_PER];
+	_Atomic unsigned errors;
+	pthread_barrier_t start, end;
+	struct race_sync sync;
+	struct release_racer who[RACE_FREERS + 1];
+	pthread_t tid[RACE_FREERS + 1];
+};
+
+static inline void *release_racer_main(void *arg)
+{
+	struct release_racer *me = arg;
+	struct release_race *r = me->r;
+	char name[16];
+	snprintf(name, sizeof name, me->id == RACE_FREERS ? "releaser" : "freer-%d", me->id);
+	pthread_setname_np(pthread_self(), name);
+	if (me->id < RACE_FREERS && r->freer_attach &&
+	    curesv_thread_attach(r->freer_attach) != CURESV_OK)
+		atomic_fetch_add(&r->errors, 1);
+	for (uint64_t round = 0; round < r->rounds; round++) {
+		pthread_barrier_wait(&r->start);
+		if (me->id == RACE_FREERS) {
+			race_before_release(&r->sync);
+			if (curesv_engine_release(r->e, r->victim) != CURESV_OK)
+				atomic_fetch_add(&r->errors, 1);
+			race_after_release(&r->sync);
+		} else {
+			race_before_free(&r->sync);
+			for (unsigned k = 0; k < r->per; k++) {
+				if (!eng_free(r->e, r->ptr[(unsigned)me->id * r->per + k]))
+					atomic_fetch_add(&r->errors, 1);
+				race_after_free(&r->sync);
+			}
+		}
+		pthread_barrier_wait(&r->end);
+	}
+	return NULL;
+}
+
+static inline void release_race_start(struct release_race *r)
+{
+	cr_assert_leq(r->per, RACE_MAX_PER);
+	pthread_barrier_init(&r->start, NULL, RACE_FREERS + 2);
+	pthread_barrier_init(&r->end, NULL, RACE_FREERS + 2);
+	for (int k = 0; k <= RACE_FREERS; k++) {
+		r->who[k] = (struct release_racer){ r, k };
+		pthread_create(&r->tid[k], NULL, release_racer_main, &r->who[k]);
+	}
+}
+
+/* Runs one round: every pointer freed, the victim released. */
+static inline void release_race_round(struct release_race *r, uint64_t round)
+{
+	race_reset(&r->sync, round, RACE_FREERS * r->per);
+	pthread_barrier_wait(&r->start);
+	pthread_barrier_wait(&r->end);
+	cr_assert_eq(atomic_load(&r->errors), 0, "round %lu", (unsigned long)round);
+}
+
+static inline void release_race_stop(struct release_race *r)
+{
+	for (int k = 0; k <= RACE_FREERS; k++)
+		pthread_join(r->tid[k], NULL);
+	pthread_barrier_destroy(&r->start);
+	pthread_barrier_destroy(&r->end);
 }
 
 /* ---- capturing fd 2 (curesv_log writes there with write(2)) -------------------------------------- */

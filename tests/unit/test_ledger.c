@@ -22,10 +22,7 @@ Test(ledger, handoff_debits_the_origin)
 {
 	ENGINE(&E, HANDOFF_ENV);
 	struct actor scan, pipe;
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 	EXPECT_RES(&E, "scan", .size = 100 * KiB);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB);
 	EXPECT_SHARED(&E, .size = 100 * KiB);
@@ -51,8 +48,7 @@ Test(ledger, handoff_debits_the_origin)
 	EXPECT_ENG(&E, .live = 0);
 	cr_assert_eq(curesv_ledger_origin_bytes(&E.ledger, handle_of(&E, "scan"), 0), 0);
 	cr_assert_eq(curesv_ledger_origin_bytes(&E.ledger, handle_of(&E, "pipe"), 0), 0);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -60,10 +56,7 @@ Test(ledger, handoff_under_caller_attribution_shows_the_bug)
 {
 	ENGINE(&E, HANDOFF_ENV, "CURESV_ATTRIBUTION=caller");
 	struct actor scan, pipe;
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
 	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
 		   .caller_view = 80 * KiB, .allocs = 1);
@@ -80,8 +73,7 @@ Test(ledger, handoff_under_caller_attribution_shows_the_bug)
 	cr_assert_eq(curesv_ledger_origin_bytes(&E.ledger, handle_of(&E, "pipe"), 0), 0);
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
 		   .headroom = 100 * KiB);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -126,10 +118,7 @@ Test(ledger, enforce_shared_pool_is_capacity_minus_reservations_minus_orphan)
 	ENGINE(&E, HANDOFF_ENV, "CURESV_MODE=enforce");
 	struct actor main_, scan, pipe;
 	actor_start(&main_, &E, "unattached");
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 
 	cr_assert_eq(actor_alloc(&main_, fake_ptr(1), 70 * KiB), GRANTED);
 	cr_assert_eq(actor_alloc(&main_, fake_ptr(2), 30 * KiB), GRANTED);
@@ -172,8 +161,7 @@ Test(ledger, enforce_shared_pool_is_capacity_minus_reservations_minus_orphan)
 	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .orphan = 0,
 		   .reserved = 200 * KiB, .headroom = 0, .orphan_frees = 1);
 	actor_stop(&main_);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -263,10 +251,7 @@ Test(ledger, release_returns_the_unused_part_and_orphans_live_bytes)
 {
 	ENGINE(&E, HANDOFF_ENV);
 	struct actor scan, pipe;
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
 	cr_assert_eq(actor_alloc(&pipe, fake_ptr(2), 50 * KiB), GRANTED);
 	EXPECT_DEV(&E, 0, .allocated = 130 * KiB, .peak = 130 * KiB, .reserved = 300 * KiB,
@@ -318,8 +303,7 @@ Test(ledger, release_returns_the_unused_part_and_orphans_live_bytes)
 	cr_assert_eq(actor_origin(&scan), CURESV_SHARED);
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 130 * KiB, .orphan = 0, .reserved = 60 * KiB,
 		   .headroom = 340 * KiB, .orphan_frees = 2);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -466,10 +450,7 @@ Test(ledger, transfer_moves_the_origin)
 {
 	ENGINE(&E, HANDOFF_ENV);
 	struct actor scan, pipe;
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
 
 	cr_assert_eq(curesv_engine_transfer(&E, P, "pipe"), CURESV_OK);
@@ -509,8 +490,7 @@ Test(ledger, transfer_moves_the_origin)
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .peak = 80 * KiB,
 		   .caller_view = 0, .frees = 1, .cross = 1, .tin = 1);
 	EXPECT_RES(&E, "elsewhere", .size = 100 * KiB, .device = 1);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -518,10 +498,7 @@ Test(ledger, transfer_in_enforce_mode_respects_the_size)
 {
 	ENGINE(&E, HANDOFF_ENV, "CURESV_MODE=enforce");
 	struct actor scan, pipe;
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 	cr_assert_eq(actor_alloc(&pipe, fake_ptr(1), 150 * KiB), GRANTED);
 	cr_assert_eq(actor_alloc(&scan, fake_ptr(2), 80 * KiB), GRANTED);
 	cr_assert_eq(actor_alloc(&scan, fake_ptr(3), 20 * KiB), GRANTED);
@@ -539,8 +516,7 @@ Test(ledger, transfer_in_enforce_mode_respects_the_size)
 	cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(1), "scan"), CURESV_ERR_CAPACITY);
 	EXPECT_DEV(&E, 0, .allocated = 250 * KiB, .peak = 250 * KiB, .reserved = 300 * KiB,
 		   .headroom = 100 * KiB);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -548,10 +524,7 @@ Test(ledger, transfer_out_of_a_released_reservation_drains_the_orphan_tier)
 {
 	ENGINE(&E, HANDOFF_ENV);
 	struct actor scan, pipe;
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
 	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
 	cr_assert_eq(curesv_engine_transfer(&E, P, "scan"), CURESV_ERR_UNKNOWN_NAME, "released");
@@ -569,8 +542,7 @@ Test(ledger, transfer_out_of_a_released_reservation_drains_the_orphan_tier)
 		   .headroom = 200 * KiB);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .peak = 80 * KiB,
 		   .caller_view = 0, .frees = 1, .cross = 1, .tin = 1);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -651,10 +623,7 @@ Test(engine, failed_real_free_restores_the_entry)
 {
 	ENGINE(&E, HANDOFF_ENV);
 	struct actor scan, pipe;
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
 	curesv_entry before, after;
 	cr_assert(curesv_table_lookup(&E.table, P, &before));
@@ -679,8 +648,7 @@ Test(engine, failed_real_free_restores_the_entry)
 		   .allocs = 1, .frees = 1, .cross = 1);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .caller_view = -80 * KiB);
 	EXPECT_ENG(&E, .live = 0);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -796,10 +764,7 @@ Test(engine, stale_entry_is_settled)
 {
 	ENGINE(&E, HANDOFF_ENV);
 	struct actor scan, pipe;
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe);
 	cr_assert_eq(actor_alloc(&scan, P, 80 * KiB), GRANTED);
 	/* the free of P went unseen; the driver hands P out again */
 	cr_assert_eq(actor_alloc(&pipe, P, 32 * KiB), GRANTED);
@@ -821,8 +786,7 @@ Test(engine, stale_entry_is_settled)
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
 		   .headroom = 100 * KiB);
 	EXPECT_ENG(&E, .stale_entries = 1, .live = 0);
-	actor_stop(&scan);
-	actor_stop(&pipe);
+	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
 
@@ -1041,62 +1005,20 @@ Test(concurrency, random_handoffs_enforce, .timeout = 120)
 
 /* ---- concurrency: release racing frees ---------------------------------------------------------- */
 
-enum { RF = 32, PER = 2 };      /* freeing threads; pointers each frees per round */
+enum { RF = RACE_FREERS, PER = 2 };      /* freeing threads; pointers each frees per round */
 
-struct race {
-	curesv_engine *e;
-	uint64_t rounds;
-	pthread_barrier_t start, end;
-	uint64_t ptr[RF * PER];
-	_Atomic unsigned errors;
-	struct race_sync sync;
-};
-
-struct racer {
-	struct race *r;
-	int id;                 /* 0..RF-1 free, RF releases */
-};
-
-static void *race_thread(void *arg)
-{
-	struct racer *me = arg;
-	struct race *r = me->r;
-	for (uint64_t round = 0; round < r->rounds; round++) {
-		pthread_barrier_wait(&r->start);
-		if (me->id == RF) {
-			race_before_release(&r->sync);
-			if (curesv_engine_release(r->e, "victim") != CURESV_OK)
-				atomic_fetch_add(&r->errors, 1);
-			race_after_release(&r->sync);
-		} else {
-			race_before_free(&r->sync);
-			for (int k = 0; k < PER; k++) {
-				if (!eng_free(r->e, r->ptr[me->id * PER + k]))
-					atomic_fetch_add(&r->errors, 1);
-				race_after_free(&r->sync);
-			}
-		}
-		pthread_barrier_wait(&r->end);
-	}
-	return NULL;
-}
-
-/* 32 threads free a reservation's pointers while another releases it. Whichever side of the
- * release each free lands on, the device total and the orphan tier come back to their baseline
- * and nothing else moves (race_sync: how the rounds are ordered). Shared with test_timelines.c's timeline 6 in spirit, kept apart here
- * with a bystander reservation and the shared pool checked too. */
+/* 32 unattached threads free a reservation's pointers, two each, while another releases it.
+ * Whichever side of the release each free lands on, the device total and the orphan tier come back
+ * to their baseline and nothing else moves: a bystander reservation and the shared pool are checked
+ * too (race_sync: how the rounds are ordered). test_timelines.c's timeline 6 runs the same race
+ * with the freeing threads attached to R_pipe. */
 Test(concurrency, release_racing_frees, .timeout = 120)
 {
 	ENGINE(&E, "CURESV_CAPACITY=64M", "CURESV_RESERVATIONS=keep=8M");
-	struct race r = { .e = &E, .rounds = test_scale(500) };
-	pthread_barrier_init(&r.start, NULL, RF + 2);
-	pthread_barrier_init(&r.end, NULL, RF + 2);
-	static struct racer racers[RF + 1];
-	pthread_t tid[RF + 1];
-	for (int k = 0; k <= RF; k++) {
-		racers[k] = (struct racer){ &r, k };
-		pthread_create(&tid[k], NULL, race_thread, &racers[k]);
-	}
+	static struct release_race r;
+	r = (struct release_race){ .e = &E, .victim = "victim", .per = PER,
+				   .rounds = test_scale(500) };
+	release_race_start(&r);
 	/* a bystander: a reservation with a live allocation */
 	cr_assert_eq(curesv_thread_attach("keep"), CURESV_OK);
 	cr_assert_eq(eng_alloc(&E, fake_ptr(0), 3 * MiB), GRANTED);
@@ -1121,9 +1043,7 @@ Test(concurrency, release_racing_frees, .timeout = 120)
 		EXPECT_DEV(&E, 0, .allocated = 3 * MiB + bytes, .peak = peak, .reserved = 12 * MiB,
 			   .headroom = 52 * MiB, .orphan_frees = orphan_frees);
 
-		race_reset(&r.sync, round, RF * PER);
-		pthread_barrier_wait(&r.start);
-		pthread_barrier_wait(&r.end);
+		release_race_round(&r, round);
 
 		freed += bytes;
 		curesv_stats_t st;
@@ -1143,15 +1063,11 @@ Test(concurrency, release_racing_frees, .timeout = 120)
 			   .peak = keep.peak, .caller_view = keep.caller_view, .allocs = keep.allocs);
 		EXPECT_SHARED(&E, .size = 56 * MiB, .caller_view = -freed);
 		EXPECT_ENG(&E, .live = 1);
-		cr_assert_eq(atomic_load(&r.errors), 0, "round %lu", (unsigned long)round);
 	}
 	/* frees landed on both sides of the release (race_sync sees to it) */
 	cr_assert_gt(orphan_frees, 0);
 	cr_assert_lt(orphan_frees, r.rounds * RF * PER);
-	for (int k = 0; k <= RF; k++)
-		pthread_join(tid[k], NULL);
-	pthread_barrier_destroy(&r.start);
-	pthread_barrier_destroy(&r.end);
+	release_race_stop(&r);
 	curesv_engine_destroy(&E);
 }
 

@@ -19,16 +19,12 @@ static struct actor scan, pipe_;
 
 static void start_threads(void)
 {
-	actor_start(&scan, &E, "scan-thread");
-	actor_start(&pipe_, &E, "pipe-thread");
-	cr_assert_eq(actor_attach(&scan, "scan"), CURESV_OK);
-	cr_assert_eq(actor_attach(&pipe_, "pipe"), CURESV_OK);
+	stages_start(&E, &scan, &pipe_);
 }
 
 static void stop_threads(void)
 {
-	actor_stop(&scan);
-	actor_stop(&pipe_);
+	stages_stop(&scan, &pipe_);
 	curesv_engine_destroy(&E);
 }
 
@@ -267,61 +263,15 @@ Test(timeline, t5_over_allocation_observed_by_origin)
 /* (6) 32 pipe threads free R_scan's pointers while R_scan is being released, 500 rounds: the
  * device total comes back to its baseline (R_pipe's own 16 KiB) every round. Most rounds are a
  * free-for-all; some put the release first or last (race_sync) so both sides are covered. */
-enum { T6_THREADS = 32 };
-
-struct t6 {
-	curesv_engine *e;
-	uint64_t rounds;
-	pthread_barrier_t start, end;
-	uint64_t ptr[T6_THREADS];
-	_Atomic unsigned errors;
-	struct race_sync sync;
-};
-
-struct t6_thread {
-	struct t6 *t;
-	int id;         /* T6_THREADS: the releasing thread */
-};
-
-static void *t6_main(void *arg)
-{
-	struct t6_thread *me = arg;
-	struct t6 *t = me->t;
-	char name[16];
-	snprintf(name, sizeof name, me->id == T6_THREADS ? "releaser" : "pipe-%d", me->id);
-	pthread_setname_np(pthread_self(), name);
-	if (me->id < T6_THREADS && curesv_thread_attach("pipe") != CURESV_OK)
-		atomic_fetch_add(&t->errors, 1);
-	for (uint64_t round = 0; round < t->rounds; round++) {
-		pthread_barrier_wait(&t->start);
-		if (me->id == T6_THREADS) {
-			race_before_release(&t->sync);
-			if (curesv_engine_release(t->e, "scan") != CURESV_OK)
-				atomic_fetch_add(&t->errors, 1);
-			race_after_release(&t->sync);
-		} else {
-			race_before_free(&t->sync);
-			if (!eng_free(t->e, t->ptr[me->id]))
-				atomic_fetch_add(&t->errors, 1);
-			race_after_free(&t->sync);
-		}
-		pthread_barrier_wait(&t->end);
-	}
-	return NULL;
-}
+enum { T6_THREADS = RACE_FREERS };
 
 Test(timeline, t6_release_racing_32_freeing_threads, .timeout = 120)
 {
 	ENGINE(&E, "CURESV_CAPACITY=4M", "CURESV_RESERVATIONS=pipe=2M");
-	struct t6 t = { .e = &E, .rounds = test_scale(500) };
-	pthread_barrier_init(&t.start, NULL, T6_THREADS + 2);
-	pthread_barrier_init(&t.end, NULL, T6_THREADS + 2);
-	static struct t6_thread th[T6_THREADS + 1];
-	pthread_t tid[T6_THREADS + 1];
-	for (int k = 0; k <= T6_THREADS; k++) {
-		th[k] = (struct t6_thread){ &t, k };
-		pthread_create(&tid[k], NULL, t6_main, &th[k]);
-	}
+	static struct release_race t;
+	t = (struct release_race){ .e = &E, .victim = "scan", .freer_attach = "pipe", .per = 1,
+				   .rounds = test_scale(500) };
+	release_race_start(&t);
 	/* baseline: R_pipe holds 16 KiB of its own */
 	cr_assert_eq(curesv_thread_attach("pipe"), CURESV_OK);
 	cr_assert_eq(eng_alloc(&E, fake_ptr(0), 16 * KiB), GRANTED);
@@ -347,9 +297,7 @@ Test(timeline, t6_release_racing_32_freeing_threads, .timeout = 120)
 		EXPECT_DEV(&E, 0, .allocated = 16 * KiB + bytes, .peak = peak, .reserved = 3 * MiB,
 			   .headroom = 1 * MiB, .orphan_frees = orphan_frees);
 
-		race_reset(&t.sync, round, T6_THREADS);
-		pthread_barrier_wait(&t.start);
-		pthread_barrier_wait(&t.end);
+		release_race_round(&t, round);
 
 		freed += bytes;
 		uint64_t late = atomic_load(&E.ledger.dev[0].orphan_frees) - orphan_frees;
@@ -368,15 +316,11 @@ Test(timeline, t6_release_racing_32_freeing_threads, .timeout = 120)
 			   .caller_view = 16 * KiB - freed, .allocs = 1);
 		EXPECT_SHARED(&E, .size = 2 * MiB);
 		EXPECT_ENG(&E, .live = 1);
-		cr_assert_eq(atomic_load(&t.errors), 0, "round %lu", (unsigned long)round);
 	}
 	/* frees landed on both sides of the release (race_sync sees to it) */
 	cr_assert_gt(orphan_frees, 0);
 	cr_assert_lt(orphan_frees, t.rounds * T6_THREADS);
-	for (int k = 0; k <= T6_THREADS; k++)
-		pthread_join(tid[k], NULL);
-	pthread_barrier_destroy(&t.start);
-	pthread_barrier_destroy(&t.end);
+	release_race_stop(&t);
 	curesv_engine_destroy(&E);
 }
 
