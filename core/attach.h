@@ -3,11 +3,11 @@
  * State is thread-local. A thread is attached by curesv_thread_attach() (explicit, for the rest of
  * its life or until called again) or else by the first CURESV_ATTACH rule whose fnmatch(3) pattern
  * matches its name. Rules are evaluated at the thread's first allocation and again after any thread
- * was renamed or a reservation created (curesv_attach_invalidate() bumps a global epoch; the shim calls it from its
- * pthread_setname_np and prctl(PR_SET_NAME) hooks). On the allocation path, curesv_thread_origin()
- * costs a thread-local read and one relaxed atomic load; reading the name (a prctl system call) and
- * matching happen only at first use and after renames. A thread attached to a reservation that
- * was released falls back to the shared pool with one warning line. */
+ * was renamed or a reservation created (curesv_attach_invalidate() bumps a global epoch; the shim
+ * calls it from its pthread_setname_np and prctl(PR_SET_NAME) hooks). On the allocation path,
+ * curesv_thread_origin() costs a thread-local read and one relaxed atomic load; reading the name
+ * (a prctl system call) and matching happen only at first use and after renames. A thread attached
+ * to a reservation that was released falls back to the shared pool with one warning line. */
 #ifndef CURESV_ATTACH_H
 #define CURESV_ATTACH_H
 

@@ -539,8 +539,9 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 	enum curesv_tier t = tier_of(e->kind);
 	struct curesv_account *a = account_of(l, to, e->device);
 	int64_t bytes = (int64_t)e->bytes, after;
-	int64_t budget = enforce && t == CURESV_TIER_DEVICE ? (int64_t)res_size(&l->res[curesv_handle_slot(to)])
-							    : -1;
+	int64_t budget = -1;
+	if (enforce && t == CURESV_TIER_DEVICE)
+		budget = (int64_t)res_size(&l->res[curesv_handle_slot(to)]);
 	bool over = false;
 	if (!word_add(&a->word[t], curesv_handle_gen(to), bytes, budget, &over, &after))
 		return over ? CURESV_ERR_CAPACITY : CURESV_ERR_UNKNOWN_NAME;
