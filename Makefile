@@ -143,7 +143,7 @@ deps-build:
 	@scripts/install-deps build
 
 test: deps
-	$(MAKE) VARIANT=plain check-unit check-integration
+	$(MAKE) VARIANT=plain check-unit check-integration sim-selftest
 	$(MAKE) VARIANT=asan check-unit check-integration
 	$(MAKE) VARIANT=tsan check-unit check-integration
 
