@@ -16,7 +16,7 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 			   cfg->table_slots);
 		return false;
 	}
-	curesv_ledger_init(&e->ledger, cfg->mode, cfg->attribution);
+	curesv_ledger_init(&e->ledger, cfg->attribution);
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
 		bool set;
 		uint64_t cap = curesv_config_capacity(cfg, d, &set);

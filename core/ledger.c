@@ -70,10 +70,9 @@ static inline void bump(_Atomic uint64_t *counter)
 	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
 }
 
-void curesv_ledger_init(curesv_ledger *l, enum curesv_mode mode, enum curesv_attribution attr)
+void curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr)
 {
 	memset(l, 0, sizeof *l);
-	l->mode = mode;
 	l->attribution = attr;
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
 		for (int t = 0; t < CURESV_TIERS; t++)

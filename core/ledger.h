@@ -64,7 +64,6 @@ struct curesv_device {
 };
 
 typedef struct curesv_ledger {
-	enum curesv_mode mode;
 	enum curesv_attribution attribution;
 	struct curesv_device dev[CURESV_MAX_DEVICES];
 	struct curesv_reservation res[CURESV_MAX_RESERVATIONS + 1];  /* slot 0 unused */
@@ -89,7 +88,7 @@ typedef struct curesv_charge {
 } curesv_charge;
 
 /* Initialises an empty ledger (no reservations, capacities unknown). Not thread-safe. */
-void curesv_ledger_init(curesv_ledger *l, enum curesv_mode mode, enum curesv_attribution attr);
+void curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr);
 void curesv_ledger_destroy(curesv_ledger *l);
 
 /* Sets `device`'s capacity. `from_config` capacities are never overridden by the driver's total;

@@ -20,7 +20,9 @@ static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
 static struct curesv_real drv_total_mem = { "cuDeviceTotalMem_v2", NULL };
 static struct curesv_real drv_device_count = { "cuDeviceGetCount", NULL };
 
-int curesv_current_device(enum curesv_layer layer)
+/* The current device of the calling thread, as the runtime or the driver sees it (0 when it
+ * cannot tell; the allocation that follows then fails anyway). */
+static int current_device(enum curesv_layer layer)
 {
 	int dev = 0;
 	if (layer == CURESV_LAYER_RUNTIME) {
@@ -74,7 +76,7 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 		c->e = NULL;
 		return !nested_denial(layer, kind, bytes);
 	}
-	int device = curesv_current_device(layer);
+	int device = current_device(layer);
 	learn_devices(c->e, device);
 	frame.depth++;
 	if (curesv_alloc_begin(c->e, device, bytes, kind, &c->op))

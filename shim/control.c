@@ -8,7 +8,6 @@
 #include "report.h"
 #include "shim.h"
 
-CURESV_HIDDEN bool curesv_shim_report_now(void);
 
 CURESV_EXPORT curesv_status curesv_reserve(const char *name, size_t bytes, int device)
 {

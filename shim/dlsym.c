@@ -42,7 +42,6 @@ static bool driver_name(const char *name)
 	return name && (has_prefix(name, "cuMem") || has_prefix(name, "cuGetProcAddress"));
 }
 
-CURESV_HIDDEN void *curesv_dlsym_answer(void *handle, const char *name);
 void *curesv_dlsym_answer(void *handle, const char *name)
 {
 	curesv_resolve_dlsym();

@@ -140,7 +140,6 @@ static const struct variant *variant_of_hook(const void *fn)
 }
 
 /* In a forked child: a lookup another thread had in progress will never finish there. */
-CURESV_HIDDEN void curesv_driver_after_fork(void);
 void curesv_driver_after_fork(void)
 {
 	int busy = 1;
@@ -163,7 +162,9 @@ static void log_substitution(const char *how, const char *symbol, int version, c
 			   (unsigned long long)flags, v->symbol);
 }
 
-void *curesv_substitute_proc(const char *symbol, void *fn)
+/* cuGetProcAddress returned `fn` for `symbol`: the hook with its ABI when it is one of the
+ * variants' driver functions, else `fn` itself. */
+static void *substitute_proc(const char *symbol, void *fn)
 {
 	if (!fn || !symbol || strncmp(symbol, "cu", 2) != 0 || is_hook(fn))
 		return fn;
@@ -205,7 +206,7 @@ static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
 	CUresult r = real(symbol, pfn, cudaVersion, flags, status);
 	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine()) {
 		void *before = *pfn;
-		*pfn = curesv_substitute_proc(symbol, before);
+		*pfn = substitute_proc(symbol, before);
 		log_substitution("cuGetProcAddress_v2", symbol, cudaVersion, flags, before, *pfn);
 	}
 	return r;
@@ -220,7 +221,7 @@ static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVe
 	CUresult r = real(symbol, pfn, cudaVersion, flags);
 	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine()) {
 		void *before = *pfn;
-		*pfn = curesv_substitute_proc(symbol, before);
+		*pfn = substitute_proc(symbol, before);
 		log_substitution("cuGetProcAddress", symbol, cudaVersion, flags, before, *pfn);
 	}
 	return r;

@@ -17,7 +17,6 @@ static _Atomic int reported;
 /* The process whose books these are: a forked child adopts them only once it makes a CUDA call. */
 static _Atomic pid_t owner;
 
-CURESV_HIDDEN void curesv_driver_after_fork(void);
 
 /* Set by before_fork when it took the engine's locks (only an active engine has them). */
 static bool fork_locked;
@@ -106,7 +105,6 @@ curesv_engine *curesv_shim_engine(void)
 	return curesv_shim_engine();
 }
 
-CURESV_HIDDEN bool curesv_shim_report_now(void);
 bool curesv_shim_report_now(void)
 {
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE)

@@ -44,7 +44,8 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-void *curesv_runtime_symbol(const char *name)
+/* A runtime symbol: the next definition after libcuresv, else from a libcudart loaded locally. */
+static void *runtime_symbol(const char *name)
 {
 	curesv_resolve_dlsym();
 	/* A runtime in the global scope (linked by the program) comes after libcuresv. */
@@ -83,7 +84,7 @@ void *curesv_real_driver(struct curesv_real *r)
 
 void *curesv_real_runtime(struct curesv_real *r)
 {
-	return cached(r, curesv_runtime_symbol);
+	return cached(r, runtime_symbol);
 }
 
 static void *next_symbol(const char *name)

@@ -62,8 +62,6 @@ CURESV_HIDDEN void curesv_resolve_dlsym(void);
 
 /* A driver symbol from the loaded libcuda.so.1 (NULL when the driver is not loaded yet). */
 CURESV_HIDDEN void *curesv_driver_symbol(const char *name);
-/* A runtime symbol: the next definition after libcuresv, else from a libcudart loaded locally. */
-CURESV_HIDDEN void *curesv_runtime_symbol(const char *name);
 
 /* Lazily resolved, cached real function. */
 struct curesv_real {
@@ -75,14 +73,17 @@ CURESV_HIDDEN void *curesv_real_runtime(struct curesv_real *r);
 /* The next definition after libcuresv (libc's, for the thread-name hooks). */
 CURESV_HIDDEN void *curesv_real_next(struct curesv_real *r);
 
-/* The current device of the calling thread, as the runtime or the driver sees it (0 when it
- * cannot tell; the allocation that follows then fails anyway). */
-CURESV_HIDDEN int curesv_current_device(enum curesv_layer layer);
-
-/* cuGetProcAddress and dlsym substitution (driver.c): the hook with the ABI of `fn`, the real
- * function the driver returned for `symbol`, or `fn` itself when curesv has no hook for it. */
-CURESV_HIDDEN void *curesv_substitute_proc(const char *symbol, void *fn);
-/* dlsym of exported driver symbol `symbol` (e.g. "cuMemAlloc_v2") returned `fn`. */
+/* dlsym substitution (driver.c): dlsym of exported driver symbol `symbol` (e.g. "cuMemAlloc_v2")
+ * returned `fn`; the hook of that variant when `fn` is the driver's own, else `fn`. */
 CURESV_HIDDEN void *curesv_substitute_symbol(const char *symbol, void *fn);
+
+/* The dlsym trampoline's question (dlsym.c): a driver entry point's hook, or NULL to forward. */
+CURESV_HIDDEN void *curesv_dlsym_answer(void *handle, const char *name);
+
+/* Writes the report now, as configured (init.c); false when off or it could not be written. */
+CURESV_HIDDEN bool curesv_shim_report_now(void);
+
+/* In a forked child (driver.c): forget a driver lookup another thread had in progress. */
+CURESV_HIDDEN void curesv_driver_after_fork(void);
 
 #endif
