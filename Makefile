@@ -46,6 +46,7 @@ endif
 UNIT_OBJ := $(UNIT_SRC:%.c=$(O)/%.o)
 # A sanitizer finding fails the test that caused it.
 export ASAN_OPTIONS := abort_on_error=1:detect_leaks=1
+export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
