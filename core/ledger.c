@@ -115,7 +115,7 @@ static int64_t pool_size(curesv_ledger *l, int device)
 		return INT64_MAX;
 	int64_t size = (int64_t)atomic_load_explicit(&d->capacity, memory_order_relaxed) -
 		       (int64_t)atomic_load_explicit(&d->reserved, memory_order_relaxed) -
-		       atomic_load_explicit(&d->orphan[CURESV_TIER_DEVICE], memory_order_relaxed);
+		       atomic_load_explicit(&d->orphan[CURESV_TIER_DEVICE], memory_order_acquire);
 	return size > 0 ? size : 0;
 }
 
@@ -473,11 +473,23 @@ static bool debit_word(curesv_ledger *l, uint32_t origin, int device, enum cures
 	int64_t after;
 	if (word_add(&a->word[t], curesv_handle_gen(origin), -bytes, -1, &unused, &after))
 		return true;
-	atomic_fetch_sub_explicit(&l->dev[device].orphan[t], bytes, memory_order_relaxed);
+	/* release: a pool charge that sees the orphan tier shrink sees the device total drop first */
+	atomic_fetch_sub_explicit(&l->dev[device].orphan[t], bytes, memory_order_release);
 	unsigned slot = curesv_handle_slot(origin);
 	if (slot)
 		atomic_fetch_sub_explicit(&l->res[slot].ghost, bytes, memory_order_relaxed);
 	return false;
+}
+
+/* Bytes leaving the device (a free, or an undone charge): the device total drops before the room
+ * is handed back to the account or the orphan tier, so a charge that takes that room finds the
+ * total already lowered and the device total never reads above what the budgets allow. */
+static bool give_back(curesv_ledger *l, uint32_t origin, int device, enum curesv_tier t,
+		      int64_t bytes)
+{
+	if (t == CURESV_TIER_DEVICE)
+		atomic_fetch_sub_explicit(&l->dev[device].allocated, bytes, memory_order_relaxed);
+	return debit_word(l, origin, device, t, bytes);
 }
 
 void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c)
@@ -486,14 +498,11 @@ void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c)
 		return;
 	enum curesv_tier t = tier_of(c->kind);
 	int64_t bytes = (int64_t)c->bytes;
-	bool live = debit_word(l, c->origin, c->device, t, bytes);
-	if (t != CURESV_TIER_DEVICE)
-		return;
+	bool live = give_back(l, c->origin, c->device, t, bytes);
 	/* A released account's caller_view is frozen: its slot may already hold a new reservation. */
-	if (live)
+	if (live && t == CURESV_TIER_DEVICE)
 		atomic_fetch_sub_explicit(&account_of(l, c->origin, c->device)->caller_view, bytes,
 					  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&l->dev[c->device].allocated, bytes, memory_order_relaxed);
 }
 
 void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, uint32_t caller,
@@ -504,7 +513,7 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, uint32_t calle
 	enum curesv_tier t = tier_of(e->kind);
 	int64_t bytes = (int64_t)e->bytes;
 	struct curesv_device *d = &l->dev[e->device];
-	if (debit_word(l, e->origin, e->device, t, bytes)) {
+	if (give_back(l, e->origin, e->device, t, bytes)) {
 		struct curesv_account *a = account_of(l, e->origin, e->device);
 		bump(&a->frees);
 		if (e->thread != caller_thread)
@@ -514,7 +523,6 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, uint32_t calle
 	}
 	if (t != CURESV_TIER_DEVICE)
 		return;
-	atomic_fetch_sub_explicit(&d->allocated, bytes, memory_order_relaxed);
 	/* The per-thread scheme debits whatever the freeing thread is attached to, if that is on this
 	 * device (as a charge would be). A caller handle that dies right here may leave this one debit
 	 * on its released account: diagnostic only. */
