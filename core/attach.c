@@ -18,7 +18,7 @@ static _Atomic uint32_t rename_epoch = 1;
 
 static _Thread_local struct {
 	uint32_t serial;
-	uint32_t handle;        /* attached reservation, CURESV_SHARED when none */
+	curesv_ref ref;         /* attached reservation, CURESV_SHARED when none */
 	uint32_t epoch;         /* rename_epoch when the name was last read; 0 = never */
 	bool explicit_;         /* set by curesv_thread_attach: rules no longer apply */
 	char reservation[CURESV_NAME_MAX]; /* its name, for the warning once it is released */
@@ -84,11 +84,11 @@ bool curesv_thread_name(uint32_t serial, char out[CURESV_THREAD_NAME])
 	return true;
 }
 
-static void set_attachment(uint32_t handle, const char *reservation)
+static void set_attachment(curesv_ref ref, const char *reservation)
 {
-	if (handle != self.handle)
+	if (ref != self.ref)
 		self.warned_device = false;
-	self.handle = handle;
+	self.ref = ref;
 	snprintf(self.reservation, sizeof self.reservation, "%s", reservation ? reservation : "");
 }
 
@@ -100,8 +100,8 @@ static void match_rules(const char *name)
 		if (fnmatch(rules[i].glob, name, 0) != 0)
 			continue;
 		atomic_fetch_add_explicit(&rule_matches[i], 1, memory_order_relaxed);
-		uint32_t h;
-		bool found = curesv_ledger_find(ledger, rules[i].name, &h) == CURESV_OK;
+		curesv_ref h;
+		bool found = curesv_ledger_find_ref(ledger, rules[i].name, &h) == CURESV_OK;
 		set_attachment(found ? h : CURESV_SHARED, found ? rules[i].name : NULL);
 		curesv_log(CURESV_LOG_DEBUG, "thread '%s' (#%u) matches CURESV_ATTACH rule '%s=%s'%s",
 			   name, self.serial, rules[i].glob, rules[i].name,
@@ -133,7 +133,7 @@ static void refresh(uint32_t epoch)
 	self.epoch = epoch;
 	if (!ledger)
 		return;
-	if (self.handle != CURESV_SHARED && !curesv_ledger_handle_live(ledger, self.handle)) {
+	if (self.ref != CURESV_SHARED && !curesv_ledger_ref_live(ledger, self.ref)) {
 		warn_released();
 		set_attachment(CURESV_SHARED, NULL);
 	}
@@ -141,21 +141,21 @@ static void refresh(uint32_t epoch)
 		match_rules(name);
 }
 
-uint32_t curesv_thread_origin(void)
+curesv_ref curesv_thread_origin(void)
 {
 	uint32_t epoch = atomic_load_explicit(&rename_epoch, memory_order_relaxed);
 	if (__builtin_expect(self.epoch != epoch, 0))
 		refresh(epoch);
-	return self.handle;
+	return self.ref;
 }
 
 curesv_status curesv_thread_attach(const char *name)
 {
-	uint32_t h = CURESV_SHARED;
+	curesv_ref h = CURESV_SHARED;
 	if (name) {
 		if (!ledger)
 			return CURESV_ERR_UNKNOWN_NAME;
-		curesv_status st = curesv_ledger_find(ledger, name, &h);
+		curesv_status st = curesv_ledger_find_ref(ledger, name, &h);
 		if (st != CURESV_OK)
 			return st;
 	}
@@ -168,17 +168,17 @@ curesv_status curesv_thread_attach(const char *name)
 	return CURESV_OK;
 }
 
-void curesv_thread_fell_back(uint32_t handle)
+void curesv_thread_fell_back(curesv_ref ref)
 {
-	if (self.handle != handle)
+	if (self.ref != ref)
 		return;
 	warn_released();
 	set_attachment(CURESV_SHARED, NULL);
 }
 
-void curesv_thread_wrong_device(uint32_t handle, int device)
+void curesv_thread_wrong_device(curesv_ref ref, int device)
 {
-	if (self.handle != handle || self.warned_device)
+	if (self.ref != ref || self.warned_device)
 		return;
 	self.warned_device = true;
 	char thread[CURESV_THREAD_NAME];

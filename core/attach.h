@@ -25,21 +25,21 @@ void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *
 /* The calling thread's serial number (1, 2, ... in order of first use; never 0). */
 uint32_t curesv_thread_serial(void);
 
-/* The calling thread's reservation handle (CURESV_SHARED when unattached). */
-uint32_t curesv_thread_origin(void);
+/* The calling thread's reservation (CURESV_SHARED when unattached). */
+curesv_ref curesv_thread_origin(void);
 
 /* Attaches the calling thread to reservation `name`, or detaches it when `name` is NULL.
  * Errors: CURESV_ERR_INVALID, CURESV_ERR_UNKNOWN_NAME. */
 curesv_status curesv_thread_attach(const char *name);
 
-/* The thread's reservation `handle` was found released by a charge: log one warning and drop the
+/* The thread's reservation `ref` was found released by a charge: log one warning and drop the
  * attachment (later allocations use the shared pool without asking again). */
-void curesv_thread_fell_back(uint32_t handle);
+void curesv_thread_fell_back(curesv_ref ref);
 
-/* The calling thread, attached to reservation `handle`, allocated on `device`, which is not the
+/* The calling thread, attached to reservation `ref`, allocated on `device`, which is not the
  * reservation's: log one warning per attachment (the allocation went to that device's shared
  * pool). */
-void curesv_thread_wrong_device(uint32_t handle, int device);
+void curesv_thread_wrong_device(curesv_ref ref, int device);
 
 /* A thread was renamed, or a reservation created: every thread re-reads its name and re-matches
  * the rules at its next allocation. Async-signal-safe. */

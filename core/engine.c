@@ -16,7 +16,11 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 			   cfg->table_slots);
 		return false;
 	}
-	curesv_ledger_init(&e->ledger, cfg->attribution);
+	if (!curesv_ledger_init(&e->ledger, cfg->attribution, cfg->mode == CURESV_MODE_ENFORCE)) {
+		curesv_log(CURESV_LOG_ERROR, "cannot map the ledger's per-thread cells");
+		curesv_table_destroy(&e->table);
+		return false;
+	}
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
 		bool set;
 		uint64_t cap = curesv_config_capacity(cfg, d, &set);
@@ -84,22 +88,45 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 			curesv_alloc_op *op)
 {
 	*op = (curesv_alloc_op){ .charge = { .device = device, .bytes = bytes, .kind = (uint8_t)kind } };
-	if (bytes == 0 || bytes > CURESV_SIZE_LIMIT || device < 0 || device >= CURESV_MAX_DEVICES) {
+	if (bytes == 0 || device < 0 || device >= CURESV_MAX_DEVICES) {
 		op->untracked = true;
 		return true;
 	}
 	op->origin = curesv_thread_origin();
-	if (!enforcing(e))
-		return true;
-	if (!charge(e, op, device, bytes, kind, true)) {
+	if (bytes > CURESV_SIZE_LIMIT) {
+		op->untracked = true;
+		if (!enforcing(e))
+			return true;
+		/* Past every budget: refused like any request past its budget, and counted. */
+		curesv_ledger_refuse(&e->ledger, op->origin, device, bytes, kind, &op->charge);
 		log_denial(e, &op->charge);
 		return false;
 	}
-	op->charged = true;
-	return true;
+	if (!enforcing(e))
+		return true;
+	int shard = curesv_section_enter();
+	bool ok = charge(e, op, device, bytes, kind, true);
+	if (ok) {
+		op->charged = true;
+		op->state = CURESV_OP_CHARGED;
+		curesv_shard_publish(shard, op);
+	}
+	curesv_section_leave(shard);
+	if (!ok)
+		log_denial(e, &op->charge);
+	return ok;
 }
 
+static void alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
+
 void curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
+{
+	int shard = curesv_section_enter();
+	alloc_resize(e, op, bytes);
+	curesv_section_leave(shard);
+}
+
+static void alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 {
 	curesv_charge *c = &op->charge;
 	if (op->untracked || bytes == c->bytes)
@@ -128,12 +155,27 @@ static void evict_stale(curesv_engine *e, uint64_t ptr)
 	if (!curesv_table_remove(&e->table, ptr, &old))
 		return;
 	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
-	curesv_ledger_debit(&e->ledger, &old, old.origin, old.thread);
+	curesv_ledger_debit(&e->ledger, &old, curesv_ledger_handle_ref(&e->ledger, old.origin),
+			    old.thread);
 	curesv_log(CURESV_LOG_DEBUG, "address 0x%" PRIx64 " reallocated before curesv saw it freed",
 		   ptr);
 }
 
+static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
+
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
+{
+	int shard = curesv_section_enter();
+	bool keep = alloc_end(e, op, ok, ptr);
+	if (op->state != CURESV_OP_IDLE) {
+		op->state = CURESV_OP_IDLE;
+		curesv_shard_publish(shard, NULL);
+	}
+	curesv_section_leave(shard);
+	return keep;
+}
+
+static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
 	curesv_charge *c = &op->charge;
 	if (!ok || ptr == 0) {
@@ -174,8 +216,19 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
 {
-	op->tracked = ptr != 0 && curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
-	if (!op->tracked && ptr != 0)
+	op->state = CURESV_OP_IDLE;
+	if (ptr == 0) {
+		op->tracked = false;
+		return;
+	}
+	int shard = curesv_section_enter();
+	op->tracked = curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
+	if (op->tracked) {
+		op->state = CURESV_OP_TAKEN;
+		curesv_shard_publish(shard, op);
+	}
+	curesv_section_leave(shard);
+	if (!op->tracked)
 		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
 }
 
@@ -183,12 +236,47 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 {
 	if (!op->tracked)
 		return;
+	/* Outside the section: after a rename this reads the thread's name and takes the ledger's
+	 * lock, which fork's prepare handler takes only once every section is left. */
+	curesv_ref caller = curesv_thread_origin();
+	uint32_t serial = curesv_thread_serial();
+	int shard = curesv_section_enter();
 	if (!ok) {
 		curesv_table_restore(&e->table, &op->ticket);
-		return;
+	} else {
+		curesv_table_commit(&e->table, &op->ticket);
+		curesv_ledger_debit(&e->ledger, &op->entry, caller, serial);
 	}
-	curesv_table_commit(&e->table, &op->ticket);
-	curesv_ledger_debit(&e->ledger, &op->entry, curesv_thread_origin(), curesv_thread_serial());
+	op->state = CURESV_OP_IDLE;
+	curesv_shard_publish(shard, NULL);
+	curesv_section_leave(shard);
+}
+
+/* The settling of curesv_engine_fork_child, for one published operation. */
+static void settle_op(void *op, void *ctx)
+{
+	curesv_engine *e = ctx;
+	switch (*(enum curesv_op_state *)op) {
+	case CURESV_OP_CHARGED: {
+		curesv_alloc_op *a = op;
+		curesv_ledger_uncharge(&e->ledger, &a->charge);
+		a->state = CURESV_OP_IDLE;
+		break;
+	}
+	case CURESV_OP_TAKEN: {
+		curesv_free_op *f = op;
+		curesv_table_restore(&e->table, &f->ticket);
+		f->state = CURESV_OP_IDLE;
+		break;
+	}
+	case CURESV_OP_IDLE:
+		break;
+	}
+}
+
+void curesv_engine_fork_child(curesv_engine *e)
+{
+	curesv_shard_fork_child(settle_op, e);
 }
 
 curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t bytes, int device)
@@ -207,14 +295,26 @@ curesv_status curesv_engine_release(curesv_engine *e, const char *name)
 	return curesv_ledger_release(&e->ledger, name);
 }
 
+static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref);
+
 curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char *name)
 {
-	uint32_t to;
-	curesv_status st = curesv_ledger_find(&e->ledger, name, &to);
+	curesv_ref to;
+	curesv_status st = curesv_ledger_find_ref(&e->ledger, name, &to);
 	if (st != CURESV_OK)
 		return st;
 	if (ptr == 0)
 		return CURESV_ERR_INVALID;
+	int shard = curesv_section_enter();
+	st = transfer(e, ptr, to);
+	curesv_section_leave(shard);
+	return st;
+}
+
+static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref)
+{
+	uint32_t to = curesv_ref_handle(to_ref);
+	curesv_status st;
 	for (;;) {
 		curesv_entry ent;
 		curesv_ticket tk;
@@ -222,15 +322,15 @@ curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char 
 			return CURESV_ERR_UNKNOWN_POINTER;
 		if (ent.origin == to)
 			return CURESV_OK;
-		st = curesv_ledger_transfer_charge(&e->ledger, &ent, to, enforcing(e));
+		st = curesv_ledger_transfer_charge(&e->ledger, &ent, to_ref, enforcing(e));
 		if (st != CURESV_OK)
 			return st;
 		if (curesv_table_retag(&e->table, &tk, to)) {
-			curesv_ledger_transfer_finish(&e->ledger, &ent, to);
+			curesv_ledger_transfer_finish(&e->ledger, &ent, to_ref);
 			return CURESV_OK;
 		}
 		/* Freed, reallocated or moved since the peek: undo and look again. */
-		curesv_ledger_transfer_cancel(&e->ledger, &ent, to);
+		curesv_ledger_transfer_cancel(&e->ledger, &ent, to_ref);
 	}
 }
 

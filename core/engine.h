@@ -37,15 +37,21 @@ typedef struct curesv_engine {
 bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg);
 void curesv_engine_destroy(curesv_engine *e);
 
+/* What a thread is in the middle of between its begin and end calls, published for fork
+ * (shard.h): a forked child settles the operations of threads it does not have. */
+enum curesv_op_state { CURESV_OP_IDLE, CURESV_OP_CHARGED, CURESV_OP_TAKEN };
+
 typedef struct curesv_alloc_op {
+	enum curesv_op_state state;     /* first member: what curesv_engine_fork_child reads */
 	curesv_charge charge;
-	uint32_t origin;        /* the allocating thread's reservation */
+	curesv_ref origin;      /* the allocating thread's reservation */
 	bool charged;           /* on the books already (enforce mode charges before the call) */
 	bool untracked;         /* too large to account: passed through */
 } curesv_alloc_op;
 
 /* Before the real allocation of `bytes` of `kind` on `device` (the current device; host
- * allocations too). Returns false when CURESV_MODE=enforce refuses it. */
+ * allocations too). Returns false when CURESV_MODE=enforce refuses it (also a request over 64 TiB,
+ * which is past every budget). */
 bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			curesv_alloc_op *op);
 /* The allocation turned out to be `bytes` long (a pitched allocation's pitch * height, known only
@@ -56,6 +62,7 @@ void curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
 
 typedef struct curesv_free_op {
+	enum curesv_op_state state;     /* first member, as in curesv_alloc_op */
 	curesv_entry entry;
 	curesv_ticket ticket;
 	bool tracked;
@@ -79,6 +86,12 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 /* The driver reports `count` devices: warn about configured reservations and capacities on devices
  * it does not have; curesv_engine_reserve refuses them from now on (CURESV_ERR_INVALID). */
 void curesv_engine_device_count(curesv_engine *e, int count);
+
+/* In a forked child (pthread_atfork child handler): settles what the threads the child does not
+ * have were in the middle of, so that its books balance: a charge made before a real allocation
+ * that will never return there is undone, an entry taken out before a real free that will never
+ * finish there goes back to the table. */
+void curesv_engine_fork_child(curesv_engine *e);
 
 /* Is `device`'s capacity known (configured, or the driver's total recorded)? One relaxed load. */
 static inline bool curesv_engine_device_known(curesv_engine *e, int device)

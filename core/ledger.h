@@ -1,15 +1,38 @@
 /* The reservation ledger: per-device capacity, reservations, the shared pool and the orphan tier.
  *
- * Counting is lock-free: charge (at allocation) and debit (at free) are CAS loops on one word per
- * account. Creating, releasing and finding reservations by name take `lock`; nothing on the
- * allocation path does.
+ * Two files. ledger.c keeps the reservations themselves (create, release, find by name: under
+ * `lock`, never on the allocation path) and the devices' capacities. books.c keeps the counts
+ * (charge at allocation, debit at free, transfer, and the merged reads), lock-free.
  *
- * A reservation handle is `slot << 16 | generation`; handle 0 (CURESV_SHARED) is the shared pool of
- * whatever device the allocation is on. Each account's `word` packs the slot's generation (bits
- * 48..63) with the live bytes charged under origin attribution (bits 0..47, biased by 2^47), one
- * word per tier (device memory, pinned host memory). Release
- * bumps the generation and zeroes the bytes in one CAS, so a free racing the release debits either
- * the reservation (before) or the orphan tier (after), never both or neither. */
+ * Accounts. Each reservation slot and each device's shared pool is an account. An account's live
+ * bytes are its global `word` plus what every thread holds in its cell for it (shard.h): a thread
+ * adds and removes bytes in its own cell while the cell stays within [lo, hi], and moves the cell's
+ * whole value to the word otherwise (a flush). In observe mode [lo, hi] = [0, B]: a cell holds
+ * charges not yet flushed. In enforce mode [lo, hi] = [-B, 0]: a cell holds a lease, budget that
+ * the word already counts as used and that the thread's next allocations draw from, so that a
+ * budget is checked in one atomic word and is never exceeded, not even by what cells hold. A charge
+ * the word refuses first reclaims every thread's lease of that account; only then is it denied.
+ * B = min(1 MiB, budget / 64) ("slack").
+ *
+ * Exact at quiescence: allocated, allocs, frees, cross_thread_frees, caller_view, orphan and device
+ * totals are sums over the word (or global counters) and every cell. `peak` is the highest value a
+ * thread saw of word + its own cell when it allocated: it can miss (observe) or add (enforce) at most
+ * the slack of every other thread's cell, that is at most 1 MiB per other thread, and it never
+ * passes the budget in enforce mode.
+ *
+ * Identity. A reservation handle (what the origin table records) is `slot << 16 | generation`;
+ * CURESV_SHARED (0) is the shared pool of the allocation's device. The word packs the generation
+ * (bits 48..63) with the flushed bytes (+ 2^47); release moves the generation on and empties the
+ * word in one CAS, so a free racing the release lands once: before it (the reservation) or after
+ * (the orphan tier). A generation is never reused while a buffer of it lives (slot_free_locked).
+ * Each reservation also has a serial, unique for the life of the process: a thread's attachment
+ * (curesv_ref) and every cell carry it, so neither can be mistaken for a later reservation of the
+ * same slot, whatever the number of cycles.
+ *
+ * Capacity. Each device keeps `claimed`: the sizes of its live reservations, its orphan bytes and
+ * its shared pool's flushed bytes and leases, in one atomic word. Creating a reservation and every
+ * shared-pool flush add to it by CAS against the capacity, so no race can promise the device twice.
+ * Device bytes of a reservation are held to its size, which claimed already counts. */
 #ifndef CURESV_LEDGER_H
 #define CURESV_LEDGER_H
 
@@ -20,61 +43,108 @@
 
 #include "config.h"
 #include "curesv.h"
+#include "shard.h"
 #include "table.h"
 
 #define CURESV_SHARED 0u
+
+/* A thread's or stream's attachment: serial << 24 | handle. CURESV_SHARED when none. */
+typedef uint64_t curesv_ref;
+
+static inline unsigned curesv_handle_slot(uint32_t h) { return (h >> 16) & 0xffu; }
+static inline unsigned curesv_handle_gen(uint32_t h) { return h & 0xffffu; }
+static inline uint32_t curesv_ref_handle(curesv_ref r) { return (uint32_t)(r & 0xffffffu); }
+static inline uint64_t curesv_ref_serial(curesv_ref r) { return r >> 24; }
 
 /* Device memory (device, managed, async kinds) and pinned host memory are counted apart: only the
  * former is carved out of a device's capacity. */
 enum curesv_tier { CURESV_TIER_DEVICE = 0, CURESV_TIER_HOST = 1, CURESV_TIERS = 2 };
 
+/* Account indices: reservation slots 1..255, then one shared pool per device. */
+#define CURESV_ACCOUNT_SHARED0 (CURESV_MAX_RESERVATIONS + 1)
+#define CURESV_ACCOUNTS (CURESV_ACCOUNT_SHARED0 + CURESV_MAX_DEVICES)
+
+/* One account's figures as one thread keeps them. Written by the thread holding the shard (plain
+ * stores; in enforce mode `books` by CAS, since a reclaim may take the lease); read by anyone. All
+ * fields belong to the account whose serial `books` carries; a thread that meets its cell carrying
+ * another serial settles it first (books.c: cell_claim). */
+struct curesv_cell {
+	_Atomic uint64_t books;         /* serial (bits 24..63) | device bytes + 2^23 (bits 0..23) */
+	_Atomic int64_t host;           /* pinned host bytes */
+	_Atomic int64_t view;           /* caller_view (origin attribution) */
+	_Atomic uint64_t allocs, frees, cross_thread_frees, over_budget;
+	_Atomic int32_t device;         /* the account's device: where its bytes go once released */
+} __attribute__((aligned(64)));
+
+/* Every thread's cells, and its share of each device's total, per shard index. */
+struct curesv_thread_books {
+	struct curesv_cell cell[CURESV_ACCOUNTS];
+	_Atomic int64_t device[CURESV_MAX_DEVICES];     /* device bytes not yet in dev.allocated */
+};
+
 struct curesv_account {
-	_Atomic uint64_t word[CURESV_TIERS];    /* generation | (origin-attributed bytes + 2^47) */
-	_Atomic int64_t caller_view;            /* device bytes under the per-thread debit scheme */
-	_Atomic int64_t peak;                   /* of the books (origin: word; caller: caller_view) */
+	_Atomic uint64_t word[CURESV_TIERS];    /* generation | (flushed origin-attributed bytes +
+						   2^47), per tier */
+	_Atomic int64_t peak;           /* of the books (origin: word + cell; caller: caller_view) */
+	_Atomic uint32_t draining;      /* a reclaim is under way: frees flush instead of leasing */
+	/* What threads without a shard add, and what no cell keeps: */
+	_Alignas(64) _Atomic int64_t caller_view;       /* the books under CURESV_ATTRIBUTION=caller */
 	_Atomic uint64_t allocs, frees, cross_thread_frees, denied, over_budget;
 	_Atomic uint64_t transfers_in, transfers_out;
 } __attribute__((aligned(64)));
 
 enum { CURESV_RES_UNUSED = 0, CURESV_RES_ACTIVE = 1, CURESV_RES_RELEASED = 2 };
 
+/* ident: serial (bits 24..63) | generation (bits 8..23) | state (bits 0..7). */
+static inline uint64_t curesv_ident_make(uint64_t serial, unsigned gen, unsigned state)
+{
+	return serial << 24 | (uint64_t)(gen & 0xffffu) << 8 | state;
+}
+static inline uint64_t curesv_ident_serial(uint64_t id) { return id >> 24; }
+static inline unsigned curesv_ident_gen(uint64_t id) { return (unsigned)(id >> 8) & 0xffffu; }
+static inline unsigned curesv_ident_state(uint64_t id) { return (unsigned)(id & 0xffu); }
+
 struct curesv_reservation {
 	struct curesv_account acct;
-	_Atomic uint32_t state;                 /* CURESV_RES_* */
-	_Atomic uint32_t handle;                /* of the reservation now (or last) in this slot */
-	/* Written under `lock` before the handle is published; read lock-free by charges, which check
-	 * the handle again afterwards: atomics, as a slot being reused may be read mid-update. */
+	_Atomic uint64_t ident;         /* the reservation now (or last) in this slot, in one word */
+	/* Written under `lock` before ident is published; read lock-free by charges, which check
+	 * ident again afterwards: atomics, as a slot being reused may be read mid-update. */
 	_Atomic int device;
 	_Atomic uint64_t size;                  /* bytes */
 	_Atomic int64_t ghost;                  /* live bytes of this slot's released generations */
 	char name[CURESV_NAME_MAX];             /* written under `lock` only */
-	uint64_t created;                       /* order of creation (under `lock`): of several
-						   released reservations of one name, the latest */
 };
 
+/* Grouped by how often each field is written: read on every shared-pool charge, written rarely;
+ * written at shared-pool flushes; written at device-total flushes and new peaks. */
 struct curesv_device {
 	_Atomic uint64_t capacity;              /* bytes; meaningful once capacity_known */
 	_Atomic int capacity_known;             /* 0 unknown, 1 from CURESV_CAPACITY, 2 from the driver */
-	_Atomic uint64_t reserved;              /* sum of the sizes of live reservations */
-	_Atomic int64_t orphan[CURESV_TIERS];   /* live bytes whose origin was released */
-	_Atomic uint64_t orphan_frees;          /* frees that drained the orphan tier */
-	_Atomic int64_t allocated, peak;        /* device bytes live through curesv, all origins */
 	_Atomic int seen;                       /* an allocation or reservation touched it */
+	_Atomic uint64_t reserved;              /* sum of the sizes of live reservations */
+	_Atomic int64_t orphan[CURESV_TIERS];   /* live bytes whose origin was released (flushed) */
+	_Alignas(64) _Atomic int64_t claimed;   /* reserved + orphan + shared pool's flushed bytes */
+	_Alignas(64) _Atomic int64_t allocated, peak;   /* device bytes, all origins (flushed) */
+	_Atomic uint64_t orphan_frees;          /* frees that drained the orphan tier */
 	struct curesv_account shared;           /* the shared pool */
-};
+} __attribute__((aligned(64)));
 
 typedef struct curesv_ledger {
 	enum curesv_attribution attribution;
+	bool enforce;
 	struct curesv_device dev[CURESV_MAX_DEVICES];
 	struct curesv_reservation res[CURESV_MAX_RESERVATIONS + 1];  /* slot 0 unused */
+	struct curesv_thread_books *books;      /* [CURESV_SHARDS], mapped lazily */
 	pthread_mutex_t lock;
 	unsigned cursor;                        /* round-robin slot reuse spreads generations */
-	uint64_t created;                       /* reservations created so far */
+	uint64_t serials;                       /* reservations created so far (under `lock`) */
 } curesv_ledger;
 
 /* What an allocation charged, carried from charge() to commit()/uncharge(). */
 typedef struct curesv_charge {
 	uint32_t origin;        /* the handle actually charged (CURESV_SHARED after a fallback) */
+	uint64_t serial;        /* its reservation's serial (the shared pool's for CURESV_SHARED) */
+	unsigned account;       /* account index */
 	int device;
 	uint64_t bytes;
 	uint8_t kind;
@@ -87,63 +157,42 @@ typedef struct curesv_charge {
 	int64_t budget;         /* the budget the charge was held to (device tier) */
 } curesv_charge;
 
-/* Initialises an empty ledger (no reservations, capacities unknown). Not thread-safe. */
-void curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr);
+/* Merged figures of one device (curesv_ledger_device_stats). */
+typedef struct curesv_device_stats {
+	int capacity_known;     /* as curesv_device */
+	int64_t capacity, reserved, claimed;
+	int64_t allocated, peak;                /* device bytes through curesv, all origins */
+	int64_t orphan, orphan_host;            /* orphan tier, device and pinned host bytes */
+	uint64_t orphan_frees;
+} curesv_device_stats_t;
+
+/* ---- ledger.c: reservations and capacity ------------------------------------------------------ */
+
+/* Initialises an empty ledger (no reservations, capacities unknown). Returns false when the cell
+ * memory cannot be mapped. Not thread-safe. */
+bool curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr, bool enforce);
 void curesv_ledger_destroy(curesv_ledger *l);
 
 /* Sets `device`'s capacity. `from_config` capacities are never overridden by the driver's total;
  * a driver total is set once. Returns the capacity now in force. Thread-safe. */
 uint64_t curesv_ledger_set_capacity(curesv_ledger *l, int device, uint64_t bytes, bool from_config);
 
-/* Bytes the shared pool of `device` may still hand out under enforcement (capacity - reserved -
- * orphan - shared allocated, floored at 0); UINT64_MAX while the capacity is unknown. */
-uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device);
-
 /* curesv_reserve / curesv_release / lookup by name. Thread-safe (take `lock`). */
 curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t bytes, int device,
 				    uint32_t *handle);
 curesv_status curesv_ledger_release(curesv_ledger *l, const char *name);
 curesv_status curesv_ledger_find(curesv_ledger *l, const char *name, uint32_t *handle);
+curesv_status curesv_ledger_find_ref(curesv_ledger *l, const char *name, curesv_ref *ref);
 
-/* Is `handle` a live reservation (or CURESV_SHARED)? */
+/* Is `handle` a live reservation (or CURESV_SHARED)? Is `ref` (serial included)? Lock-free. */
 bool curesv_ledger_handle_live(curesv_ledger *l, uint32_t handle);
+bool curesv_ledger_ref_live(curesv_ledger *l, curesv_ref ref);
 
-/* Charges `bytes` of `kind` on `device` to `origin` (CURESV_SHARED or a reservation handle of the
- * allocating thread). A handle on another device charges that device's shared pool; a released one
- * falls back to the shared pool (c->fell_back). With `enforce`, a charge that would take the books
- * past the budget is refused: returns false and counts `denied`. Host allocations are recorded but
- * never refused and never touch device capacity. Lock-free. */
-bool curesv_ledger_charge(curesv_ledger *l, uint32_t origin, int device, uint64_t bytes,
-			  enum curesv_kind kind, bool enforce, curesv_charge *c);
-/* The allocation succeeded and is tracked: count it and update the peak. */
-void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c);
-/* Undoes a charge whose allocation failed or was not tracked; counts nothing. */
-void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c);
+/* The attachment that stands for live reservation `handle` (CURESV_SHARED when it is not live). */
+curesv_ref curesv_ledger_handle_ref(curesv_ledger *l, uint32_t handle);
 
-/* A free of `e`: debits its origin (the orphan tier when the origin was released) and, for
- * caller_view, the freeing thread's reservation `caller`. `caller_thread` is the freeing thread's
- * serial (for cross_thread_frees). Lock-free. */
-void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, uint32_t caller,
-			 uint32_t caller_thread);
-
-/* Transfer of live allocation `e` to reservation `to`, in two halves around the table update:
- * transfer_charge charges `to` (refusing in enforce mode past its size: CURESV_ERR_CAPACITY; a
- * handle no longer live: CURESV_ERR_UNKNOWN_NAME), transfer_finish debits e's old origin. If the
- * table update fails, undo with transfer_cancel. */
-curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry *e, uint32_t to,
-					    bool enforce);
-void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, uint32_t to);
-void curesv_ledger_transfer_cancel(curesv_ledger *l, const curesv_entry *e, uint32_t to);
-
-/* Counters of reservation `handle` (CURESV_SHARED: the shared pool of `device`). */
-void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_stats_t *out);
-/* Capacity and shared-pool counters of `device` (curesv_pool_stats). */
-curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out);
-
-/* Device bytes charged to `handle` under origin attribution, whatever CURESV_ATTRIBUTION says. */
-int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device);
-/* By name; a released reservation is still found until its slot is reused. Takes `lock`. */
-curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, curesv_stats_t *out);
+/* The device of live reservation `ref`, or -1. */
+int curesv_ledger_ref_device(curesv_ledger *l, curesv_ref ref);
 
 /* The name of reservation `handle` (copied under `lock`), "" when the handle is no longer in its
  * slot; "shared" for CURESV_SHARED. */
@@ -156,7 +205,51 @@ void curesv_lock(pthread_mutex_t *m);
 void curesv_unlock(pthread_mutex_t *m);
 int curesv_locks_held(void);
 
-static inline unsigned curesv_handle_slot(uint32_t h) { return h >> 16; }
-static inline unsigned curesv_handle_gen(uint32_t h) { return h & 0xffffu; }
+/* ---- books.c: counting (lock-free) ------------------------------------------------------------ */
+
+/* Charges `bytes` of `kind` on `device` to `origin` (CURESV_SHARED or the allocating thread's
+ * attachment). One on another device charges that device's shared pool (c->wrong_device); a released
+ * one falls back to the shared pool (c->fell_back). With `enforce`, a charge that would take the
+ * books past the budget is refused: returns false and counts `denied`. Host allocations are
+ * recorded but never refused and never touch device capacity. */
+bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
+			  enum curesv_kind kind, bool enforce, curesv_charge *c);
+/* The allocation succeeded and is tracked: count it and update the peaks. */
+void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c);
+/* Undoes a charge whose allocation failed or was not tracked; counts nothing. */
+void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c);
+/* Counts a refusal made before any charge (a request past every budget): `denied` of `origin`'s
+ * account (the shared pool when released). Fills c for the caller's message. */
+void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
+			  enum curesv_kind kind, curesv_charge *c);
+
+/* A free of `e`: debits its origin (the orphan tier when the origin was released) and, for
+ * caller_view, the freeing thread's attachment `caller`. `caller_thread` is the freeing thread's
+ * serial (for cross_thread_frees). */
+void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+			 uint32_t caller_thread);
+
+/* Transfer of live allocation `e` to reservation `to`, in two halves around the table update:
+ * transfer_charge charges `to` (refusing in enforce mode past its size: CURESV_ERR_CAPACITY; a
+ * reservation no longer live: CURESV_ERR_UNKNOWN_NAME; on another device: CURESV_ERR_INVALID),
+ * transfer_finish debits e's old origin. If the table update fails, undo with transfer_cancel. */
+curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry *e, curesv_ref to,
+					    bool enforce);
+void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, curesv_ref to);
+void curesv_ledger_transfer_cancel(curesv_ledger *l, const curesv_entry *e, curesv_ref to);
+
+/* Counters of reservation `handle` (CURESV_SHARED: the shared pool of `device`), merged. */
+void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_stats_t *out);
+/* By name; a released reservation is still found until its slot is reused. Takes `lock`. */
+curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, curesv_stats_t *out);
+/* Capacity and shared-pool counters of `device` (curesv_pool_stats). */
+curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out);
+/* The device's own totals, merged. */
+void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stats_t *out);
+/* Device bytes charged to `handle` under origin attribution, whatever CURESV_ATTRIBUTION says. */
+int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device);
+/* Bytes the shared pool of `device` may still hand out under enforcement (capacity - reserved -
+ * orphan - shared allocated, floored at 0); UINT64_MAX while the capacity is unknown. */
+uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device);
 
 #endif

@@ -132,6 +132,7 @@ struct leaks {
 struct snapshot {
 	unsigned nrows;
 	struct row rows[CURESV_MAX_RESERVATIONS + CURESV_MAX_DEVICES];
+	curesv_device_stats_t dev[CURESV_MAX_DEVICES];
 	struct leaks leaks;
 	curesv_table_stats_t table;
 	int64_t orphan, orphan_host;
@@ -175,17 +176,19 @@ static void gather(curesv_engine *e, struct snapshot *s)
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
 		if (!device_seen(e, d))
 			continue;
-		for (int i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
+		for (unsigned i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
 			struct curesv_reservation *res = &l->res[i];
-			if (atomic_load_explicit(&res->state, memory_order_acquire) == CURESV_RES_UNUSED ||
+			uint64_t id = atomic_load_explicit(&res->ident, memory_order_acquire);
+			if (curesv_ident_state(id) == CURESV_RES_UNUSED ||
 			    atomic_load_explicit(&res->device, memory_order_relaxed) != d)
 				continue;
-			add_row(e, s, atomic_load_explicit(&res->handle, memory_order_relaxed), d);
+			add_row(e, s, i << 16 | curesv_ident_gen(id), d);
 		}
 		add_row(e, s, CURESV_SHARED, d);
-		s->orphan += atomic_load_explicit(&l->dev[d].orphan[0], memory_order_relaxed);
-		s->orphan_host += atomic_load_explicit(&l->dev[d].orphan[1], memory_order_relaxed);
-		s->orphan_frees += atomic_load_explicit(&l->dev[d].orphan_frees, memory_order_relaxed);
+		curesv_ledger_device_stats(l, d, &s->dev[d]);
+		s->orphan += s->dev[d].orphan;
+		s->orphan_host += s->dev[d].orphan_host;
+		s->orphan_frees += s->dev[d].orphan_frees;
 	}
 	curesv_table_walk(&e->table, leak_visit, &s->leaks);
 	curesv_table_stats(&e->table, &s->table);
@@ -219,17 +222,15 @@ static uint64_t sum_counter(const struct snapshot *s, size_t offset)
 
 /* ---- text --------------------------------------------------------------------------------------- */
 
-static void text_device(curesv_engine *e, struct out *o, int d)
+static void text_device(curesv_engine *e, struct out *o, const struct snapshot *s, int d)
 {
-	struct curesv_device *dev = &e->ledger.dev[d];
+	const curesv_device_stats_t *dev = &s->dev[d];
 	char cap[32], res[32], live[32], peak[32], orphan[32];
-	bool known = atomic_load_explicit(&dev->capacity_known, memory_order_relaxed);
 	out_printf(o, "curesv: device %d: capacity %s (%s), reserved %s, live %s, peak %s, orphan %s\n",
-		   d, known ? curesv_format_bytes((int64_t)atomic_load(&dev->capacity), cap) : "?",
-		   capacity_source(e, d), curesv_format_bytes((int64_t)atomic_load(&dev->reserved), res),
-		   curesv_format_bytes(atomic_load(&dev->allocated), live),
-		   curesv_format_bytes(atomic_load(&dev->peak), peak),
-		   curesv_format_bytes(atomic_load(&dev->orphan[0]), orphan));
+		   d, dev->capacity_known ? curesv_format_bytes(dev->capacity, cap) : "?",
+		   capacity_source(e, d), curesv_format_bytes(dev->reserved, res),
+		   curesv_format_bytes(dev->allocated, live), curesv_format_bytes(dev->peak, peak),
+		   curesv_format_bytes(dev->orphan, orphan));
 }
 
 static void text_row(struct out *o, const struct row *r)
@@ -369,7 +370,7 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 	for (unsigned i = 0; i < s->nrows; i++) {
 		int d = s->rows[i].st.device;
 		if (i == 0 || s->rows[i - 1].handle == CURESV_SHARED) {
-			text_device(e, o, d);
+			text_device(e, o, s, d);
 			out_printf(o, "curesv:   %-22s %10s %11s %11s  %7s %7s %8s %12s %7s\n",
 				   "reservation", "size", "allocated", "peak", "allocs", "frees",
 				   "x-thread", "caller_view", "denied");
@@ -415,15 +416,12 @@ static void json_devices(curesv_engine *e, struct out *o, const struct snapshot 
 		const struct row *r = &s->rows[i];
 		if (r->handle != CURESV_SHARED)
 			continue;
-		struct curesv_device *dev = &e->ledger.dev[r->st.device];
-		bool known = atomic_load(&dev->capacity_known);
+		const curesv_device_stats_t *dev = &s->dev[r->st.device];
 		out_printf(o, "%s\n    {\"device\": %d, \"capacity\": %" PRId64 ", \"capacity_source\": "
-			   "\"%s\", \"reserved\": %" PRIu64 ", \"allocated\": %" PRId64 ", \"peak\": %"
+			   "\"%s\", \"reserved\": %" PRId64 ", \"allocated\": %" PRId64 ", \"peak\": %"
 			   PRId64 ", \"orphan_bytes\": %" PRId64 ", \"shared\": {", first ? "" : ",",
-			   r->st.device, known ? (int64_t)atomic_load(&dev->capacity) : -1,
-			   capacity_source(e, r->st.device), atomic_load(&dev->reserved),
-			   atomic_load(&dev->allocated), atomic_load(&dev->peak),
-			   atomic_load(&dev->orphan[0]));
+			   r->st.device, dev->capacity, capacity_source(e, r->st.device), dev->reserved,
+			   dev->allocated, dev->peak, dev->orphan);
 		json_stats(o, &r->st);
 		out_printf(o, "}}");
 		first = false;

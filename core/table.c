@@ -11,10 +11,17 @@
  *      scanned while an insert for the same home was in flight cannot lower the bound under it.
  *  I3  A slot's version changes every time it is freed, so (state word equality) == (same
  *      occupancy of the same slot, same origin): CAS on the state word is ABA-free.
+ *  I4  An insert skips raise_bound when, read after its claim CAS, the bound covers d and no
+ *      remover is scanning. Claim CAS + bound load (inserter) and scanning CAS + slot loads
+ *      (remover) are seq_cst, so the two cannot both miss each other (store buffering is
+ *      forbidden): either the remover's scan sees the slot claimed, and a BUSY or LIVE slot stops
+ *      the lowering, or the inserter sees the scanning bit or a lowered bound and raises it.
  */
 #include "table.h"
 
 #include <sched.h>
+
+#include "shard.h"
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <string.h>
@@ -67,20 +74,24 @@ bool curesv_table_init(curesv_table *t, uint64_t slots)
 		return false;
 	/* Fresh anonymous pages read as zero (all slots FREE) and cost memory only once touched: a
 	 * large CURESV_TABLE_SLOTS reserves address space, not resident memory. */
-	void *mem = mmap(NULL, slots * sizeof *t->slots, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t bytes = slots * sizeof *t->slots + CURESV_SHARDS * sizeof *t->stripes;
+	void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			 -1, 0);
 	if (mem == MAP_FAILED)
 		return false;
 	t->slots = mem;
+	t->stripes = (struct curesv_table_stripe *)(t->slots + slots);
+	t->mapped = bytes;
 	t->mask = slots - 1;
 	t->probe_limit = slots;
+	t->batch = slots / 1024 < 64 ? (int64_t)(slots / 1024) : 64;
 	return true;
 }
 
 void curesv_table_destroy(curesv_table *t)
 {
 	if (t->slots)
-		munmap(t->slots, (t->mask + 1) * sizeof *t->slots);
+		munmap(t->slots, t->mapped);
 	t->slots = NULL;
 }
 
@@ -90,6 +101,33 @@ static void max_update(_Atomic uint64_t *target, uint64_t v)
 	while (v > cur && !atomic_compare_exchange_weak_explicit(target, &cur, v, memory_order_relaxed,
 								 memory_order_relaxed))
 		;
+}
+
+/* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
+ * stays within [0, batch], else into `live`. The high water counts what this thread can see. */
+static void count_live(curesv_table *t, int delta)
+{
+	int i = curesv_shard_index();
+	if (i < 0) {
+		int64_t now = atomic_fetch_add_explicit(&t->live, delta, memory_order_relaxed) + delta;
+		if (delta > 0)
+			max_update(&t->high_water, (uint64_t)now);
+		return;
+	}
+	_Atomic int64_t *mine = &t->stripes[i].pending;
+	int64_t n = atomic_load_explicit(mine, memory_order_relaxed) + delta;
+	if (n < 0 || n > t->batch) {
+		atomic_store_explicit(mine, 0, memory_order_relaxed);
+		atomic_fetch_add_explicit(&t->live, n, memory_order_relaxed);
+		n = 0;
+	} else {
+		atomic_store_explicit(mine, n, memory_order_relaxed);
+	}
+	if (delta > 0) {
+		int64_t seen = atomic_load_explicit(&t->live, memory_order_relaxed) + n;
+		if (seen > 0 && (uint64_t)seen > atomic_load_explicit(&t->high_water, memory_order_relaxed))
+			max_update(&t->high_water, (uint64_t)seen);
+	}
 }
 
 /* I1, I2: make bound[home] cover distance d, clearing any remover's scanning bit. The acq_rel RMW
@@ -105,12 +143,16 @@ static void raise_bound(curesv_table *t, uint64_t home, uint64_t d)
 							memory_order_relaxed));
 }
 
-/* Does the slot at distance d from `home` hold a live key whose home is `home`? */
+/* May the slot at distance d from `home` hold a key whose home is `home`? A live one whose key
+ * hashes there, or a BUSY one (being inserted or taken: its key is not to be trusted yet), I4. */
 static bool holds_home(curesv_table *t, uint64_t home, uint64_t d)
 {
 	struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
-	/* acquire: pairs with the release that published the key, so its hash is the right one */
-	uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+	/* seq_cst: with the scanning CAS before it, against an inserter's claim CAS and bound load
+	 * (I4); also pairs with the release that published the key, so its hash is the right one */
+	uint64_t st = atomic_load_explicit(&s->state, memory_order_seq_cst);
+	if (st_phase(st) == PHASE_BUSY)
+		return true;
 	return st_phase(st) == PHASE_LIVE &&
 	       home_of(t, atomic_load_explicit(&s->key, memory_order_relaxed)) == home;
 }
@@ -124,9 +166,9 @@ static void lower_bound(curesv_table *t, uint64_t home, uint64_t d)
 	_Atomic uint32_t *b = bound_of(t, home);
 	for (;;) {
 		uint32_t expect = (uint32_t)d;
-		/* acq_rel: a raise that came before this RMW is visible to the scan below */
+		/* seq_cst: a raise that came before this RMW is visible to the scan below, and I4 */
 		if (d == 0 || !atomic_compare_exchange_strong_explicit(b, &expect, (uint32_t)d | SCANNING,
-								       memory_order_acq_rel,
+								       memory_order_seq_cst,
 								       memory_order_relaxed))
 			return;
 		uint64_t j = d - 1;
@@ -150,7 +192,8 @@ bool curesv_table_insert(curesv_table *t, const curesv_entry *e)
 		if (st_phase(st) != PHASE_FREE)
 			continue;
 		uint64_t busy = st_make(PHASE_BUSY, st_version(st), 0);
-		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
+		/* seq_cst: I4, against a remover's scanning CAS and scan */
+		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_seq_cst,
 							     memory_order_relaxed))
 			continue;
 		/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
@@ -161,10 +204,14 @@ bool curesv_table_insert(curesv_table *t, const curesv_entry *e)
 		/* release: publishes key and payload to lookups, walkers and bound scans */
 		atomic_store_explicit(&s->state, st_make(PHASE_LIVE, st_version(st), e->origin),
 				      memory_order_release);
-		raise_bound(t, home, d);
-		uint64_t live = atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed) + 1;
-		max_update(&t->high_water, live);
-		max_update(&t->probe_max, d);
+		/* I4: the bound read after the claim covers d and no remover is scanning it: any
+		 * remover that lowers it later scans this slot after seeing it claimed. */
+		uint32_t b = atomic_load_explicit(bound_of(t, home), memory_order_seq_cst);
+		if ((b & SCANNING) || (b & BOUND_MASK) < d)
+			raise_bound(t, home, d);
+		count_live(t, 1);
+		if (d > atomic_load_explicit(&t->probe_max, memory_order_relaxed))
+			max_update(&t->probe_max, d);
 		return true;
 	}
 	atomic_fetch_add_explicit(&t->full_events, 1, memory_order_relaxed);
@@ -267,7 +314,7 @@ void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
 	/* release: the slot's next occupant (a new version) is ordered after this removal */
 	atomic_store_explicit(&t->slots[tk->index].state,
 			      st_make(PHASE_FREE, st_version(tk->state) + 1, 0), memory_order_release);
-	atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+	count_live(t, -1);
 }
 
 void curesv_table_restore(curesv_table *t, const curesv_ticket *tk)
@@ -327,7 +374,11 @@ void curesv_table_walk(curesv_table *t, void (*fn)(const curesv_entry *e, void *
 void curesv_table_stats(curesv_table *t, curesv_table_stats_t *out)
 {
 	out->slots = t->mask + 1;
-	out->live = atomic_load_explicit(&t->live, memory_order_relaxed);
+	int64_t live = atomic_load_explicit(&t->live, memory_order_relaxed);
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++)
+		live += atomic_load_explicit(&t->stripes[i].pending, memory_order_relaxed);
+	out->live = live > 0 ? (uint64_t)live : 0;
 	out->high_water = atomic_load_explicit(&t->high_water, memory_order_relaxed);
 	out->full_events = atomic_load_explicit(&t->full_events, memory_order_relaxed);
 	out->probe_max = atomic_load_explicit(&t->probe_max, memory_order_relaxed);

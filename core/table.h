@@ -19,6 +19,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum curesv_kind {
@@ -51,14 +52,22 @@ struct curesv_slot {
 	_Atomic uint32_t bound;         /* home bucket's probe bound (bits 0..30) | scanning (bit 31) */
 };
 
+/* A thread's part of the live count (one per shard index, shard.h): entries it added and not yet
+ * moved to the table's `live`, at most `batch`. */
+struct curesv_table_stripe {
+	_Atomic int64_t pending;
+} __attribute__((aligned(64)));
+
 typedef struct curesv_table {
 	struct curesv_slot *slots;
+	struct curesv_table_stripe *stripes;    /* [CURESV_SHARDS], after the slots */
 	uint64_t mask;                  /* slots - 1 */
 	uint64_t probe_limit;           /* insert gives up (table full) after this many probes */
-	/* Statistics. `live` changes on every insert and remove: alone on its cache line, so the
-	 * others stay read-mostly. */
-	_Alignas(64) _Atomic uint64_t live;     /* entries now */
-	_Alignas(64) _Atomic uint64_t high_water;       /* most entries at once */
+	int64_t batch;                  /* a stripe moves its count to `live` past this */
+	size_t mapped;                  /* bytes of the mapping */
+	/* Statistics, read-mostly: `live` changes once per `batch` inserts of a thread. */
+	_Alignas(64) _Atomic int64_t live;      /* entries now, less what stripes hold */
+	_Alignas(64) _Atomic uint64_t high_water;       /* most entries at once (see below) */
 	_Atomic uint64_t full_events;   /* inserts refused for want of a free slot */
 	_Atomic uint64_t probe_max;     /* longest probe distance any insert ever used */
 } curesv_table;
@@ -68,6 +77,9 @@ typedef struct curesv_ticket {
 	uint64_t index, home, distance, state;
 } curesv_ticket;
 
+/* `live` is exact at quiescence (the stripes are summed). `high_water` is the most entries a thread
+ * saw (table `live` + its own stripe) when it inserted: exact for one thread, and at most `batch`
+ * (min(64, slots / 1024)) per other thread below the true figure. */
 typedef struct curesv_table_stats {
 	uint64_t slots, live, high_water, full_events;
 	uint64_t probe_max;     /* longest insert probe ever (distance, 0 = home slot) */

@@ -21,23 +21,31 @@ static _Atomic pid_t owner;
 /* Set by before_fork when it took the engine's locks (only an active engine has them). */
 static bool fork_locked;
 
+/* The sections first: no thread holds a curesv lock while inside one, so taking the locks after
+ * cannot wait on a thread held at a section's entry. */
 static void before_fork(void)
 {
 	fork_locked = atomic_load_explicit(&state, memory_order_acquire) == ACTIVE;
-	if (fork_locked)
+	if (fork_locked) {
+		curesv_shard_fork_prepare();
 		curesv_report_fork_prepare(&engine);
+	}
 }
 
 static void after_fork_parent(void)
 {
-	if (fork_locked)
+	if (fork_locked) {
 		curesv_report_fork_done(&engine);
+		curesv_shard_fork_parent();
+	}
 }
 
 static void after_fork_child(void)
 {
-	if (fork_locked)
+	if (fork_locked) {
 		curesv_report_fork_done(&engine);
+		curesv_engine_fork_child(&engine);
+	}
 	/* A thread that was initialising the engine does not exist in the child: start again. */
 	int busy = INITIALISING;
 	atomic_compare_exchange_strong_explicit(&state, &busy, UNINIT, memory_order_relaxed,
@@ -72,6 +80,7 @@ static int init_state(void)
 		return DISABLED;
 	if (!curesv_engine_init(&engine, &cfg))
 		return DISABLED;
+	curesv_shard_init();
 	atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
 	curesv_log(CURESV_LOG_INFO, "active: CURESV_MODE=%s, %u reservations, %lu table slots",
 		   cfg.mode == CURESV_MODE_ENFORCE ? "enforce" : "observe", cfg.n_reservations,

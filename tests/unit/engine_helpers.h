@@ -122,7 +122,7 @@ static inline void actor_execute(struct actor *a)
 		a->result = eng_alloc_ex(a->e, a->device, a->ptr, a->bytes, a->kind, a->real_ok);
 		break;
 	case ACT_FREE: a->result = eng_free_ex(a->e, a->ptr, a->real_ok); break;
-	case ACT_ORIGIN: a->result = (int)curesv_thread_origin(); break;
+	case ACT_ORIGIN: a->result = (int)curesv_ref_handle(curesv_thread_origin()); break;
 	case ACT_CALL: a->fn(a, a->arg); break;
 	case ACT_NONE: break;
 	}
@@ -312,16 +312,25 @@ struct want_dev {
 
 static inline void expect_dev_(curesv_engine *e, int line, int device, struct want_dev w)
 {
-	struct curesv_device *d = &e->ledger.dev[device];
+	curesv_device_stats_t d;
+	curesv_ledger_device_stats(&e->ledger, device, &d);
 	char what[32];
 	snprintf(what, sizeof what, "device %d", device);
-	EXPECT_FIELD_(atomic_load(&d->allocated), w.allocated);
-	EXPECT_FIELD_(atomic_load(&d->peak), w.peak);
-	EXPECT_FIELD_(atomic_load(&d->orphan[CURESV_TIER_DEVICE]), w.orphan);
-	EXPECT_FIELD_(atomic_load(&d->orphan[CURESV_TIER_HOST]), w.orphan_host);
-	EXPECT_FIELD_(atomic_load(&d->reserved), w.reserved);
+	EXPECT_FIELD_(d.allocated, w.allocated);
+	EXPECT_FIELD_(d.peak, w.peak);
+	EXPECT_FIELD_(d.orphan, w.orphan);
+	EXPECT_FIELD_(d.orphan_host, w.orphan_host);
+	EXPECT_FIELD_(d.reserved, w.reserved);
 	EXPECT_FIELD_(curesv_ledger_pool_headroom(&e->ledger, device), w.headroom);
-	EXPECT_FIELD_(atomic_load(&d->orphan_frees), w.orphan_frees);
+	EXPECT_FIELD_(d.orphan_frees, w.orphan_frees);
+}
+
+/* Device `device`'s merged totals. */
+static inline curesv_device_stats_t dev_stats(curesv_engine *e, int device)
+{
+	curesv_device_stats_t d;
+	curesv_ledger_device_stats(&e->ledger, device, &d);
+	return d;
 }
 
 /* Device `d`'s totals; .headroom is curesv_ledger_pool_headroom(). */

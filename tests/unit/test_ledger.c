@@ -427,7 +427,7 @@ Test(ledger, reserve_errors)
 	cr_assert_eq(curesv_engine_reserve(&E, "ok", 1, 64), CURESV_ERR_INVALID);
 	cr_assert_eq(curesv_engine_reserve(&E, "ok", 1, -1), CURESV_ERR_INVALID);
 	EXPECT_DEV(&E, 1, .headroom = UINT64_MAX);
-	cr_assert_eq(atomic_load(&E.ledger.dev[1].reserved), 0, "nothing reserved by the failures");
+	cr_assert_eq(dev_stats(&E, 1).reserved, 0, "nothing reserved by the failures");
 
 	/* the limits themselves are fine (device 1's capacity is not known yet) */
 	cr_assert_eq(curesv_engine_reserve(&E, "a23456789012345678901234567890.", (uint64_t)64 * TiB,
@@ -981,10 +981,10 @@ static void random_handoffs(bool enforce)
 	else
 		cr_assert_eq(total_denied, 0);
 	EXPECT_ENG(&E, .live = 0);
-	cr_assert_eq(atomic_load(&E.ledger.dev[0].allocated), 0);
-	cr_assert_eq(atomic_load(&E.ledger.dev[0].orphan[0]), 0);
+	cr_assert_eq(dev_stats(&E, 0).allocated, 0);
+	cr_assert_eq(dev_stats(&E, 0).orphan, 0);
 	if (enforce)
-		cr_assert_leq(atomic_load(&E.ledger.dev[0].peak), 1 * MiB);
+		cr_assert_leq(dev_stats(&E, 0).peak, 1 * MiB);
 	for (int k = 0; k < HT; k++)
 		free(w[k].items);
 	pthread_barrier_destroy(&h.start);
@@ -1048,7 +1048,7 @@ Test(concurrency, release_racing_frees, .timeout = 120)
 		freed += bytes;
 		curesv_stats_t st;
 		curesv_ledger_stats(&E.ledger, victim, 0, &st);
-		uint64_t late = atomic_load(&E.ledger.dev[0].orphan_frees) - orphan_frees;
+		uint64_t late = dev_stats(&E, 0).orphan_frees - orphan_frees;
 		orphan_frees += late;
 		cr_assert_eq(st.frees + late, RF * PER, "round %lu: every free debited once",
 			     (unsigned long)round);
@@ -1116,7 +1116,7 @@ Test(ledger, enforce_holds_the_shared_pool_under_concurrency, .timeout = 120)
 	curesv_stats_t st;
 	curesv_ledger_stats(&E.ledger, CURESV_SHARED, 0, &st);
 	cr_assert_leq(st.peak, MiB, "shared pool peak %lld past its 1 MiB size", (long long)st.peak);
-	cr_assert_leq(atomic_load(&E.ledger.dev[0].peak), MiB, "device peak past capacity");
+	cr_assert_leq(dev_stats(&E, 0).peak, MiB, "device peak past capacity");
 	cr_assert_eq(st.allocs, granted);
 	cr_assert_eq(st.frees, granted);
 	cr_assert_eq(st.denied, denied);

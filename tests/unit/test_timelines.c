@@ -300,7 +300,7 @@ Test(timeline, t6_release_racing_32_freeing_threads, .timeout = 120)
 		release_race_round(&t, round);
 
 		freed += bytes;
-		uint64_t late = atomic_load(&E.ledger.dev[0].orphan_frees) - orphan_frees;
+		uint64_t late = dev_stats(&E, 0).orphan_frees - orphan_frees;
 		orphan_frees += late;
 		curesv_stats_t st;
 		curesv_ledger_stats(&E.ledger, h, 0, &st);

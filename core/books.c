@@ -1,0 +1,1008 @@
+/* The counts: charge, debit, transfer and the merged reads. Lock-free; see ledger.h for the model
+ * (words, cells, slack, leases, claimed). */
+#include "books.h"
+
+#include <string.h>
+
+#define CELL_BIAS (INT64_C(1) << 23)
+#define SLACK_MAX (INT64_C(1) << 20)    /* at most 1 MiB per thread in a cell */
+#define RECLAIM_ROUNDS 4
+
+static inline uint64_t cell_make(uint64_t serial, int64_t d)
+{
+	return serial << 24 | (uint64_t)(d + CELL_BIAS);
+}
+static inline uint64_t cell_serial(uint64_t v) { return v >> 24; }
+static inline int64_t cell_d(uint64_t v) { return (int64_t)(v & 0xffffffu) - CELL_BIAS; }
+
+static inline enum curesv_tier tier_of(uint8_t kind)
+{
+	return kind == CURESV_KIND_HOST ? CURESV_TIER_HOST : CURESV_TIER_DEVICE;
+}
+
+static inline int64_t load64(_Atomic int64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+static inline uint64_t loadu(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+static inline void add64(_Atomic int64_t *v, int64_t d) { atomic_fetch_add_explicit(v, d, memory_order_relaxed); }
+static inline void bump(_Atomic uint64_t *v) { atomic_fetch_add_explicit(v, 1, memory_order_relaxed); }
+
+/* Owner-only updates of a cell field: a load and a store, no read-modify-write, since only the
+ * shard's holder writes it. */
+static inline void own_add(_Atomic int64_t *v, int64_t d)
+{
+	atomic_store_explicit(v, load64(v) + d, memory_order_relaxed);
+}
+static inline void own_bump(_Atomic uint64_t *v)
+{
+	atomic_store_explicit(v, loadu(v) + 1, memory_order_relaxed);
+}
+
+static void max_update(_Atomic int64_t *target, int64_t v)
+{
+	int64_t cur = load64(target);
+	while (v > cur && !atomic_compare_exchange_weak_explicit(target, &cur, v, memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+bool curesv_add_limited(_Atomic int64_t *v, int64_t delta, int64_t limit)
+{
+	int64_t cur = load64(v);
+	do {
+		if (delta > 0 && cur + delta > limit)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(v, &cur, cur + delta, memory_order_acq_rel,
+							memory_order_relaxed));
+	return true;
+}
+
+void curesv_account_init(struct curesv_account *a)
+{
+	for (int t = 0; t < CURESV_TIERS; t++)
+		atomic_init(&a->word[t], curesv_word_make(0, 0));
+}
+
+void curesv_account_reset(struct curesv_account *a)
+{
+	atomic_store_explicit(&a->peak, 0, memory_order_relaxed);
+	atomic_store_explicit(&a->draining, 0, memory_order_relaxed);
+	atomic_store_explicit(&a->caller_view, 0, memory_order_relaxed);
+	_Atomic uint64_t *counters[] = { &a->allocs, &a->frees, &a->cross_thread_frees, &a->denied,
+					 &a->over_budget, &a->transfers_in, &a->transfers_out };
+	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+}
+
+/* ---- what an operation acts on ------------------------------------------------------------------ */
+
+struct target {
+	struct curesv_account *a;
+	unsigned account;       /* cell index */
+	uint32_t handle;
+	uint64_t serial;
+	unsigned gen;
+	int device;
+	int64_t budget;         /* device-tier budget (INT64_MAX: none known) */
+};
+
+/* The shared pool's size: what capacity leaves after the reservations and the flushed orphan
+ * bytes (at least 0); INT64_MAX while the capacity is unknown. A figure for messages and slack:
+ * enforcement itself is the claimed word's. */
+static int64_t pool_budget(curesv_ledger *l, int device)
+{
+	struct curesv_device *d = &l->dev[device];
+	if (!atomic_load_explicit(&d->capacity_known, memory_order_acquire))
+		return INT64_MAX;
+	int64_t size = (int64_t)loadu(&d->capacity) - (int64_t)loadu(&d->reserved) -
+		       load64(&d->orphan[CURESV_TIER_DEVICE]);
+	return size > 0 ? size : 0;
+}
+
+static void shared_target(curesv_ledger *l, int device, struct target *t)
+{
+	*t = (struct target){ &l->dev[device].shared, CURESV_ACCOUNT_SHARED0 + (unsigned)device,
+			      CURESV_SHARED, CURESV_SHARED_SERIAL, 0, device, pool_budget(l, device) };
+}
+
+/* A live reservation's target from its ident word (already checked). */
+static void res_target(curesv_ledger *l, unsigned slot, uint64_t id, int device, struct target *t)
+{
+	struct curesv_reservation *r = &l->res[slot];
+	*t = (struct target){ &r->acct, slot, (uint32_t)slot << 16 | curesv_ident_gen(id),
+			      curesv_ident_serial(id), curesv_ident_gen(id), device,
+			      (int64_t)loadu(&r->size) };
+}
+
+/* Where a charge to `origin` on `device` goes: the reservation while it is live and on that
+ * device, else that device's shared pool. */
+static void charge_target(curesv_ledger *l, curesv_ref origin, int device, struct target *t,
+			  bool *fell_back, bool *wrong_device)
+{
+	unsigned slot = curesv_handle_slot(curesv_ref_handle(origin));
+	if (origin != CURESV_SHARED && slot != 0) {
+		struct curesv_reservation *r = &l->res[slot];
+		/* acquire: pairs with reserve's release: device and size below are this serial's */
+		uint64_t id = atomic_load_explicit(&r->ident, memory_order_acquire);
+		if (curesv_ident_state(id) != CURESV_RES_ACTIVE ||
+		    curesv_ident_serial(id) != curesv_ref_serial(origin)) {
+			*fell_back = true;
+		} else if (atomic_load_explicit(&r->device, memory_order_relaxed) != device) {
+			*wrong_device = true;
+		} else {
+			res_target(l, slot, id, device, t);
+			return;
+		}
+	}
+	shared_target(l, device, t);
+}
+
+/* The target of a free of `handle` on `device`: false when the reservation was released (its bytes
+ * are the orphan tier's). A generation is never reused while a buffer of it lives, so a live ident
+ * of the same generation is the buffer's own reservation. */
+static bool debit_target(curesv_ledger *l, uint32_t handle, int device, struct target *t)
+{
+	if (handle == CURESV_SHARED) {
+		shared_target(l, device, t);
+		return true;
+	}
+	unsigned slot = curesv_handle_slot(handle);
+	uint64_t id = atomic_load_explicit(&l->res[slot].ident, memory_order_acquire);
+	if (curesv_ident_state(id) != CURESV_RES_ACTIVE || curesv_ident_gen(id) != curesv_handle_gen(handle))
+		return false;
+	res_target(l, slot, id, device, t);
+	return true;
+}
+
+static inline int64_t slack_of(int64_t budget)
+{
+	int64_t s = budget / 64;
+	return s < SLACK_MAX ? (s > 0 ? s : 0) : SLACK_MAX;
+}
+
+static inline struct curesv_cell *cell_of(curesv_ledger *l, int shard, unsigned account)
+{
+	return shard >= 0 ? &l->books[shard].cell[account] : NULL;
+}
+
+/* ---- the orphan tier ------------------------------------------------------------------------------ */
+
+/* Device bytes that left (negative) or joined the orphan tier of `device`, from reservation slot
+ * `slot` (0: none known). */
+static void orphan_add(curesv_ledger *l, int device, unsigned slot, enum curesv_tier t, int64_t bytes)
+{
+	if (bytes == 0 || !curesv_device_ok(device))
+		return;
+	struct curesv_device *d = &l->dev[device];
+	/* release: a shared-pool charge that sees the orphan tier shrink sees the claim drop first */
+	if (t == CURESV_TIER_DEVICE)
+		atomic_fetch_add_explicit(&d->claimed, bytes, memory_order_release);
+	atomic_fetch_add_explicit(&d->orphan[t], bytes, memory_order_release);
+	if (slot)
+		add64(&l->res[slot].ghost, bytes);
+}
+
+/* A cell still carries an earlier reservation of its slot, released since: what it holds belongs
+ * to that reservation's orphan tier now; its counters belong to nobody (the slot was reused). */
+static __attribute__((noinline)) void cell_settle(curesv_ledger *l, struct curesv_cell *c,
+						  unsigned account, uint64_t v, uint64_t serial,
+						  int device)
+{
+	atomic_store_explicit(&c->view, 0, memory_order_relaxed);
+	_Atomic uint64_t *counters[] = { &c->allocs, &c->frees, &c->cross_thread_frees,
+					 &c->over_budget };
+	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+	int64_t host = load64(&c->host);
+	atomic_store_explicit(&c->host, 0, memory_order_relaxed);
+	/* CAS: a reclaim may take the old lease at the same moment; exactly one of us gets it.
+	 * release: the zeroed counters are visible to a reader that sees the new serial */
+	while (!atomic_compare_exchange_weak_explicit(&c->books, &v, cell_make(serial, 0),
+						      memory_order_acq_rel, memory_order_relaxed))
+		;
+	int old_device = atomic_load_explicit(&c->device, memory_order_relaxed);
+	atomic_store_explicit(&c->device, device, memory_order_relaxed);
+	if (cell_serial(v) == 0)
+		return;
+	unsigned slot = account < CURESV_ACCOUNT_SHARED0 ? account : 0;
+	orphan_add(l, old_device, slot, CURESV_TIER_DEVICE, cell_d(v));
+	orphan_add(l, old_device, slot, CURESV_TIER_HOST, host);
+}
+
+/* Makes the thread's cell carry `serial` before it is used for it. */
+static inline void cell_claim(curesv_ledger *l, struct curesv_cell *c, unsigned account,
+			      uint64_t serial, int device)
+{
+	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
+	if (__builtin_expect(cell_serial(v) != serial, 0))
+		cell_settle(l, c, account, v, serial, device);
+}
+
+/* ---- words ---------------------------------------------------------------------------------------- */
+
+enum flush { FLUSHED, OVER, RETIRED };
+
+/* Adds `delta` to a word of generation `gen`, refusing once the generation moved on (RETIRED) and,
+ * when `limit` >= 0, a result above it (OVER). *after gets the new byte count. */
+static enum flush word_add(_Atomic uint64_t *word, unsigned gen, int64_t delta, int64_t limit,
+			   int64_t *after)
+{
+	uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
+	for (;;) {
+		if (curesv_word_gen(w) != gen)
+			return RETIRED;
+		int64_t next = curesv_word_bytes(w) + delta;
+		if (limit >= 0 && delta > 0 && next > limit)
+			return OVER;
+		/* acq_rel: orders this change against the release CAS that retires the word */
+		if (atomic_compare_exchange_weak_explicit(word, &w, curesv_word_make(gen, next),
+							  memory_order_acq_rel, memory_order_relaxed)) {
+			*after = next;
+			return FLUSHED;
+		}
+	}
+}
+
+/* Moves `delta` device bytes of target t into its word. For a shared pool the device's claimed
+ * word moves with it: with `limited`, held to the capacity (the shared pool's budget) first. */
+static enum flush flush_word(curesv_ledger *l, const struct target *t, int64_t delta, bool limited,
+			     int64_t *after)
+{
+	if (t->handle != CURESV_SHARED)
+		return word_add(&t->a->word[0], t->gen, delta, limited ? t->budget : -1, after);
+	struct curesv_device *d = &l->dev[t->device];
+	if (limited && atomic_load_explicit(&d->capacity_known, memory_order_acquire)) {
+		if (!curesv_add_limited(&d->claimed, delta, (int64_t)loadu(&d->capacity)))
+			return OVER;
+	} else {
+		add64(&d->claimed, delta);
+	}
+	*after = curesv_word_bytes(atomic_fetch_add_explicit(&t->a->word[0], (uint64_t)delta,
+							     memory_order_relaxed)) + delta;
+	return FLUSHED;
+}
+
+/* Takes back every lease of target t held in cells (enforce mode): the word then shows what is in
+ * use. Returns the bytes taken back. The caller raised t->a->draining, so no new lease forms
+ * while it looks, bar a free already past that check. */
+static int64_t reclaim(curesv_ledger *l, const struct target *t)
+{
+	int64_t taken = 0;
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++) {
+		_Atomic uint64_t *books = &l->books[i].cell[t->account].books;
+		uint64_t v = atomic_load_explicit(books, memory_order_relaxed);
+		while (cell_serial(v) == t->serial && cell_d(v) < 0) {
+			if (atomic_compare_exchange_weak_explicit(books, &v, cell_make(t->serial, 0),
+								  memory_order_acq_rel,
+								  memory_order_relaxed)) {
+				taken -= cell_d(v);
+				break;
+			}
+		}
+	}
+	int64_t after;
+	if (taken && flush_word(l, t, -taken, false, &after) == RETIRED)
+		orphan_add(l, t->device, t->account, CURESV_TIER_DEVICE, -taken);
+	if (t->handle == CURESV_SHARED)
+		curesv_books_reclaim_device(l, t->device);
+	return taken;
+}
+
+/* Adds `delta` device bytes to target t on behalf of the calling thread: in its cell while the cell
+ * stays within its slack range, else by moving the cell's value and delta to the word (held to the
+ * budget when `limited`). *after: the books as the thread sees them (word + its cell). */
+static enum flush books_add(curesv_ledger *l, const struct target *t, int shard, int64_t delta,
+			    bool limited, int64_t *after)
+{
+	struct curesv_cell *c = cell_of(l, shard, t->account);
+	if (!c)
+		return flush_word(l, t, delta, limited, after);
+	cell_claim(l, c, t->account, t->serial, t->device);
+	bool lease = curesv_leasing(l);
+	int64_t slack = slack_of(t->budget);
+	int64_t lo = lease ? -slack : 0, hi = lease ? 0 : slack;
+	if (lease && delta < 0 && atomic_load_explicit(&t->a->draining, memory_order_relaxed))
+		lo = 0;
+	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
+	for (;;) {
+		int64_t n = cell_d(v) + delta;
+		bool local = lo <= n && n <= hi;
+		uint64_t next = cell_make(t->serial, local ? n : 0);
+		if (lease) {
+			/* CAS: a reclaim may be taking this lease */
+			if (!atomic_compare_exchange_weak_explicit(&c->books, &v, next,
+								   memory_order_relaxed,
+								   memory_order_relaxed))
+				continue;
+		} else {
+			atomic_store_explicit(&c->books, next, memory_order_relaxed);
+		}
+		if (local) {
+			*after = curesv_word_bytes(atomic_load_explicit(&t->a->word[0],
+									memory_order_relaxed)) + n;
+			return FLUSHED;
+		}
+		enum flush f = flush_word(l, t, n, limited, after);
+		if (f == FLUSHED)
+			return f;
+		/* Not taken: the cell's own part goes back where it was (the lease to the cell; a
+		 * retired reservation's part to its orphan tier), delta is the caller's to place. */
+		int64_t mine = n - delta;
+		if (f == RETIRED)
+			orphan_add(l, t->device, t->account, CURESV_TIER_DEVICE, mine);
+		else if (mine)
+			atomic_fetch_add_explicit(&c->books, (uint64_t)mine, memory_order_relaxed);
+		return f;
+	}
+}
+
+/* ---- charge ---------------------------------------------------------------------------------------- */
+
+/* Counts a refusal and keeps what it was refused on, for the caller's message. */
+static bool refuse(curesv_ledger *l, const struct target *t, curesv_charge *c)
+{
+	c->first_denial = atomic_fetch_add_explicit(&t->a->denied, 1, memory_order_relaxed) == 0;
+	c->budget = t->budget;
+	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
+		c->books = load64(&t->a->caller_view);
+	else
+		c->books = curesv_ledger_origin_bytes(l, t->handle, t->device);
+	return false;
+}
+
+static void fill_charge(curesv_charge *c, const struct target *t)
+{
+	c->origin = t->handle;
+	c->serial = t->serial;
+	c->account = t->account;
+	c->budget = t->budget;
+}
+
+/* Device-tier books of a charge under origin attribution: denied only when the word refuses even
+ * after every lease was taken back. */
+static enum flush charge_origin(curesv_ledger *l, const struct target *t, int shard, int64_t bytes,
+				bool enforce, int64_t *after)
+{
+	enum flush f = books_add(l, t, shard, bytes, enforce, after);
+	if (f != OVER)
+		return f;
+	atomic_fetch_add_explicit(&t->a->draining, 1, memory_order_relaxed);
+	for (int round = 0; f == OVER && round < RECLAIM_ROUNDS; round++)
+		if (reclaim(l, t) == 0 && round > 0)
+			break;
+		else
+			f = books_add(l, t, shard, bytes, enforce, after);
+	atomic_fetch_sub_explicit(&t->a->draining, 1, memory_order_relaxed);
+	return f;
+}
+
+static inline void mark_seen(struct curesv_device *d)
+{
+	if (!atomic_load_explicit(&d->seen, memory_order_relaxed))
+		atomic_store_explicit(&d->seen, 1, memory_order_relaxed);
+}
+
+/* The device's own total, all origins: in the thread's share while within the device's slack. */
+static void device_add(curesv_ledger *l, int shard, int device, int64_t delta)
+{
+	struct curesv_device *d = &l->dev[device];
+	if (shard < 0) {
+		add64(&d->allocated, delta);
+		return;
+	}
+	_Atomic int64_t *mine = &l->books[shard].device[device];
+	int64_t n = load64(mine) + delta;
+	int64_t cap = atomic_load_explicit(&d->capacity_known, memory_order_relaxed)
+			      ? (int64_t)loadu(&d->capacity) : INT64_MAX;
+	if (n >= 0 && n <= slack_of(cap)) {
+		atomic_store_explicit(mine, n, memory_order_relaxed);
+		return;
+	}
+	atomic_store_explicit(mine, 0, memory_order_relaxed);
+	add64(&d->allocated, n);
+}
+
+/* caller_view: the diagnostic (origin attribution) in the thread's cell of account t. */
+static void view_add(curesv_ledger *l, int shard, const struct target *t, int64_t delta)
+{
+	struct curesv_cell *c = cell_of(l, shard, t->account);
+	if (!c || l->attribution == CURESV_ATTRIBUTION_CALLER) {
+		add64(&t->a->caller_view, delta);
+		return;
+	}
+	cell_claim(l, c, t->account, t->serial, t->device);
+	own_add(&c->view, delta);
+}
+
+static bool charge_host(curesv_ledger *l, const struct target *t, int shard, int64_t bytes)
+{
+	struct curesv_cell *c = cell_of(l, shard, t->account);
+	int64_t after;
+	if (!c)
+		return word_add(&t->a->word[CURESV_TIER_HOST], t->gen, bytes, -1, &after) == FLUSHED;
+	cell_claim(l, c, t->account, t->serial, t->device);
+	own_add(&c->host, bytes);
+	return true;
+}
+
+bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
+			  enum curesv_kind kind, bool enforce, curesv_charge *c)
+{
+	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
+	if (!curesv_device_ok(device) || bytes > CURESV_SIZE_LIMIT)
+		return false;
+	mark_seen(&l->dev[device]);
+	int shard = curesv_shard_index();
+	bool caller_books = l->attribution == CURESV_ATTRIBUTION_CALLER;
+	for (;;) {
+		struct target t;
+		charge_target(l, origin, device, &t, &c->fell_back, &c->wrong_device);
+		fill_charge(c, &t);
+		if (tier_of((uint8_t)kind) == CURESV_TIER_HOST) {
+			if (charge_host(l, &t, shard, (int64_t)bytes))
+				return true;
+			origin = CURESV_SHARED; /* released meanwhile */
+			c->fell_back = true;
+			continue;
+		}
+		int64_t view = 0, after = 0;
+		if (caller_books && enforce) {
+			if (!curesv_add_limited(&t.a->caller_view, (int64_t)bytes, t.budget))
+				return refuse(l, &t, c);
+		}
+		enum flush f = caller_books ? books_add(l, &t, shard, (int64_t)bytes, false, &after)
+					    : charge_origin(l, &t, shard, (int64_t)bytes, enforce, &after);
+		if (f != FLUSHED) {
+			if (caller_books && enforce)
+				add64(&t.a->caller_view, -(int64_t)bytes);
+			if (f == OVER)
+				return refuse(l, &t, c);
+			origin = CURESV_SHARED; /* released between the check and the word */
+			c->fell_back = true;
+			continue;
+		}
+		if (caller_books)
+			view = enforce ? load64(&t.a->caller_view)
+				       : atomic_fetch_add_explicit(&t.a->caller_view, (int64_t)bytes,
+								   memory_order_relaxed) + (int64_t)bytes;
+		else
+			view_add(l, shard, &t, (int64_t)bytes);
+		c->books = caller_books ? view : after;
+		c->over = c->books > t.budget;
+		device_add(l, shard, device, (int64_t)bytes);
+		return true;
+	}
+}
+
+static struct curesv_account *account_at(curesv_ledger *l, unsigned account)
+{
+	return account >= CURESV_ACCOUNT_SHARED0 ? &l->dev[account - CURESV_ACCOUNT_SHARED0].shared
+						 : &l->res[account].acct;
+}
+
+void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
+{
+	int shard = curesv_shard_index();
+	struct curesv_account *a = account_at(l, c->account);
+	struct curesv_cell *cell = cell_of(l, shard, c->account);
+	/* the cell may have moved to another serial since the charge only if the reservation was
+	 * released meanwhile: then the count is the released one's, kept in the global counter */
+	bool mine = cell && cell_serial(atomic_load_explicit(&cell->books, memory_order_relaxed)) ==
+				    c->serial;
+	if (mine)
+		own_bump(&cell->allocs);
+	else
+		bump(&a->allocs);
+	if (c->over) {
+		if (mine)
+			own_bump(&cell->over_budget);
+		else
+			bump(&a->over_budget);
+	}
+	if (tier_of(c->kind) != CURESV_TIER_DEVICE)
+		return;
+	/* Peaks count only allocations that succeeded: a charge undone by uncharge (real
+	 * allocation failed, table full) must not raise them. */
+	int64_t books = c->books;
+	if (l->attribution != CURESV_ATTRIBUTION_CALLER && mine)
+		books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) +
+			cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
+	max_update(&a->peak, books);
+	struct curesv_device *d = &l->dev[c->device];
+	int64_t total = load64(&d->allocated) + (shard >= 0 ? load64(&l->books[shard].device[c->device]) : 0);
+	max_update(&d->peak, total);
+}
+
+/* A debit of `bytes` from target t that found it retired or released: the orphan tier's. */
+static void orphan_debit(curesv_ledger *l, int device, unsigned slot, enum curesv_tier tier,
+			 int64_t bytes)
+{
+	orphan_add(l, device, slot, tier, -bytes);
+}
+
+/* Takes `bytes` of `kind` off the books of `handle` on `device`, for the calling thread. Returns
+ * false when they came off the orphan tier (the reservation was released). */
+static bool take_off(curesv_ledger *l, uint32_t handle, int device, uint8_t kind, int64_t bytes,
+		     int shard, struct target *t)
+{
+	unsigned slot = curesv_handle_slot(handle);
+	enum curesv_tier tier = tier_of(kind);
+	if (!debit_target(l, handle, device, t)) {
+		orphan_debit(l, device, slot, tier, bytes);
+		return false;
+	}
+	int64_t after;
+	if (tier == CURESV_TIER_HOST) {
+		struct curesv_cell *c = cell_of(l, shard, t->account);
+		if (c) {
+			cell_claim(l, c, t->account, t->serial, device);
+			own_add(&c->host, -bytes);
+		} else if (word_add(&t->a->word[CURESV_TIER_HOST], t->gen, -bytes, -1, &after) != FLUSHED) {
+			orphan_debit(l, device, slot, tier, bytes);
+			return false;
+		}
+		return true;
+	}
+	if (books_add(l, t, shard, -bytes, false, &after) != FLUSHED) {
+		orphan_debit(l, device, slot, tier, bytes);
+		return false;
+	}
+	return true;
+}
+
+void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c)
+{
+	if (!curesv_device_ok(c->device))
+		return;
+	int shard = curesv_shard_index();
+	int64_t bytes = (int64_t)c->bytes;
+	struct target t;
+	/* Bytes leaving the device: its total drops before the room is handed back, so a charge
+	 * that takes that room finds the total already lowered. */
+	if (tier_of(c->kind) == CURESV_TIER_DEVICE)
+		device_add(l, shard, c->device, -bytes);
+	bool live = take_off(l, c->origin, c->device, c->kind, bytes, shard, &t);
+	/* A released account's caller_view is frozen: its slot may already hold a new reservation. */
+	if (live && tier_of(c->kind) == CURESV_TIER_DEVICE)
+		view_add(l, shard, &t, -bytes);
+}
+
+void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
+			  enum curesv_kind kind, curesv_charge *c)
+{
+	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
+	if (!curesv_device_ok(device))
+		return;
+	mark_seen(&l->dev[device]);
+	struct target t;
+	charge_target(l, origin, device, &t, &c->fell_back, &c->wrong_device);
+	fill_charge(c, &t);
+	refuse(l, &t, c);
+}
+
+/* ---- debit ------------------------------------------------------------------------------------------ */
+
+/* The account the per-thread scheme debits: the freeing thread's reservation when it is live and on
+ * the buffer's device (as a charge would be), else that device's shared pool. */
+static void caller_target(curesv_ledger *l, curesv_ref caller, int device, struct target *t)
+{
+	bool fell_back = false, wrong_device = false;
+	charge_target(l, caller, device, t, &fell_back, &wrong_device);
+}
+
+static void count_free(curesv_ledger *l, int shard, const struct target *t, bool crossed)
+{
+	struct curesv_cell *c = cell_of(l, shard, t->account);
+	if (c && cell_serial(atomic_load_explicit(&c->books, memory_order_relaxed)) == t->serial) {
+		own_bump(&c->frees);
+		if (crossed)
+			own_bump(&c->cross_thread_frees);
+		return;
+	}
+	bump(&t->a->frees);
+	if (crossed)
+		bump(&t->a->cross_thread_frees);
+}
+
+void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+			 uint32_t caller_thread)
+{
+	if (!curesv_device_ok(e->device))
+		return;
+	int shard = curesv_shard_index();
+	enum curesv_tier tier = tier_of(e->kind);
+	int64_t bytes = (int64_t)e->bytes;
+	if (tier == CURESV_TIER_DEVICE)
+		device_add(l, shard, e->device, -bytes);
+	struct target t;
+	if (take_off(l, e->origin, e->device, e->kind, bytes, shard, &t))
+		count_free(l, shard, &t, e->thread != caller_thread);
+	else
+		bump(&l->dev[e->device].orphan_frees);
+	if (tier != CURESV_TIER_DEVICE)
+		return;
+	/* The per-thread scheme debits whatever the freeing thread is attached to. A caller whose
+	 * reservation dies right here may leave this one debit on its released account:
+	 * diagnostic only. */
+	struct target ct;
+	caller_target(l, caller, e->device, &ct);
+	view_add(l, shard, &ct, -bytes);
+}
+
+/* ---- transfer ------------------------------------------------------------------------------------- */
+
+curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry *e, curesv_ref to,
+					    bool enforce)
+{
+	bool fell_back = false, wrong_device = false;
+	struct target t;
+	if (to == CURESV_SHARED)
+		return CURESV_ERR_INVALID;
+	charge_target(l, to, e->device, &t, &fell_back, &wrong_device);
+	if (fell_back || wrong_device)
+		return fell_back ? CURESV_ERR_UNKNOWN_NAME : CURESV_ERR_INVALID;
+	int64_t bytes = (int64_t)e->bytes, after;
+	if (tier_of(e->kind) == CURESV_TIER_HOST)
+		return word_add(&t.a->word[CURESV_TIER_HOST], t.gen, bytes, -1, &after) == FLUSHED
+			       ? CURESV_OK : CURESV_ERR_UNKNOWN_NAME;
+	enum flush f = flush_word(l, &t, bytes, enforce, &after);
+	if (f == OVER && curesv_leasing(l)) {
+		atomic_fetch_add_explicit(&t.a->draining, 1, memory_order_relaxed);
+		reclaim(l, &t);
+		f = flush_word(l, &t, bytes, enforce, &after);
+		atomic_fetch_sub_explicit(&t.a->draining, 1, memory_order_relaxed);
+	}
+	if (f != FLUSHED)
+		return f == OVER ? CURESV_ERR_CAPACITY : CURESV_ERR_UNKNOWN_NAME;
+	add64(&t.a->caller_view, bytes);
+	return CURESV_OK;
+}
+
+/* Takes a transfer's bytes off reservation handle h's word directly (no cell). */
+static bool word_take(curesv_ledger *l, uint32_t handle, const curesv_entry *e, struct target *t)
+{
+	enum curesv_tier tier = tier_of(e->kind);
+	int64_t after;
+	if (debit_target(l, handle, e->device, t) &&
+	    (tier == CURESV_TIER_HOST
+		     ? word_add(&t->a->word[tier], t->gen, -(int64_t)e->bytes, -1, &after) == FLUSHED
+		     : flush_word(l, t, -(int64_t)e->bytes, false, &after) == FLUSHED))
+		return true;
+	orphan_debit(l, e->device, curesv_handle_slot(handle), tier, (int64_t)e->bytes);
+	return false;
+}
+
+void curesv_ledger_transfer_cancel(curesv_ledger *l, const curesv_entry *e, curesv_ref to)
+{
+	struct target t;
+	if (word_take(l, curesv_ref_handle(to), e, &t) && tier_of(e->kind) == CURESV_TIER_DEVICE)
+		add64(&t.a->caller_view, -(int64_t)e->bytes);
+}
+
+void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, curesv_ref to)
+{
+	struct target from, t;
+	bool fell_back = false, wrong_device = false;
+	charge_target(l, to, e->device, &t, &fell_back, &wrong_device);
+	/* The peak moves only once the transfer took place: a cancelled one leaves no trace. */
+	if (tier_of(e->kind) == CURESV_TIER_DEVICE && !fell_back && !wrong_device)
+		max_update(&t.a->peak, l->attribution == CURESV_ATTRIBUTION_CALLER
+					       ? load64(&t.a->caller_view)
+					       : curesv_ledger_origin_bytes(l, t.handle, e->device));
+	if (word_take(l, e->origin, e, &from)) {
+		bump(&from.a->transfers_out);
+		if (tier_of(e->kind) == CURESV_TIER_DEVICE)
+			add64(&from.a->caller_view, -(int64_t)e->bytes);
+	}
+	bump(&t.a->transfers_in);
+}
+
+/* ---- release ------------------------------------------------------------------------------------- */
+
+/* Moves the generation on and empties the word in one CAS: the bytes it held are returned. */
+static int64_t retire_word(_Atomic uint64_t *word)
+{
+	uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(
+		       word, &w, curesv_word_make((curesv_word_gen(w) + 1) & 0xffff, 0),
+		       memory_order_acq_rel, memory_order_relaxed))
+		;
+	return curesv_word_bytes(w);
+}
+
+void curesv_books_release(curesv_ledger *l, unsigned slot, uint64_t serial, unsigned gen)
+{
+	struct curesv_reservation *r = &l->res[slot];
+	int device = atomic_load_explicit(&r->device, memory_order_relaxed);
+	struct target t = { &r->acct, slot, slot << 16 | gen, serial, gen, device, 0 };
+	/* Leases are budget, not live bytes: take them back before the word's bytes go to the
+	 * orphan tier. One formed after this look is settled later, when its cell is. */
+	if (curesv_leasing(l)) {
+		atomic_fetch_add_explicit(&r->acct.draining, 1, memory_order_relaxed);
+		reclaim(l, &t);
+	}
+	struct curesv_device *d = &l->dev[device];
+	int64_t live = retire_word(&r->acct.word[CURESV_TIER_DEVICE]);
+	int64_t host = retire_word(&r->acct.word[CURESV_TIER_HOST]);
+	int64_t size = (int64_t)loadu(&r->size);
+	atomic_fetch_add_explicit(&d->orphan[CURESV_TIER_DEVICE], live, memory_order_relaxed);
+	atomic_fetch_add_explicit(&d->orphan[CURESV_TIER_HOST], host, memory_order_relaxed);
+	add64(&r->ghost, live + host);
+	/* Its size leaves the claim and its live bytes stay in it, as orphan bytes. */
+	add64(&d->claimed, live - size);
+	atomic_fetch_sub_explicit(&d->reserved, (uint64_t)size, memory_order_relaxed);
+}
+
+/* ---- merged reads ----------------------------------------------------------------------------------- */
+
+struct sums {
+	int64_t d, host, view;
+	uint64_t allocs, frees, cross, over;
+};
+
+/* What every thread's cell of `account` holds for `serial`. */
+static void sum_cells(curesv_ledger *l, unsigned account, uint64_t serial, struct sums *s)
+{
+	memset(s, 0, sizeof *s);
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++) {
+		struct curesv_cell *c = &l->books[i].cell[account];
+		/* acquire: pairs with cell_settle's release: counters read below are this serial's */
+		uint64_t v = atomic_load_explicit(&c->books, memory_order_acquire);
+		if (cell_serial(v) != serial)
+			continue;
+		s->d += cell_d(v);
+		s->host += load64(&c->host);
+		s->view += load64(&c->view);
+		s->allocs += loadu(&c->allocs);
+		s->frees += loadu(&c->frees);
+		s->cross += loadu(&c->cross_thread_frees);
+		s->over += loadu(&c->over_budget);
+	}
+}
+
+/* Is a cell of reservation slot `slot` carrying `serial` one of a released reservation? */
+static bool stale(curesv_ledger *l, unsigned slot, uint64_t serial)
+{
+	uint64_t id = atomic_load_explicit(&l->res[slot].ident, memory_order_acquire);
+	return serial != 0 && (curesv_ident_state(id) != CURESV_RES_ACTIVE ||
+			       curesv_ident_serial(id) != serial);
+}
+
+/* Cells of released reservations on `device` (every device when device < 0, into out[][tier]). */
+static void stale_cells(curesv_ledger *l, int device, int64_t out[][CURESV_TIERS])
+{
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned slot = 1; slot <= CURESV_MAX_RESERVATIONS; slot++) {
+			struct curesv_cell *c = &l->books[i].cell[slot];
+			uint64_t v = atomic_load_explicit(&c->books, memory_order_acquire);
+			int dev = atomic_load_explicit(&c->device, memory_order_relaxed);
+			if (!stale(l, slot, cell_serial(v)) || !curesv_device_ok(dev) ||
+			    (device >= 0 && dev != device))
+				continue;
+			int k = device >= 0 ? 0 : dev;
+			out[k][CURESV_TIER_DEVICE] += cell_d(v);
+			out[k][CURESV_TIER_HOST] += load64(&c->host);
+		}
+}
+
+static int64_t orphan_of(curesv_ledger *l, int device, enum curesv_tier t)
+{
+	int64_t st[1][CURESV_TIERS] = { { 0, 0 } };
+	stale_cells(l, device, st);
+	return load64(&l->dev[device].orphan[t]) + st[0][t];
+}
+
+/* The shared pool's size from the merged figures: capacity - reserved - orphan (at least 0);
+ * INT64_MAX while the capacity is unknown. */
+static int64_t pool_size(curesv_ledger *l, int device)
+{
+	struct curesv_device *d = &l->dev[device];
+	if (!atomic_load_explicit(&d->capacity_known, memory_order_acquire))
+		return INT64_MAX;
+	int64_t size = (int64_t)loadu(&d->capacity) - (int64_t)loadu(&d->reserved) -
+		       orphan_of(l, device, CURESV_TIER_DEVICE);
+	return size > 0 ? size : 0;
+}
+
+int64_t curesv_books_slot_residue(curesv_ledger *l, unsigned slot)
+{
+	int64_t sum = 0;
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++) {
+		struct curesv_cell *c = &l->books[i].cell[slot];
+		uint64_t v = atomic_load_explicit(&c->books, memory_order_acquire);
+		if (cell_serial(v) != 0)
+			sum += cell_d(v) + load64(&c->host);
+	}
+	return sum;
+}
+
+int64_t curesv_books_outside(curesv_ledger *l, int device)
+{
+	struct sums s;
+	int64_t st[1][CURESV_TIERS] = { { 0, 0 } };
+	sum_cells(l, CURESV_ACCOUNT_SHARED0 + (unsigned)device, CURESV_SHARED_SERIAL, &s);
+	stale_cells(l, device, st);
+	return s.d + st[0][CURESV_TIER_DEVICE];
+}
+
+void curesv_books_reclaim_device(curesv_ledger *l, int device)
+{
+	struct target t;
+	shared_target(l, device, &t);
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++) {
+		/* the shared pool's leases */
+		_Atomic uint64_t *books = &l->books[i].cell[t.account].books;
+		uint64_t v = atomic_load_explicit(books, memory_order_relaxed);
+		while (cell_serial(v) == t.serial && cell_d(v) < 0)
+			if (atomic_compare_exchange_weak_explicit(books, &v, cell_make(t.serial, 0),
+								  memory_order_acq_rel,
+								  memory_order_relaxed)) {
+				int64_t after;
+				flush_word(l, &t, cell_d(v), false, &after);
+				break;
+			}
+		/* released reservations' leftovers: to their orphan tier now */
+		for (unsigned slot = 1; slot <= CURESV_MAX_RESERVATIONS; slot++) {
+			struct curesv_cell *c = &l->books[i].cell[slot];
+			books = &c->books;
+			v = atomic_load_explicit(books, memory_order_acquire);
+			while (stale(l, slot, cell_serial(v)) && cell_d(v) != 0 &&
+			       atomic_load_explicit(&c->device, memory_order_relaxed) == device)
+				if (atomic_compare_exchange_weak_explicit(
+					    books, &v, cell_make(cell_serial(v), 0),
+					    memory_order_acq_rel, memory_order_relaxed)) {
+					orphan_add(l, device, slot, CURESV_TIER_DEVICE, cell_d(v));
+					break;
+				}
+		}
+	}
+}
+
+int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device)
+{
+	struct target t;
+	if ((handle == CURESV_SHARED && !curesv_device_ok(device)) ||
+	    curesv_handle_slot(handle) > CURESV_MAX_RESERVATIONS)
+		return 0;
+	if (handle != CURESV_SHARED)
+		device = atomic_load_explicit(&l->res[curesv_handle_slot(handle)].device,
+					      memory_order_relaxed);
+	if (!curesv_device_ok(device) || !debit_target(l, handle, device, &t))
+		return 0;
+	struct sums s;
+	sum_cells(l, t.account, t.serial, &s);
+	return curesv_word_bytes(atomic_load_explicit(&t.a->word[0], memory_order_relaxed)) + s.d;
+}
+
+static void account_stats(curesv_ledger *l, struct curesv_account *a, const struct sums *s,
+			  bool live, curesv_stats_t *out)
+{
+	int64_t origin = live ? curesv_word_bytes(loadu(&a->word[0])) + s->d : 0;
+	out->caller_view = load64(&a->caller_view) +
+			   (l->attribution == CURESV_ATTRIBUTION_CALLER ? 0 : s->view);
+	out->allocated = l->attribution == CURESV_ATTRIBUTION_CALLER ? out->caller_view : origin;
+	out->host_allocated = live ? curesv_word_bytes(loadu(&a->word[1])) + s->host : 0;
+	out->peak = load64(&a->peak);
+	out->allocs = loadu(&a->allocs) + s->allocs;
+	out->frees = loadu(&a->frees) + s->frees;
+	out->cross_thread_frees = loadu(&a->cross_thread_frees) + s->cross;
+	out->denied = loadu(&a->denied);
+	out->over_budget = loadu(&a->over_budget) + s->over;
+	out->transfers_in = loadu(&a->transfers_in);
+	out->transfers_out = loadu(&a->transfers_out);
+}
+
+void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_stats_t *out)
+{
+	memset(out, 0, sizeof *out);
+	unsigned slot = curesv_handle_slot(handle);
+	struct sums s;
+	if (handle == CURESV_SHARED) {
+		if (!curesv_device_ok(device))
+			return;
+		out->device = device;
+		out->size = pool_size(l, device);
+		sum_cells(l, CURESV_ACCOUNT_SHARED0 + (unsigned)device, CURESV_SHARED_SERIAL, &s);
+		account_stats(l, &l->dev[device].shared, &s, true, out);
+		return;
+	}
+	if (slot == 0 || slot > CURESV_MAX_RESERVATIONS)
+		return;
+	struct curesv_reservation *r = &l->res[slot];
+	uint64_t id = atomic_load_explicit(&r->ident, memory_order_acquire);
+	if (curesv_ident_state(id) == CURESV_RES_UNUSED || curesv_ident_gen(id) != curesv_handle_gen(handle))
+		return;
+	out->device = atomic_load_explicit(&r->device, memory_order_relaxed);
+	out->size = (int64_t)loadu(&r->size);
+	bool live = curesv_ident_state(id) == CURESV_RES_ACTIVE;
+	out->released = !live;
+	sum_cells(l, slot, curesv_ident_serial(id), &s);
+	account_stats(l, &r->acct, &s, live, out);
+}
+
+curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, curesv_stats_t *out)
+{
+	uint32_t handle;
+	if (!out)
+		return CURESV_ERR_INVALID;
+	curesv_status st = curesv_ledger_find(l, name, &handle);
+	if (st == CURESV_ERR_UNKNOWN_NAME) {
+		/* the latest released reservation of that name, while its slot is not reused */
+		curesv_lock(&l->lock);
+		uint64_t best = 0;
+		for (unsigned i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
+			uint64_t id = atomic_load_explicit(&l->res[i].ident, memory_order_relaxed);
+			if (curesv_ident_state(id) == CURESV_RES_RELEASED &&
+			    strcmp(l->res[i].name, name) == 0 && curesv_ident_serial(id) > best) {
+				best = curesv_ident_serial(id);
+				handle = i << 16 | curesv_ident_gen(id);
+				st = CURESV_OK;
+			}
+		}
+		curesv_unlock(&l->lock);
+	}
+	if (st == CURESV_OK)
+		curesv_ledger_stats(l, handle, 0, out);
+	return st;
+}
+
+uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device)
+{
+	if (!curesv_device_ok(device))
+		return 0;
+	curesv_stats_t st;
+	curesv_ledger_stats(l, CURESV_SHARED, device, &st);
+	if (st.size == INT64_MAX)
+		return UINT64_MAX;
+	int64_t left = st.size - st.allocated;
+	return left > 0 ? (uint64_t)left : 0;
+}
+
+void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stats_t *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!curesv_device_ok(device))
+		return;
+	struct curesv_device *d = &l->dev[device];
+	out->capacity_known = atomic_load_explicit(&d->capacity_known, memory_order_acquire);
+	out->capacity = out->capacity_known ? (int64_t)loadu(&d->capacity) : -1;
+	out->reserved = (int64_t)loadu(&d->reserved);
+	out->claimed = load64(&d->claimed);
+	out->allocated = load64(&d->allocated);
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++)
+		out->allocated += load64(&l->books[i].device[device]);
+	out->peak = load64(&d->peak);
+	out->orphan = orphan_of(l, device, CURESV_TIER_DEVICE);
+	out->orphan_host = orphan_of(l, device, CURESV_TIER_HOST);
+	out->orphan_frees = loadu(&d->orphan_frees);
+}
+
+curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out)
+{
+	if (!out || !curesv_device_ok(device))
+		return CURESV_ERR_INVALID;
+	curesv_stats_t st;
+	curesv_device_stats_t ds;
+	curesv_ledger_stats(l, CURESV_SHARED, device, &st);
+	curesv_ledger_device_stats(l, device, &ds);
+	int64_t left = st.size - st.allocated;
+	*out = (curesv_pool_stats_t){
+		.device = device,
+		.capacity = ds.capacity,
+		.reserved = ds.reserved,
+		.orphan_bytes = ds.orphan,
+		.available = st.size == INT64_MAX ? -1 : left > 0 ? left : 0,
+		.allocated = st.allocated,
+		.peak = st.peak,
+		.device_allocated = ds.allocated,
+		.allocs = st.allocs,
+		.frees = st.frees,
+		.cross_thread_frees = st.cross_thread_frees,
+		.denied = st.denied,
+	};
+	return CURESV_OK;
+}

@@ -1,0 +1,143 @@
+#include "shard.h"
+
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct curesv_shard_ctl curesv_shard_ctl[CURESV_SHARDS];
+_Atomic int curesv_forking;
+bool curesv_shard_light_fence;
+_Thread_local int curesv_shard_self_;
+
+static _Atomic unsigned handed_out;     /* high water of indices claimed */
+static _Atomic unsigned hint;           /* where the next claim starts looking */
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void give_back(void *arg)
+{
+	int i = (int)(intptr_t)arg - 1;
+	curesv_shard_self_ = 0;
+	atomic_store_explicit(&curesv_shard_ctl[i].op, NULL, memory_order_relaxed);
+	/* release: the exiting thread's last plain stores to its elements happen before the next
+	 * holder's acquire of the index */
+	atomic_store_explicit(&curesv_shard_ctl[i].owned, 0, memory_order_release);
+	atomic_store_explicit(&hint, (unsigned)i, memory_order_relaxed);
+}
+
+static void make_key(void)
+{
+	pthread_key_create(&exit_key, give_back);
+}
+
+int curesv_shard_claim_(void)
+{
+	if (curesv_shard_self_ < 0)
+		return -1;
+	pthread_once(&key_once, make_key);
+	unsigned start = atomic_load_explicit(&hint, memory_order_relaxed);
+	for (unsigned k = 0; k < CURESV_SHARDS; k++) {
+		unsigned i = (start + k) % CURESV_SHARDS;
+		int expect = 0;
+		/* acquire: pairs with give_back's release; the elements' values are the ones its
+		 * previous holder left */
+		if (atomic_load_explicit(&curesv_shard_ctl[i].owned, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong_explicit(&curesv_shard_ctl[i].owned, &expect, 1,
+							     memory_order_acquire,
+							     memory_order_relaxed))
+			continue;
+		unsigned hw = atomic_load_explicit(&handed_out, memory_order_relaxed);
+		while (hw < i + 1 && !atomic_compare_exchange_weak_explicit(
+					     &handed_out, &hw, i + 1, memory_order_release,
+					     memory_order_relaxed))
+			;
+		atomic_store_explicit(&hint, i + 1, memory_order_relaxed);
+		curesv_shard_self_ = (int)i + 1;
+		pthread_setspecific(exit_key, (void *)(intptr_t)(i + 1));
+		return (int)i;
+	}
+	curesv_shard_self_ = -1; /* none left: this thread uses the shared paths from now on */
+	return -1;
+}
+
+unsigned curesv_shard_count(void)
+{
+	/* acquire: an index counted here was claimed, so its elements are initialised */
+	return atomic_load_explicit(&handed_out, memory_order_acquire);
+}
+
+void curesv_shard_init(void)
+{
+	/* Registration is a system call at start-up; each fork then pays one expedited membarrier
+	 * instead of every section entry paying a fence. */
+	curesv_shard_light_fence =
+		syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+void curesv_section_wait_(int i)
+{
+	atomic_store_explicit(&curesv_shard_ctl[i].section, 0, memory_order_release);
+	for (;;) {
+		while (atomic_load_explicit(&curesv_forking, memory_order_acquire))
+			sched_yield();
+		atomic_store_explicit(&curesv_shard_ctl[i].section, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!atomic_load_explicit(&curesv_forking, memory_order_relaxed))
+			return;
+		atomic_store_explicit(&curesv_shard_ctl[i].section, 0, memory_order_release);
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void curesv_shard_fork_prepare(void)
+{
+	atomic_store_explicit(&curesv_forking, 1, memory_order_relaxed);
+	if (curesv_shard_light_fence)
+		syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	atomic_thread_fence(memory_order_seq_cst);
+	int self = curesv_shard_self_ - 1;
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++) {
+		if ((int)i == self)
+			continue;
+		/* A section never waits on CUDA; one that does not end in about 2 s is stuck on
+		 * something else (a blocked stderr): fork without it rather than hang. */
+		double deadline = now_s() + 2.0;
+		while (atomic_load_explicit(&curesv_shard_ctl[i].section, memory_order_acquire) &&
+		       now_s() < deadline)
+			sched_yield();
+	}
+}
+
+void curesv_shard_fork_parent(void)
+{
+	atomic_store_explicit(&curesv_forking, 0, memory_order_release);
+}
+
+void curesv_shard_fork_child(void (*fn)(void *op, void *ctx), void *ctx)
+{
+	int self = curesv_shard_self_ - 1;
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++) {
+		struct curesv_shard_ctl *c = &curesv_shard_ctl[i];
+		if ((int)i == self || !atomic_load_explicit(&c->owned, memory_order_relaxed))
+			continue;
+		void *op = atomic_load_explicit(&c->op, memory_order_relaxed);
+		if (op && fn)
+			fn(op, ctx);
+		/* That thread does not exist here: the next new thread inherits its sums. */
+		atomic_store_explicit(&c->op, NULL, memory_order_relaxed);
+		atomic_store_explicit(&c->section, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->owned, 0, memory_order_release);
+	}
+	atomic_store_explicit(&curesv_forking, 0, memory_order_release);
+}

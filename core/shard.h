@@ -1,0 +1,97 @@
+/* Per-thread shards and the fork guard.
+ *
+ * Shards. Every thread that enters curesv gets a dense shard index (0, 1, ... in order of first use;
+ * an exited thread's index goes to the next new thread). Structures that keep per-thread figures
+ * (the ledger's cells, the origin table's live count) hold one element per index. An element is
+ * written only by the thread holding its index, with plain relaxed stores, so the hot path writes
+ * no cache line that another thread writes; readers sum the elements (as Linux's percpu_counter and
+ * jemalloc's thread-cache statistics do). An index changes hands only after its thread has exited,
+ * so the next holder continues the partial sums it inherits: nothing is flushed at thread exit.
+ * Threads beyond CURESV_SHARDS get index -1 and use each structure's shared (atomic) path.
+ *
+ * Fork guard. The books are updated in short sections that never block on CUDA (enter/leave).
+ * Before fork() the forking thread raises a flag, makes every other thread's section entry visible
+ * (membarrier(2), so that entering costs no fence), and waits for each to leave its section;
+ * threads arriving meanwhile wait at the entry. The child so inherits books that are not half
+ * updated, plus, for each thread caught between its sections (inside a real CUDA call), the
+ * operation it had published with curesv_shard_publish, which the child can settle.
+ *
+ * Thread-safety: every function is thread-safe unless it says otherwise. */
+#ifndef CURESV_SHARD_H
+#define CURESV_SHARD_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CURESV_SHARDS 4096      /* threads with a shard of their own at once */
+
+struct curesv_shard_ctl {
+	_Atomic int section;            /* 1 while the holder is inside a section */
+	void *_Atomic op;               /* the holder's published operation (curesv_shard_publish) */
+	_Atomic int owned;              /* 1 while a thread holds this index */
+} __attribute__((aligned(64)));
+
+extern struct curesv_shard_ctl curesv_shard_ctl[CURESV_SHARDS];
+extern _Atomic int curesv_forking;
+extern bool curesv_shard_light_fence;   /* membarrier works: section entry needs no fence */
+extern _Thread_local int curesv_shard_self_;    /* index + 1; 0: none yet */
+
+int curesv_shard_claim_(void);
+void curesv_section_wait_(int index);
+
+/* The calling thread's shard index, claiming one at first use; -1 when none is left. */
+static inline int curesv_shard_index(void)
+{
+	int s = curesv_shard_self_;
+	return __builtin_expect(s > 0, 1) ? s - 1 : curesv_shard_claim_();
+}
+
+/* Indices handed out so far: readers sum elements [0, count). */
+unsigned curesv_shard_count(void);
+
+/* Brackets a hot-path update of the books (see above). Never nests. Returns the shard index. */
+static inline int curesv_section_enter(void)
+{
+	int i = curesv_shard_index();
+	if (i < 0)
+		return i;
+	atomic_store_explicit(&curesv_shard_ctl[i].section, 1, memory_order_relaxed);
+	/* Orders the store above before the flag's load: for free when fork's membarrier supplies
+	 * the other half of the fence (asymmetric Dekker), else a full fence. */
+	if (__builtin_expect(curesv_shard_light_fence, 1))
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	if (__builtin_expect(atomic_load_explicit(&curesv_forking, memory_order_relaxed), 0))
+		curesv_section_wait_(i);
+	return i;
+}
+
+static inline void curesv_section_leave(int i)
+{
+	if (i >= 0)
+		/* release: the section's updates are visible to a forking thread that sees 0 */
+		atomic_store_explicit(&curesv_shard_ctl[i].section, 0, memory_order_release);
+}
+
+/* Publishes (or, with NULL, withdraws) the operation the calling thread is in the middle of, for
+ * a forked child to settle (curesv_shard_each_orphan_op). Call inside a section. */
+static inline void curesv_shard_publish(int i, void *op)
+{
+	if (i >= 0)
+		atomic_store_explicit(&curesv_shard_ctl[i].op, op, memory_order_relaxed);
+}
+
+/* Fork handlers (pthread_atfork order): prepare waits for sections (at most about 2 s per thread
+ * stuck in one, then gives up on it); parent and child lift the guard. In the child, every index
+ * but the caller's is given back (those threads do not exist there) after fn was called on each
+ * operation they had published. */
+void curesv_shard_fork_prepare(void);
+void curesv_shard_fork_parent(void);
+void curesv_shard_fork_child(void (*fn)(void *op, void *ctx), void *ctx);
+
+/* Sets up the fork guard's membarrier (a system call; call once at start-up). */
+void curesv_shard_init(void);
+
+#endif
