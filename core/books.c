@@ -7,6 +7,8 @@
 #define CELL_BIAS (INT64_C(1) << 23)
 #define SLACK_MAX (INT64_C(1) << 20)    /* at most 1 MiB per thread in a cell */
 #define RECLAIM_ROUNDS 4
+#define HOT static inline __attribute__((always_inline))
+#define COLD static __attribute__((noinline))
 
 static inline uint64_t cell_make(uint64_t serial, int64_t d)
 {
@@ -81,12 +83,11 @@ struct target {
 	uint64_t serial;
 	unsigned gen;
 	int device;
-	int64_t budget;         /* device-tier budget (INT64_MAX: none known) */
 };
 
 /* The shared pool's size: what capacity leaves after the reservations and the flushed orphan
- * bytes (at least 0); INT64_MAX while the capacity is unknown. A figure for messages and slack:
- * enforcement itself is the claimed word's. */
+ * bytes (at least 0); INT64_MAX while the capacity is unknown. A figure for messages and the
+ * over-budget mark: enforcement itself is the claimed word's. */
 static int64_t pool_budget(curesv_ledger *l, int device)
 {
 	struct curesv_device *d = &l->dev[device];
@@ -97,24 +98,30 @@ static int64_t pool_budget(curesv_ledger *l, int device)
 	return size > 0 ? size : 0;
 }
 
-static void shared_target(curesv_ledger *l, int device, struct target *t)
+/* The device-tier budget of target t: the reservation's size, or the shared pool's. */
+HOT int64_t budget_of(curesv_ledger *l, const struct target *t)
+{
+	if (t->handle == CURESV_SHARED)
+		return pool_budget(l, t->device);
+	return (int64_t)loadu(&l->res[t->account].size);
+}
+
+HOT void shared_target(curesv_ledger *l, int device, struct target *t)
 {
 	*t = (struct target){ &l->dev[device].shared, CURESV_ACCOUNT_SHARED0 + (unsigned)device,
-			      CURESV_SHARED, CURESV_SHARED_SERIAL, 0, device, pool_budget(l, device) };
+			      CURESV_SHARED, CURESV_SHARED_SERIAL, 0, device };
 }
 
 /* A live reservation's target from its ident word (already checked). */
-static void res_target(curesv_ledger *l, unsigned slot, uint64_t id, int device, struct target *t)
+HOT void res_target(curesv_ledger *l, unsigned slot, uint64_t id, int device, struct target *t)
 {
-	struct curesv_reservation *r = &l->res[slot];
-	*t = (struct target){ &r->acct, slot, (uint32_t)slot << 16 | curesv_ident_gen(id),
-			      curesv_ident_serial(id), curesv_ident_gen(id), device,
-			      (int64_t)loadu(&r->size) };
+	*t = (struct target){ &l->res[slot].acct, slot, (uint32_t)slot << 16 | curesv_ident_gen(id),
+			      curesv_ident_serial(id), curesv_ident_gen(id), device };
 }
 
 /* Where a charge to `origin` on `device` goes: the reservation while it is live and on that
  * device, else that device's shared pool. */
-static void charge_target(curesv_ledger *l, curesv_ref origin, int device, struct target *t,
+HOT void charge_target(curesv_ledger *l, curesv_ref origin, int device, struct target *t,
 			  bool *fell_back, bool *wrong_device)
 {
 	unsigned slot = curesv_handle_slot(curesv_ref_handle(origin));
@@ -138,7 +145,7 @@ static void charge_target(curesv_ledger *l, curesv_ref origin, int device, struc
 /* The target of a free of `handle` on `device`: false when the reservation was released (its bytes
  * are the orphan tier's). A generation is never reused while a buffer of it lives, so a live ident
  * of the same generation is the buffer's own reservation. */
-static bool debit_target(curesv_ledger *l, uint32_t handle, int device, struct target *t)
+HOT bool debit_target(curesv_ledger *l, uint32_t handle, int device, struct target *t)
 {
 	if (handle == CURESV_SHARED) {
 		shared_target(l, device, t);
@@ -152,7 +159,7 @@ static bool debit_target(curesv_ledger *l, uint32_t handle, int device, struct t
 	return true;
 }
 
-static inline int64_t slack_of(int64_t budget)
+int64_t curesv_slack_of(int64_t budget)
 {
 	int64_t s = budget / 64;
 	return s < SLACK_MAX ? (s > 0 ? s : 0) : SLACK_MAX;
@@ -172,17 +179,21 @@ static void orphan_add(curesv_ledger *l, int device, unsigned slot, enum curesv_
 	if (bytes == 0 || !curesv_device_ok(device))
 		return;
 	struct curesv_device *d = &l->dev[device];
-	/* release: a shared-pool charge that sees the orphan tier shrink sees the claim drop first */
-	if (t == CURESV_TIER_DEVICE)
-		atomic_fetch_add_explicit(&d->claimed, bytes, memory_order_release);
+	/* The shared pool's room (claimed) never exceeds its size (capacity - reserved - orphan):
+	 * bytes leaving the tier widen the size before the room, bytes joining it narrow the room
+	 * first. */
+	if (t == CURESV_TIER_DEVICE && bytes > 0)
+		add64(&d->claimed, bytes);
 	atomic_fetch_add_explicit(&d->orphan[t], bytes, memory_order_release);
+	if (t == CURESV_TIER_DEVICE && bytes < 0)
+		add64(&d->claimed, bytes);
 	if (slot)
 		add64(&l->res[slot].ghost, bytes);
 }
 
 /* A cell still carries an earlier reservation of its slot, released since: what it holds belongs
  * to that reservation's orphan tier now; its counters belong to nobody (the slot was reused). */
-static __attribute__((noinline)) void cell_settle(curesv_ledger *l, struct curesv_cell *c,
+COLD void cell_settle(curesv_ledger *l, struct curesv_cell *c,
 						  unsigned account, uint64_t v, uint64_t serial,
 						  int device)
 {
@@ -208,7 +219,7 @@ static __attribute__((noinline)) void cell_settle(curesv_ledger *l, struct cures
 }
 
 /* Makes the thread's cell carry `serial` before it is used for it. */
-static inline void cell_claim(curesv_ledger *l, struct curesv_cell *c, unsigned account,
+HOT void cell_claim(curesv_ledger *l, struct curesv_cell *c, unsigned account,
 			      uint64_t serial, int device)
 {
 	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
@@ -247,8 +258,16 @@ static enum flush flush_word(curesv_ledger *l, const struct target *t, int64_t d
 			     int64_t *after)
 {
 	if (t->handle != CURESV_SHARED)
-		return word_add(&t->a->word[0], t->gen, delta, limited ? t->budget : -1, after);
+		return word_add(&t->a->word[0], t->gen, delta, limited ? budget_of(l, t) : -1, after);
 	struct curesv_device *d = &l->dev[t->device];
+	/* The word never shows more than the claim allows: the claim grows before it, and shrinks
+	 * after it. */
+	if (delta < 0) {
+		*after = curesv_word_bytes(atomic_fetch_add_explicit(&t->a->word[0], (uint64_t)delta,
+								     memory_order_release)) + delta;
+		add64(&d->claimed, delta);
+		return FLUSHED;
+	}
 	if (limited && atomic_load_explicit(&d->capacity_known, memory_order_acquire)) {
 		if (!curesv_add_limited(&d->claimed, delta, (int64_t)loadu(&d->capacity)))
 			return OVER;
@@ -287,18 +306,12 @@ static int64_t reclaim(curesv_ledger *l, const struct target *t)
 	return taken;
 }
 
-/* Adds `delta` device bytes to target t on behalf of the calling thread: in its cell while the cell
- * stays within its slack range, else by moving the cell's value and delta to the word (held to the
- * budget when `limited`). *after: the books as the thread sees them (word + its cell). */
-static enum flush books_add(curesv_ledger *l, const struct target *t, int shard, int64_t delta,
-			    bool limited, int64_t *after)
+/* The part of books_add past the common case: leases (CAS), and flushes to the word. */
+COLD enum flush books_add_slow(curesv_ledger *l, const struct target *t, struct curesv_cell *c,
+			       int64_t delta, bool limited, int64_t *after)
 {
-	struct curesv_cell *c = cell_of(l, shard, t->account);
-	if (!c)
-		return flush_word(l, t, delta, limited, after);
-	cell_claim(l, c, t->account, t->serial, t->device);
 	bool lease = curesv_leasing(l);
-	int64_t slack = slack_of(t->budget);
+	int64_t slack = load64(&t->a->slack);
 	int64_t lo = lease ? -slack : 0, hi = lease ? 0 : slack;
 	if (lease && delta < 0 && atomic_load_explicit(&t->a->draining, memory_order_relaxed))
 		lo = 0;
@@ -335,13 +348,36 @@ static enum flush books_add(curesv_ledger *l, const struct target *t, int shard,
 	}
 }
 
+/* Adds `delta` device bytes to target t on behalf of the calling thread: in its cell while the cell
+ * stays within its slack range, else by moving the cell's value and delta to the word (held to the
+ * budget when `limited`). *after: the books as the thread sees them (word + its cell). */
+HOT enum flush books_add(curesv_ledger *l, const struct target *t, int shard, int64_t delta,
+			 bool limited, int64_t *after)
+{
+	struct curesv_cell *c = cell_of(l, shard, t->account);
+	if (__builtin_expect(!c, 0))
+		return flush_word(l, t, delta, limited, after);
+	cell_claim(l, c, t->account, t->serial, t->device);
+	if (!curesv_leasing(l)) {
+		/* the common case: a cell of observe mode that stays within [0, slack] */
+		int64_t n = cell_d(atomic_load_explicit(&c->books, memory_order_relaxed)) + delta;
+		if (__builtin_expect(n >= 0 && n <= load64(&t->a->slack), 1)) {
+			atomic_store_explicit(&c->books, cell_make(t->serial, n), memory_order_relaxed);
+			*after = curesv_word_bytes(atomic_load_explicit(&t->a->word[0],
+									memory_order_relaxed)) + n;
+			return FLUSHED;
+		}
+	}
+	return books_add_slow(l, t, c, delta, limited, after);
+}
+
 /* ---- charge ---------------------------------------------------------------------------------------- */
 
 /* Counts a refusal and keeps what it was refused on, for the caller's message. */
 static bool refuse(curesv_ledger *l, const struct target *t, curesv_charge *c)
 {
 	c->first_denial = atomic_fetch_add_explicit(&t->a->denied, 1, memory_order_relaxed) == 0;
-	c->budget = t->budget;
+	c->budget = budget_of(l, t);
 	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
 		c->books = load64(&t->a->caller_view);
 	else
@@ -349,12 +385,11 @@ static bool refuse(curesv_ledger *l, const struct target *t, curesv_charge *c)
 	return false;
 }
 
-static void fill_charge(curesv_charge *c, const struct target *t)
+HOT void fill_charge(curesv_charge *c, const struct target *t)
 {
 	c->origin = t->handle;
 	c->serial = t->serial;
 	c->account = t->account;
-	c->budget = t->budget;
 }
 
 /* Device-tier books of a charge under origin attribution: denied only when the word refuses even
@@ -375,37 +410,41 @@ static enum flush charge_origin(curesv_ledger *l, const struct target *t, int sh
 	return f;
 }
 
-static inline void mark_seen(struct curesv_device *d)
+HOT void mark_seen(struct curesv_device *d)
 {
 	if (!atomic_load_explicit(&d->seen, memory_order_relaxed))
 		atomic_store_explicit(&d->seen, 1, memory_order_relaxed);
 }
 
+COLD void device_flush(struct curesv_device *d, _Atomic int64_t *mine, int64_t n)
+{
+	if (mine)
+		atomic_store_explicit(mine, 0, memory_order_relaxed);
+	add64(&d->allocated, n);
+}
+
 /* The device's own total, all origins: in the thread's share while within the device's slack. */
-static void device_add(curesv_ledger *l, int shard, int device, int64_t delta)
+HOT void device_add(curesv_ledger *l, int shard, int device, int64_t delta)
 {
 	struct curesv_device *d = &l->dev[device];
-	if (shard < 0) {
-		add64(&d->allocated, delta);
+	if (__builtin_expect(shard < 0, 0)) {
+		device_flush(d, NULL, delta);
 		return;
 	}
 	_Atomic int64_t *mine = &l->books[shard].device[device];
 	int64_t n = load64(mine) + delta;
-	int64_t cap = atomic_load_explicit(&d->capacity_known, memory_order_relaxed)
-			      ? (int64_t)loadu(&d->capacity) : INT64_MAX;
-	if (n >= 0 && n <= slack_of(cap)) {
+	if (__builtin_expect(n >= 0 && n <= load64(&d->slack), 1))
 		atomic_store_explicit(mine, n, memory_order_relaxed);
-		return;
-	}
-	atomic_store_explicit(mine, 0, memory_order_relaxed);
-	add64(&d->allocated, n);
+	else
+		device_flush(d, mine, n);
 }
 
-/* caller_view: the diagnostic (origin attribution) in the thread's cell of account t. */
-static void view_add(curesv_ledger *l, int shard, const struct target *t, int64_t delta)
+/* caller_view under origin attribution moves only where a free crosses accounts: by `delta` on
+ * account t, in the thread's cell. */
+COLD void view_move(curesv_ledger *l, int shard, const struct target *t, int64_t delta)
 {
 	struct curesv_cell *c = cell_of(l, shard, t->account);
-	if (!c || l->attribution == CURESV_ATTRIBUTION_CALLER) {
+	if (!c) {
 		add64(&t->a->caller_view, delta);
 		return;
 	}
@@ -424,6 +463,22 @@ static bool charge_host(curesv_ledger *l, const struct target *t, int shard, int
 	return true;
 }
 
+/* Under CURESV_ATTRIBUTION=caller the books are caller_view, one exact word per account (a mode to
+ * reproduce the per-thread debit scheme, not a fast path). */
+static bool charge_caller_view(curesv_ledger *l, const struct target *t, int64_t bytes, bool enforce,
+			       int64_t *view)
+{
+	if (!enforce) {
+		*view = atomic_fetch_add_explicit(&t->a->caller_view, bytes, memory_order_relaxed) +
+			bytes;
+		return true;
+	}
+	if (!curesv_add_limited(&t->a->caller_view, bytes, budget_of(l, t)))
+		return false;
+	*view = load64(&t->a->caller_view);
+	return true;
+}
+
 bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
 			  enum curesv_kind kind, bool enforce, curesv_charge *c)
 {
@@ -433,47 +488,42 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 	mark_seen(&l->dev[device]);
 	int shard = curesv_shard_index();
 	bool caller_books = l->attribution == CURESV_ATTRIBUTION_CALLER;
+	int64_t b = (int64_t)bytes;
 	for (;;) {
 		struct target t;
 		charge_target(l, origin, device, &t, &c->fell_back, &c->wrong_device);
 		fill_charge(c, &t);
 		if (tier_of((uint8_t)kind) == CURESV_TIER_HOST) {
-			if (charge_host(l, &t, shard, (int64_t)bytes))
+			if (charge_host(l, &t, shard, b))
 				return true;
 			origin = CURESV_SHARED; /* released meanwhile */
 			c->fell_back = true;
 			continue;
 		}
-		int64_t view = 0, after = 0;
-		if (caller_books && enforce) {
-			if (!curesv_add_limited(&t.a->caller_view, (int64_t)bytes, t.budget))
-				return refuse(l, &t, c);
-		}
-		enum flush f = caller_books ? books_add(l, &t, shard, (int64_t)bytes, false, &after)
-					    : charge_origin(l, &t, shard, (int64_t)bytes, enforce, &after);
+		int64_t after = 0;
+		if (caller_books && !charge_caller_view(l, &t, b, enforce, &c->books))
+			return refuse(l, &t, c);
+		enum flush f = caller_books ? books_add(l, &t, shard, b, false, &after)
+					    : charge_origin(l, &t, shard, b, enforce, &after);
 		if (f != FLUSHED) {
-			if (caller_books && enforce)
-				add64(&t.a->caller_view, -(int64_t)bytes);
+			if (caller_books)
+				add64(&t.a->caller_view, -b);
 			if (f == OVER)
 				return refuse(l, &t, c);
 			origin = CURESV_SHARED; /* released between the check and the word */
 			c->fell_back = true;
 			continue;
 		}
-		if (caller_books)
-			view = enforce ? load64(&t.a->caller_view)
-				       : atomic_fetch_add_explicit(&t.a->caller_view, (int64_t)bytes,
-								   memory_order_relaxed) + (int64_t)bytes;
-		else
-			view_add(l, shard, &t, (int64_t)bytes);
-		c->books = caller_books ? view : after;
-		c->over = c->books > t.budget;
-		device_add(l, shard, device, (int64_t)bytes);
+		if (!caller_books)
+			c->books = after;
+		c->budget = budget_of(l, &t);
+		c->over = c->books > c->budget;
+		device_add(l, shard, device, b);
 		return true;
 	}
 }
 
-static struct curesv_account *account_at(curesv_ledger *l, unsigned account)
+HOT struct curesv_account *account_at(curesv_ledger *l, unsigned account)
 {
 	return account >= CURESV_ACCOUNT_SHARED0 ? &l->dev[account - CURESV_ACCOUNT_SHARED0].shared
 						 : &l->res[account].acct;
@@ -501,15 +551,18 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	if (tier_of(c->kind) != CURESV_TIER_DEVICE)
 		return;
 	/* Peaks count only allocations that succeeded: a charge undone by uncharge (real
-	 * allocation failed, table full) must not raise them. */
+	 * allocation failed, table full) must not raise them. With leases the charge came before
+	 * the real allocation: the thread's view of the books is read again now. */
 	int64_t books = c->books;
-	if (l->attribution != CURESV_ATTRIBUTION_CALLER && mine)
+	if (curesv_leasing(l) && mine)
 		books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) +
 			cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
-	max_update(&a->peak, books);
+	if (books > load64(&a->peak))
+		max_update(&a->peak, books);
 	struct curesv_device *d = &l->dev[c->device];
 	int64_t total = load64(&d->allocated) + (shard >= 0 ? load64(&l->books[shard].device[c->device]) : 0);
-	max_update(&d->peak, total);
+	if (total > load64(&d->peak))
+		max_update(&d->peak, total);
 }
 
 /* A debit of `bytes` from target t that found it retired or released: the orphan tier's. */
@@ -521,7 +574,7 @@ static void orphan_debit(curesv_ledger *l, int device, unsigned slot, enum cures
 
 /* Takes `bytes` of `kind` off the books of `handle` on `device`, for the calling thread. Returns
  * false when they came off the orphan tier (the reservation was released). */
-static bool take_off(curesv_ledger *l, uint32_t handle, int device, uint8_t kind, int64_t bytes,
+HOT bool take_off(curesv_ledger *l, uint32_t handle, int device, uint8_t kind, int64_t bytes,
 		     int shard, struct target *t)
 {
 	unsigned slot = curesv_handle_slot(handle);
@@ -562,8 +615,8 @@ void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c)
 		device_add(l, shard, c->device, -bytes);
 	bool live = take_off(l, c->origin, c->device, c->kind, bytes, shard, &t);
 	/* A released account's caller_view is frozen: its slot may already hold a new reservation. */
-	if (live && tier_of(c->kind) == CURESV_TIER_DEVICE)
-		view_add(l, shard, &t, -bytes);
+	if (live && tier_of(c->kind) == CURESV_TIER_DEVICE && l->attribution == CURESV_ATTRIBUTION_CALLER)
+		add64(&t.a->caller_view, -bytes);
 }
 
 void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
@@ -583,13 +636,13 @@ void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint6
 
 /* The account the per-thread scheme debits: the freeing thread's reservation when it is live and on
  * the buffer's device (as a charge would be), else that device's shared pool. */
-static void caller_target(curesv_ledger *l, curesv_ref caller, int device, struct target *t)
+COLD void caller_target(curesv_ledger *l, curesv_ref caller, int device, struct target *t)
 {
 	bool fell_back = false, wrong_device = false;
 	charge_target(l, caller, device, t, &fell_back, &wrong_device);
 }
 
-static void count_free(curesv_ledger *l, int shard, const struct target *t, bool crossed)
+HOT void count_free(curesv_ledger *l, int shard, const struct target *t, bool crossed)
 {
 	struct curesv_cell *c = cell_of(l, shard, t->account);
 	if (c && cell_serial(atomic_load_explicit(&c->books, memory_order_relaxed)) == t->serial) {
@@ -614,7 +667,8 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref cal
 	if (tier == CURESV_TIER_DEVICE)
 		device_add(l, shard, e->device, -bytes);
 	struct target t;
-	if (take_off(l, e->origin, e->device, e->kind, bytes, shard, &t))
+	bool live = take_off(l, e->origin, e->device, e->kind, bytes, shard, &t);
+	if (live)
 		count_free(l, shard, &t, e->thread != caller_thread);
 	else
 		bump(&l->dev[e->device].orphan_frees);
@@ -623,9 +677,21 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref cal
 	/* The per-thread scheme debits whatever the freeing thread is attached to. A caller whose
 	 * reservation dies right here may leave this one debit on its released account:
 	 * diagnostic only. */
+	if (curesv_ref_handle(caller) == e->origin && l->attribution != CURESV_ATTRIBUTION_CALLER)
+		return; /* the same account: caller_view follows the live bytes */
 	struct target ct;
 	caller_target(l, caller, e->device, &ct);
-	view_add(l, shard, &ct, -bytes);
+	if (l->attribution == CURESV_ATTRIBUTION_CALLER) {
+		add64(&ct.a->caller_view, -bytes);
+		return;
+	}
+	if (ct.handle == e->origin)
+		return;
+	/* The origin's live bytes dropped, its caller_view must not (frozen when released); the
+	 * caller's caller_view drops although its live bytes did not. */
+	if (live)
+		view_move(l, shard, &t, bytes);
+	view_move(l, shard, &ct, -bytes);
 }
 
 /* ---- transfer ------------------------------------------------------------------------------------- */
@@ -653,7 +719,8 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 	}
 	if (f != FLUSHED)
 		return f == OVER ? CURESV_ERR_CAPACITY : CURESV_ERR_UNKNOWN_NAME;
-	add64(&t.a->caller_view, bytes);
+	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
+		add64(&t.a->caller_view, bytes);
 	return CURESV_OK;
 }
 
@@ -674,7 +741,8 @@ static bool word_take(curesv_ledger *l, uint32_t handle, const curesv_entry *e, 
 void curesv_ledger_transfer_cancel(curesv_ledger *l, const curesv_entry *e, curesv_ref to)
 {
 	struct target t;
-	if (word_take(l, curesv_ref_handle(to), e, &t) && tier_of(e->kind) == CURESV_TIER_DEVICE)
+	if (word_take(l, curesv_ref_handle(to), e, &t) && tier_of(e->kind) == CURESV_TIER_DEVICE &&
+	    l->attribution == CURESV_ATTRIBUTION_CALLER)
 		add64(&t.a->caller_view, -(int64_t)e->bytes);
 }
 
@@ -690,49 +758,11 @@ void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, cure
 					       : curesv_ledger_origin_bytes(l, t.handle, e->device));
 	if (word_take(l, e->origin, e, &from)) {
 		bump(&from.a->transfers_out);
-		if (tier_of(e->kind) == CURESV_TIER_DEVICE)
+		if (tier_of(e->kind) == CURESV_TIER_DEVICE && l->attribution == CURESV_ATTRIBUTION_CALLER)
 			add64(&from.a->caller_view, -(int64_t)e->bytes);
 	}
 	bump(&t.a->transfers_in);
 }
-
-/* ---- release ------------------------------------------------------------------------------------- */
-
-/* Moves the generation on and empties the word in one CAS: the bytes it held are returned. */
-static int64_t retire_word(_Atomic uint64_t *word)
-{
-	uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
-	while (!atomic_compare_exchange_weak_explicit(
-		       word, &w, curesv_word_make((curesv_word_gen(w) + 1) & 0xffff, 0),
-		       memory_order_acq_rel, memory_order_relaxed))
-		;
-	return curesv_word_bytes(w);
-}
-
-void curesv_books_release(curesv_ledger *l, unsigned slot, uint64_t serial, unsigned gen)
-{
-	struct curesv_reservation *r = &l->res[slot];
-	int device = atomic_load_explicit(&r->device, memory_order_relaxed);
-	struct target t = { &r->acct, slot, slot << 16 | gen, serial, gen, device, 0 };
-	/* Leases are budget, not live bytes: take them back before the word's bytes go to the
-	 * orphan tier. One formed after this look is settled later, when its cell is. */
-	if (curesv_leasing(l)) {
-		atomic_fetch_add_explicit(&r->acct.draining, 1, memory_order_relaxed);
-		reclaim(l, &t);
-	}
-	struct curesv_device *d = &l->dev[device];
-	int64_t live = retire_word(&r->acct.word[CURESV_TIER_DEVICE]);
-	int64_t host = retire_word(&r->acct.word[CURESV_TIER_HOST]);
-	int64_t size = (int64_t)loadu(&r->size);
-	atomic_fetch_add_explicit(&d->orphan[CURESV_TIER_DEVICE], live, memory_order_relaxed);
-	atomic_fetch_add_explicit(&d->orphan[CURESV_TIER_HOST], host, memory_order_relaxed);
-	add64(&r->ghost, live + host);
-	/* Its size leaves the claim and its live bytes stay in it, as orphan bytes. */
-	add64(&d->claimed, live - size);
-	atomic_fetch_sub_explicit(&d->reserved, (uint64_t)size, memory_order_relaxed);
-}
-
-/* ---- merged reads ----------------------------------------------------------------------------------- */
 
 struct sums {
 	int64_t d, host, view;
@@ -759,6 +789,54 @@ static void sum_cells(curesv_ledger *l, unsigned account, uint64_t serial, struc
 		s->over += loadu(&c->over_budget);
 	}
 }
+
+/* ---- release ------------------------------------------------------------------------------------- */
+
+/* Moves the generation on and empties the word in one CAS: the bytes it held are returned. */
+static int64_t retire_word(_Atomic uint64_t *word)
+{
+	uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(
+		       word, &w, curesv_word_make((curesv_word_gen(w) + 1) & 0xffff, 0),
+		       memory_order_acq_rel, memory_order_relaxed))
+		;
+	return curesv_word_bytes(w);
+}
+
+void curesv_books_release(curesv_ledger *l, unsigned slot, uint64_t serial, unsigned gen)
+{
+	struct curesv_reservation *r = &l->res[slot];
+	int device = atomic_load_explicit(&r->device, memory_order_relaxed);
+	struct target t = { &r->acct, slot, slot << 16 | gen, serial, gen, device };
+	/* Leases are budget, not live bytes: take them back before the word's bytes go to the
+	 * orphan tier. One formed after this look is settled later, when its cell is. */
+	if (curesv_leasing(l)) {
+		atomic_fetch_add_explicit(&r->acct.draining, 1, memory_order_relaxed);
+		reclaim(l, &t);
+	}
+	struct curesv_device *d = &l->dev[device];
+	/* Under origin attribution caller_view is live bytes plus what cross-account frees moved;
+	 * from now on it is frozen at what it reads at the release. */
+	if (l->attribution == CURESV_ATTRIBUTION_ORIGIN) {
+		struct sums s;
+		sum_cells(l, slot, serial, &s);
+		int64_t origin = curesv_word_bytes(loadu(&r->acct.word[0])) + s.d;
+		add64(&r->acct.caller_view, origin + s.view);
+	}
+	int64_t live = retire_word(&r->acct.word[CURESV_TIER_DEVICE]);
+	int64_t host = retire_word(&r->acct.word[CURESV_TIER_HOST]);
+	int64_t size = (int64_t)loadu(&r->size);
+	/* Its size leaves the claim and its live bytes stay in it, as orphan bytes: the shared
+	 * pool's size (capacity - reserved - orphan) grows (by size - live >= 0 when enforced)
+	 * before its room does. */
+	atomic_fetch_sub_explicit(&d->reserved, (uint64_t)size, memory_order_release);
+	atomic_fetch_add_explicit(&d->orphan[CURESV_TIER_DEVICE], live, memory_order_release);
+	atomic_fetch_add_explicit(&d->orphan[CURESV_TIER_HOST], host, memory_order_relaxed);
+	add64(&r->ghost, live + host);
+	add64(&d->claimed, live - size);
+}
+
+/* ---- merged reads ----------------------------------------------------------------------------------- */
 
 /* Is a cell of reservation slot `slot` carrying `serial` one of a released reservation? */
 static bool stale(curesv_ledger *l, unsigned slot, uint64_t serial)
@@ -881,8 +959,9 @@ static void account_stats(curesv_ledger *l, struct curesv_account *a, const stru
 			  bool live, curesv_stats_t *out)
 {
 	int64_t origin = live ? curesv_word_bytes(loadu(&a->word[0])) + s->d : 0;
-	out->caller_view = load64(&a->caller_view) +
-			   (l->attribution == CURESV_ATTRIBUTION_CALLER ? 0 : s->view);
+	out->caller_view = load64(&a->caller_view);
+	if (l->attribution == CURESV_ATTRIBUTION_ORIGIN && live)
+		out->caller_view += origin + s->view;
 	out->allocated = l->attribution == CURESV_ATTRIBUTION_CALLER ? out->caller_view : origin;
 	out->host_allocated = live ? curesv_word_bytes(loadu(&a->word[1])) + s->host : 0;
 	out->peak = load64(&a->peak);

@@ -35,6 +35,9 @@ static inline bool curesv_leasing(const curesv_ledger *l)
 void curesv_account_init(struct curesv_account *a);
 void curesv_account_reset(struct curesv_account *a);
 
+/* What a cell may hold for an account of `budget` bytes (INT64_MAX: none known): the slack. */
+int64_t curesv_slack_of(int64_t budget);
+
 /* *v += delta unless the result would pass `limit`; true when added. */
 bool curesv_add_limited(_Atomic int64_t *v, int64_t delta, int64_t limit);
 

@@ -16,8 +16,14 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 			   cfg->table_slots);
 		return false;
 	}
+	if (!curesv_streams_init(&e->streams)) {
+		curesv_log(CURESV_LOG_ERROR, "cannot allocate the stream table");
+		curesv_table_destroy(&e->table);
+		return false;
+	}
 	if (!curesv_ledger_init(&e->ledger, cfg->attribution, cfg->mode == CURESV_MODE_ENFORCE)) {
 		curesv_log(CURESV_LOG_ERROR, "cannot map the ledger's per-thread cells");
+		curesv_streams_destroy(&e->streams);
 		curesv_table_destroy(&e->table);
 		return false;
 	}
@@ -40,6 +46,7 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 
 void curesv_engine_destroy(curesv_engine *e)
 {
+	curesv_streams_destroy(&e->streams);
 	curesv_table_destroy(&e->table);
 	curesv_ledger_destroy(&e->ledger);
 }
@@ -87,7 +94,13 @@ static void log_denial(curesv_engine *e, const curesv_charge *c)
 bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			curesv_alloc_op *op)
 {
-	*op = (curesv_alloc_op){ .charge = { .device = device, .bytes = bytes, .kind = (uint8_t)kind } };
+	op->state = CURESV_OP_IDLE;
+	op->charge.device = device;
+	op->charge.bytes = bytes;
+	op->charge.kind = (uint8_t)kind;
+	op->origin = CURESV_SHARED;
+	op->charged = false;
+	op->untracked = false;
 	if (bytes == 0 || device < 0 || device >= CURESV_MAX_DEVICES) {
 		op->untracked = true;
 		return true;
@@ -148,17 +161,14 @@ static void alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 	charge(e, op, c->device, bytes, c->kind, false);
 }
 
-/* An address the table still holds was handed out again: its free went unseen. Settle it now. */
-static void evict_stale(curesv_engine *e, uint64_t ptr)
+/* An address the table still held was handed out again: its free went unseen. Settle it now. */
+static void settle_stale(curesv_engine *e, const curesv_entry *old)
 {
-	curesv_entry old;
-	if (!curesv_table_remove(&e->table, ptr, &old))
-		return;
 	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
-	curesv_ledger_debit(&e->ledger, &old, curesv_ledger_handle_ref(&e->ledger, old.origin),
-			    old.thread);
+	curesv_ledger_debit(&e->ledger, old, curesv_ledger_handle_ref(&e->ledger, old->origin),
+			    old->thread);
 	curesv_log(CURESV_LOG_DEBUG, "address 0x%" PRIx64 " reallocated before curesv saw it freed",
-		   ptr);
+		   old->ptr);
 }
 
 static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
@@ -188,13 +198,14 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
 		return true;
 	}
-	evict_stale(e, ptr);
 	if (!op->charged)
 		charge(e, op, c->device, c->bytes, c->kind, false);
 	curesv_entry entry = { .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
 			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
-			       .kind = c->kind };
-	if (curesv_table_insert(&e->table, &entry)) {
+			       .kind = c->kind }, stale;
+	if (curesv_table_insert_replacing(&e->table, &entry, &stale)) {
+		if (stale.ptr)
+			settle_stale(e, &stale);
 		curesv_ledger_commit(&e->ledger, c);
 		return true;
 	}
@@ -250,6 +261,25 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 	op->state = CURESV_OP_IDLE;
 	curesv_shard_publish(shard, NULL);
 	curesv_section_leave(shard);
+}
+
+void curesv_engine_stream_created(curesv_engine *e, uint64_t stream, int device, uint32_t ctx)
+{
+	curesv_stream_info info = { .device = device, .ref = CURESV_SHARED, .ctx = ctx };
+	if (!curesv_streams_put(&e->streams, stream, &info))
+		CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams): the device of "
+				"further streams is asked of the driver at each allocation",
+				CURESV_STREAM_SLOTS);
+}
+
+bool curesv_engine_stream_destroying(curesv_engine *e, uint64_t stream, curesv_stream_info *saved)
+{
+	return curesv_streams_drop(&e->streams, stream, saved);
+}
+
+void curesv_engine_stream_restore(curesv_engine *e, uint64_t stream, const curesv_stream_info *saved)
+{
+	curesv_streams_put(&e->streams, stream, saved);
 }
 
 /* The settling of curesv_engine_fork_child, for one published operation. */

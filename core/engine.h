@@ -16,12 +16,14 @@
 #include "attach.h"
 #include "config.h"
 #include "ledger.h"
+#include "streams.h"
 #include "table.h"
 
 typedef struct curesv_engine {
 	curesv_config cfg;
 	curesv_ledger ledger;
 	curesv_table table;
+	curesv_streams streams;
 	_Atomic uint64_t unknown_frees;         /* frees of non-NULL pointers the table did not hold */
 	_Atomic uint64_t untracked_allocs;      /* allocations recorded nowhere (table full, or over */
 	_Atomic uint64_t untracked_bytes;       /*   64 TiB), passed through */
@@ -86,6 +88,13 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 /* The driver reports `count` devices: warn about configured reservations and capacities on devices
  * it does not have; curesv_engine_reserve refuses them from now on (CURESV_ERR_INVALID). */
 void curesv_engine_device_count(curesv_engine *e, int count);
+
+/* Streams (streams.h). A stream was created on `device` in context `ctx` (a curesv_ctx_tag). */
+void curesv_engine_stream_created(curesv_engine *e, uint64_t stream, int device, uint32_t ctx);
+/* A stream is about to be destroyed: its record leaves now (into *saved, for ..._restore when the
+ * destroy fails). */
+bool curesv_engine_stream_destroying(curesv_engine *e, uint64_t stream, curesv_stream_info *saved);
+void curesv_engine_stream_restore(curesv_engine *e, uint64_t stream, const curesv_stream_info *saved);
 
 /* In a forked child (pthread_atfork child handler): settles what the threads the child does not
  * have were in the middle of, so that its books balance: a charge made before a real allocation

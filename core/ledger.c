@@ -25,6 +25,13 @@ int curesv_locks_held(void)
 	return locks_held;
 }
 
+/* The slack of a device's total and of its shared pool follow its capacity (unknown: the most). */
+static void set_slack(struct curesv_device *d, int64_t capacity)
+{
+	atomic_store_explicit(&d->slack, curesv_slack_of(capacity), memory_order_relaxed);
+	atomic_store_explicit(&d->shared.slack, curesv_slack_of(capacity), memory_order_relaxed);
+}
+
 bool curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr, bool enforce)
 {
 	memset(l, 0, sizeof *l);
@@ -36,8 +43,10 @@ bool curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr, bool enf
 	if (mem == MAP_FAILED)
 		return false;
 	l->books = mem;
-	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
 		curesv_account_init(&l->dev[d].shared);
+		set_slack(&l->dev[d], INT64_MAX);
+	}
 	for (int i = 0; i <= CURESV_MAX_RESERVATIONS; i++)
 		curesv_account_init(&l->res[i].acct);
 	l->serials = CURESV_SHARED_SERIAL;
@@ -59,11 +68,13 @@ uint64_t curesv_ledger_set_capacity(curesv_ledger *l, int device, uint64_t bytes
 		return 0;
 	struct curesv_device *d = &l->dev[device];
 	if (from_config) {
+		set_slack(d, (int64_t)bytes);
 		atomic_store_explicit(&d->capacity, bytes, memory_order_relaxed);
 		/* release: publishes the capacity to readers that see it known */
 		atomic_store_explicit(&d->capacity_known, 1, memory_order_release);
 	} else if (atomic_load_explicit(&d->capacity_known, memory_order_acquire) == 0) {
 		/* Racing first users all read the same total from the driver; any of them may store it. */
+		set_slack(d, (int64_t)bytes);
 		atomic_store_explicit(&d->capacity, bytes, memory_order_relaxed);
 		atomic_store_explicit(&d->capacity_known, 2, memory_order_release);
 	}
@@ -184,6 +195,7 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 								    memory_order_relaxed));
 		atomic_store_explicit(&r->device, device, memory_order_relaxed);
 		atomic_store_explicit(&r->size, bytes, memory_order_relaxed);
+		atomic_store_explicit(&r->acct.slack, curesv_slack_of((int64_t)bytes), memory_order_relaxed);
 		memset(r->name, 0, sizeof r->name);
 		strcpy(r->name, name);
 		uint64_t serial = ++l->serials;

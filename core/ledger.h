@@ -71,7 +71,8 @@ enum curesv_tier { CURESV_TIER_DEVICE = 0, CURESV_TIER_HOST = 1, CURESV_TIERS = 
 struct curesv_cell {
 	_Atomic uint64_t books;         /* serial (bits 24..63) | device bytes + 2^23 (bits 0..23) */
 	_Atomic int64_t host;           /* pinned host bytes */
-	_Atomic int64_t view;           /* caller_view (origin attribution) */
+	_Atomic int64_t view;           /* what this thread's cross-account frees moved caller_view
+					   by (origin attribution): caller_view = live bytes + views */
 	_Atomic uint64_t allocs, frees, cross_thread_frees, over_budget;
 	_Atomic int32_t device;         /* the account's device: where its bytes go once released */
 } __attribute__((aligned(64)));
@@ -86,9 +87,13 @@ struct curesv_account {
 	_Atomic uint64_t word[CURESV_TIERS];    /* generation | (flushed origin-attributed bytes +
 						   2^47), per tier */
 	_Atomic int64_t peak;           /* of the books (origin: word + cell; caller: caller_view) */
+	_Atomic int64_t slack;          /* bytes a cell may hold: min(1 MiB, budget / 64) */
 	_Atomic uint32_t draining;      /* a reclaim is under way: frees flush instead of leasing */
 	/* What threads without a shard add, and what no cell keeps: */
-	_Alignas(64) _Atomic int64_t caller_view;       /* the books under CURESV_ATTRIBUTION=caller */
+	_Alignas(64) _Atomic int64_t caller_view;       /* caller attribution: the books; origin
+							   attribution: what cross-account frees
+							   moved (live), the frozen figure
+							   (released) */
 	_Atomic uint64_t allocs, frees, cross_thread_frees, denied, over_budget;
 	_Atomic uint64_t transfers_in, transfers_out;
 } __attribute__((aligned(64)));
@@ -123,6 +128,7 @@ struct curesv_device {
 	_Atomic int seen;                       /* an allocation or reservation touched it */
 	_Atomic uint64_t reserved;              /* sum of the sizes of live reservations */
 	_Atomic int64_t orphan[CURESV_TIERS];   /* live bytes whose origin was released (flushed) */
+	_Atomic int64_t slack;                  /* of the device total in a thread's share */
 	_Alignas(64) _Atomic int64_t claimed;   /* reserved + orphan + shared pool's flushed bytes */
 	_Alignas(64) _Atomic int64_t allocated, peak;   /* device bytes, all origins (flushed) */
 	_Atomic uint64_t orphan_frees;          /* frees that drained the orphan tier */

@@ -181,29 +181,80 @@ static void lower_bound(curesv_table *t, uint64_t home, uint64_t d)
 	}
 }
 
-bool curesv_table_insert(curesv_table *t, const curesv_entry *e)
+static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out);
+
+/* Writes e's payload into slot s (claimed as BUSY by the caller) and publishes it LIVE at
+ * `version`. */
+static void publish(struct curesv_slot *s, const curesv_entry *e, uint64_t version)
+{
+	/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&s->key, e->ptr, memory_order_relaxed);
+	atomic_store_explicit(&s->meta, meta_make(e), memory_order_relaxed);
+	atomic_store_explicit(&s->thread, e->thread, memory_order_relaxed);
+	/* release: publishes key and payload to lookups, walkers and bound scans */
+	atomic_store_explicit(&s->state, st_make(PHASE_LIVE, version, e->origin), memory_order_release);
+}
+
+/* A live entry for e's key within the home bucket's bound, still in the table although its free
+ * was never seen: the new entry takes its slot (version moved on, I3); the old one goes to *old. */
+static int replace_stale(curesv_table *t, struct curesv_slot *s, uint64_t st, const curesv_entry *e,
+			 curesv_entry *old)
+{
+	uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_origin(st));
+	/* acquire: the payload read below is the one published with this occupancy */
+	if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
+						     memory_order_relaxed))
+		return -1;
+	fill_entry(s, st, old);
+	publish(s, e, st_version(st) + 1);
+	return 1;
+}
+
+/* The insert. With `old`, a live entry of the same key found on the way (within the bound) is
+ * replaced and returned there: one probe sequence serves the stale-entry check and the search for
+ * a free slot. */
+static bool insert(curesv_table *t, const curesv_entry *e, curesv_entry *old)
 {
 	if (e->ptr == 0)
 		return false;
 	uint64_t home = home_of(t, e->ptr);
+retry:;
+	uint64_t bound = old ? atomic_load_explicit(bound_of(t, home), memory_order_acquire) & BOUND_MASK
+			     : 0;
 	for (uint64_t d = 0; d < t->probe_limit; d++) {
 		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
-		uint64_t st = atomic_load_explicit(&s->state, memory_order_relaxed);
+		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (old && d <= bound && st_phase(st) == PHASE_LIVE &&
+		    atomic_load_explicit(&s->key, memory_order_relaxed) == e->ptr) {
+			if (replace_stale(t, s, st, e, old) < 0)
+				goto retry;
+			return true;
+		}
 		if (st_phase(st) != PHASE_FREE)
 			continue;
+		/* Before claiming a slot past any stale entry's place, look at the rest of the
+		 * bound: only slots up to the bound can hold one. */
+		if (old && d < bound) {
+			uint64_t j;
+			for (j = d + 1; j <= bound; j++) {
+				struct curesv_slot *x = &t->slots[slot_at(t, home, j)];
+				uint64_t xs = atomic_load_explicit(&x->state, memory_order_acquire);
+				if (st_phase(xs) == PHASE_LIVE &&
+				    atomic_load_explicit(&x->key, memory_order_relaxed) == e->ptr) {
+					if (replace_stale(t, x, xs, e, old) < 0)
+						goto retry;
+					return true;
+				}
+			}
+			bound = 0; /* none: the search for a free slot goes on without looking again */
+		}
 		uint64_t busy = st_make(PHASE_BUSY, st_version(st), 0);
 		/* seq_cst: I4, against a remover's scanning CAS and scan */
 		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_seq_cst,
 							     memory_order_relaxed))
 			continue;
-		/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
-		atomic_thread_fence(memory_order_release);
-		atomic_store_explicit(&s->key, e->ptr, memory_order_relaxed);
-		atomic_store_explicit(&s->meta, meta_make(e), memory_order_relaxed);
-		atomic_store_explicit(&s->thread, e->thread, memory_order_relaxed);
-		/* release: publishes key and payload to lookups, walkers and bound scans */
-		atomic_store_explicit(&s->state, st_make(PHASE_LIVE, st_version(st), e->origin),
-				      memory_order_release);
+		publish(s, e, st_version(st));
 		/* I4: the bound read after the claim covers d and no remover is scanning it: any
 		 * remover that lowers it later scans this slot after seeing it claimed. */
 		uint32_t b = atomic_load_explicit(bound_of(t, home), memory_order_seq_cst);
@@ -216,6 +267,17 @@ bool curesv_table_insert(curesv_table *t, const curesv_entry *e)
 	}
 	atomic_fetch_add_explicit(&t->full_events, 1, memory_order_relaxed);
 	return false;
+}
+
+bool curesv_table_insert(curesv_table *t, const curesv_entry *e)
+{
+	return insert(t, e, NULL);
+}
+
+bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e, curesv_entry *old)
+{
+	old->ptr = 0;
+	return insert(t, e, old);
 }
 
 static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out)

@@ -96,6 +96,10 @@ void curesv_table_destroy(curesv_table *t);
  * counting for ptr 0. */
 bool curesv_table_insert(curesv_table *t, const curesv_entry *e);
 
+/* Adds an entry; a live entry of the same key still in the table (its free went unseen) is
+ * replaced and copied to *old (old->ptr is 0 when there was none). Otherwise as insert. */
+bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e, curesv_entry *old);
+
 /* Copies the live entry for `ptr` into *out (if not NULL). Returns false when there is none. */
 bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
 

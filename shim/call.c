@@ -5,15 +5,8 @@
 
 #include "shim.h"
 
-/* Per-thread nesting: depth > 0 while a hook of this thread is inside its real call. Only the
- * outermost hook accounts, so an allocation made through the runtime is counted once although the
- * driver hook sees it too. `deny_*` carries a runtime-layer refusal down to the driver call. */
-static _Thread_local struct {
-	int depth;
-	bool deny_pending;
-	uint8_t deny_kind;
-	uint64_t deny_bytes;
-} frame;
+_Thread_local struct curesv_frame curesv_frame;
+#define frame curesv_frame
 
 static struct curesv_real rt_get_device = { "cudaGetDevice", NULL };
 static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
@@ -37,10 +30,57 @@ static int current_device(enum curesv_layer layer)
 	return dev;
 }
 
+/* The last stream this thread allocated on, while the stream table's epoch says it is current:
+ * a loop on one stream asks neither the table nor the driver. */
+static _Thread_local struct {
+	uint64_t stream;
+	uint32_t epoch;
+	int device;
+} last_stream;
+
+static struct curesv_real drv_stream_device = { "cuStreamGetDevice", NULL };
+
+/* The device of a stream-ordered allocation: its stream's, from the stream table (recorded at the
+ * stream's creation), else asked of the driver once and recorded; the current device for the
+ * default streams (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) and when the driver cannot tell. */
+static int stream_device(curesv_engine *e, enum curesv_layer layer, uint64_t stream)
+{
+	if (stream <= (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD)
+		return current_device(layer);
+	uint32_t epoch = curesv_streams_epoch(&e->streams);
+	if (last_stream.stream == stream && last_stream.epoch == epoch)
+		return last_stream.device;
+	curesv_stream_info info;
+	int dev;
+	if (curesv_streams_get(&e->streams, stream, &info) && info.device >= 0) {
+		dev = info.device;
+	} else {
+		CUresult (*get)(CUstream, CUdevice *) = curesv_real_driver(&drv_stream_device);
+		if (!get || get((CUstream)(uintptr_t)stream, &dev) != CUDA_SUCCESS)
+			return current_device(layer);
+		curesv_engine_stream_created(e, stream, dev, 0);
+		epoch = curesv_streams_epoch(&e->streams);
+	}
+	last_stream.stream = stream;
+	last_stream.epoch = epoch;
+	last_stream.device = dev;
+	return dev;
+}
+
 /* Learns, once, how many devices the driver has and each device's total memory (unless
  * CURESV_CAPACITY set it). Before the runtime has loaded and initialised the driver this fails
  * quietly; it is tried again after the allocation. */
-static void learn_devices(curesv_engine *e, int device)
+static void learn_devices_slow(curesv_engine *e, int device);
+
+static inline void learn_devices(curesv_engine *e, int device)
+{
+	if (__builtin_expect(atomic_load_explicit(&e->devices, memory_order_relaxed) != 0 &&
+			     curesv_engine_device_known(e, device), 1))
+		return;
+	learn_devices_slow(e, device);
+}
+
+static __attribute__((noinline)) void learn_devices_slow(curesv_engine *e, int device)
 {
 	if (atomic_load_explicit(&e->devices, memory_order_relaxed) == 0) {
 		CUresult (*count)(int *) = curesv_real_driver(&drv_device_count);
@@ -56,27 +96,27 @@ static void learn_devices(curesv_engine *e, int device)
 		curesv_engine_device_total(e, device, bytes);
 }
 
-/* A driver allocation inside a runtime call that curesv refused: it fails, and so does any retry the
- * runtime makes of it. */
 static bool nested_denial(enum curesv_layer layer, enum curesv_kind kind, uint64_t bytes)
 {
-	return layer == CURESV_LAYER_DRIVER && frame.deny_pending && frame.deny_kind == kind &&
-	       frame.deny_bytes == bytes;
+	return layer == CURESV_LAYER_DRIVER && curesv_nested_denied(kind, bytes);
 }
 
 bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
-		       uint64_t bytes)
+		       uint64_t bytes, uint64_t stream)
 {
-	c->e = curesv_shim_engine();
 	c->layer = layer;
 	c->deny = false;
-	if (!c->e)
-		return true;
+	/* Nested inside another hook of this thread (the driver call of a runtime allocation):
+	 * the outer hook accounts for it. Depth is non-zero only while curesv is active. */
 	if (frame.depth > 0) {
 		c->e = NULL;
 		return !nested_denial(layer, kind, bytes);
 	}
-	int device = current_device(layer);
+	c->e = curesv_shim_engine();
+	if (!c->e)
+		return true;
+	int device = kind == CURESV_KIND_ASYNC ? stream_device(c->e, layer, stream)
+					       : current_device(layer);
 	learn_devices(c->e, device);
 	frame.depth++;
 	if (curesv_alloc_begin(c->e, device, bytes, kind, &c->op))
@@ -123,14 +163,14 @@ void curesv_call_close(struct curesv_call *c)
 
 void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr)
 {
-	c->e = curesv_shim_engine();
 	c->layer = layer;
-	if (!c->e)
-		return;
 	if (frame.depth > 0) {
 		c->e = NULL;
 		return;
 	}
+	c->e = curesv_shim_engine();
+	if (!c->e)
+		return;
 	frame.depth++;
 	curesv_free_begin(c->e, ptr, &c->fop);
 }

@@ -36,10 +36,14 @@ static bool has_prefix(const char *s, const char *prefix)
 	return true;
 }
 
-/* Driver entry points curesv substitutes: cuMem... and cuGetProcAddress...; never cudnn*, cublas*. */
+/* Driver entry points curesv substitutes (shim/variants.h): cuMem..., cuGetProcAddress...,
+ * cuStream..., cuCtx..., cuDevicePrimaryCtx...; never cudnn*, cublas*. */
 static bool driver_name(const char *name)
 {
-	return name && (has_prefix(name, "cuMem") || has_prefix(name, "cuGetProcAddress"));
+	return name && name[0] == 'c' && name[1] == 'u' &&
+	       (has_prefix(name + 2, "Mem") || has_prefix(name + 2, "GetProcAddress") ||
+		has_prefix(name + 2, "Stream") || has_prefix(name + 2, "Ctx") ||
+		has_prefix(name + 2, "DevicePrimaryCtx"));
 }
 
 void *curesv_dlsym_answer(void *handle, const char *name)

@@ -12,35 +12,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "shim.h"
-
-#define LEGACY CU_GET_PROC_ADDRESS_LEGACY_STREAM
-#define PTDS CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-
-/*  X(name asked of cuGetProcAddress, exported symbol = hook, version, stream flag) */
-#define VARIANTS(X)                                                         \
-	X(cuMemAlloc, cuMemAlloc_v2, 3020, LEGACY)                          \
-	X(cuMemAllocPitch, cuMemAllocPitch_v2, 3020, LEGACY)                \
-	X(cuMemFree, cuMemFree_v2, 3020, LEGACY)                            \
-	X(cuMemAllocManaged, cuMemAllocManaged, 6000, LEGACY)               \
-	X(cuMemHostAlloc, cuMemHostAlloc, 2020, LEGACY)                     \
-	X(cuMemAllocHost, cuMemAllocHost_v2, 3020, LEGACY)                  \
-	X(cuMemFreeHost, cuMemFreeHost, 2000, LEGACY)                       \
-	X(cuMemAllocAsync, cuMemAllocAsync, 11020, LEGACY)                  \
-	X(cuMemAllocAsync, cuMemAllocAsync_ptsz, 11020, PTDS)               \
-	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, LEGACY)  \
-	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz, 11020, PTDS) \
-	X(cuMemFreeAsync, cuMemFreeAsync, 11020, LEGACY)                    \
-	X(cuMemFreeAsync, cuMemFreeAsync_ptsz, 11020, PTDS)                 \
-	X(cuGetProcAddress, cuGetProcAddress, 11030, LEGACY)                \
-	X(cuGetProcAddress, cuGetProcAddress_v2, 12000, LEGACY)
-
-enum variant_id {
-#define ID(proc, sym, ver, flags) V_##sym,
-	VARIANTS(ID)
-#undef ID
-	V_COUNT
-};
+#include "variants.h"
 
 struct variant {
 	const char *proc;
@@ -52,20 +24,16 @@ struct variant {
 	void *_Atomic proc_fn;  /* what the driver's cuGetProcAddress returns for this variant */
 };
 
-/* The hooks, declared so the table can point at them; defined below. */
-#define DECLARE(proc, sym, ver, flags) static __typeof__(sym) hook_##sym;
-VARIANTS(DECLARE)
-#undef DECLARE
-
-static struct variant variants[V_COUNT] = {
-#define ROW(proc, sym, ver, flags) [V_##sym] = { #proc, #sym, ver, flags, (void *)hook_##sym, NULL, NULL },
+static struct variant variants[CURESV_V_COUNT] = {
+#define ROW(proc, sym, ver, flags) \
+	[CURESV_V_##sym] = { #proc, #sym, ver, flags, (void *)curesv_hook_##sym, NULL, NULL },
 	VARIANTS(ROW)
 #undef ROW
 };
 
 /* The driver's function of variant `id`: the exported symbol of the loaded libcuda.so.1, looked up
  * in that library alone, so it is never another interposer's (nor curesv's own). */
-static void *real_of(enum variant_id id)
+static void *real_of(enum curesv_variant id)
 {
 	struct variant *v = &variants[id];
 	void *fn = atomic_load_explicit(&v->real, memory_order_acquire);
@@ -81,13 +49,22 @@ static void *real_of(enum variant_id id)
 
 /* The function a hook forwards to: the one the driver's cuGetProcAddress handed out for this
  * variant when curesv learned it, else the exported symbol. */
-static void *forward_of(enum variant_id id)
+void *_Atomic curesv_forward_fn[CURESV_V_COUNT];
+static _Atomic int learned; /* 0 not yet, 1 in progress, 2 done */
+
+/* Cached once the driver's cuGetProcAddress has been asked (learn): what it handed out, else the
+ * exported symbol. Until then looked up each time. */
+void *curesv_driver_forward_slow(enum curesv_variant id)
 {
 	void *fn = atomic_load_explicit(&variants[id].proc_fn, memory_order_acquire);
-	return fn ? fn : real_of(id);
+	if (!fn)
+		fn = real_of(id);
+	if (fn && atomic_load_explicit(&learned, memory_order_acquire) == 2)
+		atomic_store_explicit(&curesv_forward_fn[id], fn, memory_order_release);
+	return fn;
 }
 
-static CUresult no_driver(enum variant_id id)
+CUresult curesv_no_driver(enum curesv_variant id)
 {
 	CURESV_LOG_ONCE(CURESV_LOG_ERROR, "%s called but no CUDA driver (libcuda.so.1) is loaded",
 			variants[id].symbol);
@@ -99,13 +76,11 @@ static CUresult no_driver(enum variant_id id)
 typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*gpa_v1_fn)(const char *, void **, int, cuuint64_t);
 
-static _Atomic int learned; /* 0 not yet, 1 in progress, 2 done */
-
 static void *ask(const char *proc, int version, cuuint64_t flags)
 {
 	void *fn = NULL;
-	gpa_v2_fn v2 = real_of(V_cuGetProcAddress_v2);
-	gpa_v1_fn v1 = v2 ? NULL : (gpa_v1_fn)real_of(V_cuGetProcAddress);
+	gpa_v2_fn v2 = real_of(CURESV_V_cuGetProcAddress_v2);
+	gpa_v1_fn v1 = v2 ? NULL : (gpa_v1_fn)real_of(CURESV_V_cuGetProcAddress);
 	CUdriverProcAddressQueryResult status;
 	CUresult r = v2 ? v2(proc, &fn, version, flags, &status)
 			: v1 ? v1(proc, &fn, version, flags) : CUDA_ERROR_NOT_FOUND;
@@ -122,7 +97,7 @@ static void learn(void)
 			sched_yield();
 		return;
 	}
-	for (int i = 0; i < V_COUNT; i++) {
+	for (int i = 0; i < CURESV_V_COUNT; i++) {
 		struct variant *v = &variants[i];
 		void *fn = ask(v->proc, v->version, v->flags);
 		if (fn && fn != v->hook)
@@ -133,7 +108,7 @@ static void learn(void)
 
 static const struct variant *variant_of_hook(const void *fn)
 {
-	for (int i = 0; i < V_COUNT; i++)
+	for (int i = 0; i < CURESV_V_COUNT; i++)
 		if (variants[i].hook == fn)
 			return &variants[i];
 	return NULL;
@@ -170,7 +145,7 @@ static void *substitute_proc(const char *symbol, void *fn)
 		return fn;
 	if (atomic_load_explicit(&learned, memory_order_acquire) != 2)
 		learn();
-	for (int i = 0; i < V_COUNT; i++) {
+	for (int i = 0; i < CURESV_V_COUNT; i++) {
 		struct variant *v = &variants[i];
 		if (fn == atomic_load_explicit(&v->proc_fn, memory_order_acquire) || fn == real_of(i))
 			return v->hook;
@@ -180,7 +155,7 @@ static void *substitute_proc(const char *symbol, void *fn)
 
 void *curesv_substitute_symbol(const char *symbol, void *fn)
 {
-	for (int i = 0; i < V_COUNT; i++) {
+	for (int i = 0; i < CURESV_V_COUNT; i++) {
 		struct variant *v = &variants[i];
 		if (strcmp(symbol, v->symbol) != 0)
 			continue;
@@ -197,12 +172,12 @@ void *curesv_substitute_symbol(const char *symbol, void *fn)
 
 /* ---- cuGetProcAddress ------------------------------------------------------------------------ */
 
-static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+CUresult curesv_hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
 					 cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-	gpa_v2_fn real = forward_of(V_cuGetProcAddress_v2);
+	gpa_v2_fn real = curesv_driver_forward(CURESV_V_cuGetProcAddress_v2);
 	if (!real)
-		return no_driver(V_cuGetProcAddress_v2);
+		return curesv_no_driver(CURESV_V_cuGetProcAddress_v2);
 	CUresult r = real(symbol, pfn, cudaVersion, flags, status);
 	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine()) {
 		void *before = *pfn;
@@ -212,12 +187,12 @@ static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
 	return r;
 }
 
-static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+CUresult curesv_hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
 				      cuuint64_t flags)
 {
-	gpa_v1_fn real = forward_of(V_cuGetProcAddress);
+	gpa_v1_fn real = curesv_driver_forward(CURESV_V_cuGetProcAddress);
 	if (!real)
-		return no_driver(V_cuGetProcAddress);
+		return curesv_no_driver(CURESV_V_cuGetProcAddress);
 	CUresult r = real(symbol, pfn, cudaVersion, flags);
 	if (r == CUDA_SUCCESS && pfn && curesv_shim_engine()) {
 		void *before = *pfn;
@@ -234,11 +209,11 @@ static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVe
 static void give_back(uint64_t ptr, enum curesv_kind kind)
 {
 	if (kind == CURESV_KIND_HOST) {
-		__typeof__(&hook_cuMemFreeHost) real = forward_of(V_cuMemFreeHost);
+		__typeof__(&curesv_hook_cuMemFreeHost) real = curesv_driver_forward(CURESV_V_cuMemFreeHost);
 		if (real)
 			real((void *)(uintptr_t)ptr);
 	} else {
-		__typeof__(&hook_cuMemFree_v2) real = forward_of(V_cuMemFree_v2);
+		__typeof__(&curesv_hook_cuMemFree_v2) real = curesv_driver_forward(CURESV_V_cuMemFree_v2);
 		if (real)
 			real((CUdeviceptr)ptr);
 	}
@@ -253,27 +228,27 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Declares `real`, the driver function hook_<sym> forwards to, or returns when there is none. */
-#define FORWARD_TO(sym)                                                                       \
-	__typeof__(&hook_##sym) real = forward_of(V_##sym);                                   \
-	if (!real)                                                                            \
-		return no_driver(V_##sym)
-
-#define ALLOC_HOOK(sym, kind, bytes, out, params, args)                                       \
-	static CUresult hook_##sym params                                                     \
+#define ALLOC_HOOK(sym, kind, bytes, stream, out, params, args)                               \
+	CUresult curesv_hook_##sym params                                                     \
 	{                                                                                     \
-		FORWARD_TO(sym);                                                              \
+		CURESV_FORWARD_TO(sym);                                                       \
+		if (curesv_nested())                                                          \
+			return curesv_nested_denied(kind, bytes) ? CUDA_ERROR_OUT_OF_MEMORY   \
+								 : real args;                 \
 		struct curesv_call c;                                                         \
-		if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, kind, bytes))                 \
+		if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, kind, bytes,                  \
+				       (uint64_t)(uintptr_t)(stream)))                        \
 			return CUDA_ERROR_OUT_OF_MEMORY;                                      \
 		CUresult r = real args;                                                       \
 		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
 	}
 
 #define FREE_HOOK(sym, ptr, params, args)                                                     \
-	static CUresult hook_##sym params                                                     \
+	CUresult curesv_hook_##sym params                                                     \
 	{                                                                                     \
-		FORWARD_TO(sym);                                                              \
+		CURESV_FORWARD_TO(sym);                                                       \
+		if (curesv_nested())                                                          \
+			return real args;                                                     \
 		struct curesv_call c;                                                         \
 		curesv_call_free(&c, CURESV_LAYER_DRIVER, (uint64_t)(uintptr_t)(ptr));        \
 		CUresult r = real args;                                                       \
@@ -281,22 +256,22 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 		return r;                                                                     \
 	}
 
-ALLOC_HOOK(cuMemAlloc_v2, CURESV_KIND_DEVICE, bytesize, dptr,
+ALLOC_HOOK(cuMemAlloc_v2, CURESV_KIND_DEVICE, bytesize, 0, dptr,
 	   (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize))
-ALLOC_HOOK(cuMemAllocManaged, CURESV_KIND_MANAGED, bytesize, dptr,
+ALLOC_HOOK(cuMemAllocManaged, CURESV_KIND_MANAGED, bytesize, 0, dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags))
-ALLOC_HOOK(cuMemHostAlloc, CURESV_KIND_HOST, bytesize, pp,
+ALLOC_HOOK(cuMemHostAlloc, CURESV_KIND_HOST, bytesize, 0, pp,
 	   (void **pp, size_t bytesize, unsigned int Flags), (pp, bytesize, Flags))
-ALLOC_HOOK(cuMemAllocHost_v2, CURESV_KIND_HOST, bytesize, pp,
+ALLOC_HOOK(cuMemAllocHost_v2, CURESV_KIND_HOST, bytesize, 0, pp,
 	   (void **pp, size_t bytesize), (pp, bytesize))
-ALLOC_HOOK(cuMemAllocAsync, CURESV_KIND_ASYNC, bytesize, dptr,
+ALLOC_HOOK(cuMemAllocAsync, CURESV_KIND_ASYNC, bytesize, hStream, dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
-ALLOC_HOOK(cuMemAllocAsync_ptsz, CURESV_KIND_ASYNC, bytesize, dptr,
+ALLOC_HOOK(cuMemAllocAsync_ptsz, CURESV_KIND_ASYNC, bytesize, hStream, dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
-ALLOC_HOOK(cuMemAllocFromPoolAsync, CURESV_KIND_ASYNC, bytesize, dptr,
+ALLOC_HOOK(cuMemAllocFromPoolAsync, CURESV_KIND_ASYNC, bytesize, hStream, dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
 	   (dptr, bytesize, pool, hStream))
-ALLOC_HOOK(cuMemAllocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, bytesize, dptr,
+ALLOC_HOOK(cuMemAllocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, bytesize, hStream, dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
 	   (dptr, bytesize, pool, hStream))
 
@@ -306,15 +281,15 @@ FREE_HOOK(cuMemFreeAsync, dptr, (CUdeviceptr dptr, CUstream hStream), (dptr, hSt
 FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
 
 /* Pitched: the budget is checked on width * height; the books keep pitch * height. */
-static CUresult hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+CUresult curesv_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 					size_t Height, unsigned int ElementSizeBytes)
 {
-	FORWARD_TO(cuMemAllocPitch_v2);
+	CURESV_FORWARD_TO(cuMemAllocPitch_v2);
 	uint64_t bytes;
 	if (__builtin_mul_overflow((uint64_t)WidthInBytes, (uint64_t)Height, &bytes))
 		bytes = UINT64_MAX;
 	struct curesv_call c;
-	if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, CURESV_KIND_DEVICE, bytes))
+	if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, CURESV_KIND_DEVICE, bytes, 0))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	if (r == CUDA_SUCCESS && pPitch && c.e &&
@@ -323,9 +298,5 @@ static CUresult hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
 	return alloc_result(&c, r, dptr ? *dptr : 0, CURESV_KIND_DEVICE);
 }
 
-/* The exported names: direct callers of the driver API bind to these; the runtime gets the same
- * functions through cuGetProcAddress. */
-#define EXPORT(proc, sym, ver, flags) \
-	CURESV_EXPORT extern __typeof__(sym) sym __attribute__((alias("hook_" #sym)));
-VARIANTS(EXPORT)
-#undef EXPORT
+VARIANTS_MEMORY(CURESV_EXPORT_HOOK)
+VARIANTS_LOOKUP(CURESV_EXPORT_HOOK)

@@ -77,12 +77,12 @@ static void *cached(struct curesv_real *r, void *(*lookup)(const char *))
 	return fn;
 }
 
-void *curesv_real_driver(struct curesv_real *r)
+void *curesv_real_driver_slow(struct curesv_real *r)
 {
 	return cached(r, curesv_driver_symbol);
 }
 
-void *curesv_real_runtime(struct curesv_real *r)
+void *curesv_real_runtime_slow(struct curesv_real *r)
 {
 	return cached(r, runtime_symbol);
 }

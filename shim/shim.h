@@ -3,7 +3,7 @@
  * Every hook, runtime or driver, allocation or free, goes through the same four calls:
  *
  *     struct curesv_call c;
- *     if (!curesv_call_alloc(&c, LAYER, kind, bytes)) return <out-of-memory>;
+ *     if (!curesv_call_alloc(&c, LAYER, kind, bytes, stream)) return <out-of-memory>;
  *     r = real(...);
  *     if (!curesv_call_alloc_done(&c, r == SUCCESS, ptr)) {
  *             real_free(ptr); curesv_call_close(&c); return <out-of-memory>;
@@ -18,6 +18,7 @@
 #ifndef CURESV_SHIM_H
 #define CURESV_SHIM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,6 +28,31 @@
 #define CURESV_HIDDEN __attribute__((visibility("hidden")))
 
 enum curesv_layer { CURESV_LAYER_RUNTIME, CURESV_LAYER_DRIVER };
+
+/* Per-thread nesting: depth > 0 while a hook of this thread is inside its real call. Only the
+ * outermost hook accounts, so an allocation made through the runtime is counted once although the
+ * driver hook sees it too. `deny_*` carries a runtime-layer refusal down to the driver call. */
+struct curesv_frame {
+	int depth;
+	bool deny_pending;
+	uint8_t deny_kind;
+	uint64_t deny_bytes;
+};
+extern CURESV_HIDDEN _Thread_local struct curesv_frame curesv_frame;
+
+/* Inside another hook of this thread: pass straight through. */
+static inline bool curesv_nested(void)
+{
+	return __builtin_expect(curesv_frame.depth > 0, 0);
+}
+
+/* A driver allocation nested in a runtime call that curesv refused: it fails, and so does any
+ * retry the runtime makes of it. */
+static inline bool curesv_nested_denied(int kind, uint64_t bytes)
+{
+	return curesv_frame.deny_pending && curesv_frame.deny_kind == kind &&
+	       curesv_frame.deny_bytes == bytes;
+}
 
 struct curesv_call {
 	curesv_engine *e;       /* NULL: pass through (disabled, or nested inside another hook) */
@@ -40,12 +66,14 @@ struct curesv_call {
  * or an invalid configuration): every hook is then a plain forward. */
 CURESV_HIDDEN curesv_engine *curesv_shim_engine(void);
 
-/* Brackets around a real allocation. curesv_call_alloc returns false when the allocation is refused
+/* Brackets around a real allocation; `stream` is a stream-ordered allocation's stream (0 for the
+ * others, and for the legacy default stream), whose device the allocation belongs to.
+ * curesv_call_alloc returns false when the allocation is refused
  * (CURESV_MODE=enforce); curesv_call_alloc_done returns false when the allocation must be undone
  * (CURESV_TABLE_FULL=fail, or a runtime-layer denial the driver did not carry out): the hook then
  * frees it with the real free and calls curesv_call_close. */
 CURESV_HIDDEN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
-				     enum curesv_kind kind, uint64_t bytes);
+				     enum curesv_kind kind, uint64_t bytes, uint64_t stream);
 CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr);
 CURESV_HIDDEN void curesv_call_close(struct curesv_call *c);
 
@@ -68,8 +96,18 @@ struct curesv_real {
 	const char *name;
 	void *_Atomic fn;
 };
-CURESV_HIDDEN void *curesv_real_driver(struct curesv_real *r);
-CURESV_HIDDEN void *curesv_real_runtime(struct curesv_real *r);
+CURESV_HIDDEN void *curesv_real_driver_slow(struct curesv_real *r);
+CURESV_HIDDEN void *curesv_real_runtime_slow(struct curesv_real *r);
+static inline void *curesv_real_driver(struct curesv_real *r)
+{
+	void *fn = atomic_load_explicit(&r->fn, memory_order_acquire);
+	return __builtin_expect(fn != NULL, 1) ? fn : curesv_real_driver_slow(r);
+}
+static inline void *curesv_real_runtime(struct curesv_real *r)
+{
+	void *fn = atomic_load_explicit(&r->fn, memory_order_acquire);
+	return __builtin_expect(fn != NULL, 1) ? fn : curesv_real_runtime_slow(r);
+}
 /* The next definition after libcuresv (libc's, for the thread-name hooks). */
 CURESV_HIDDEN void *curesv_real_next(struct curesv_real *r);
 

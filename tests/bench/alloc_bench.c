@@ -1,18 +1,28 @@
-/* Cost of an allocation round trip: THREADS threads each do ITERS cudaMalloc+cudaFree pairs of BYTES.
- * Run once without and once with libcuresv.so preloaded (scripts/bench, scripts/gpu-check): the ratio
- * of the two is curesv's cost on the allocation path.
+/* Cost of an allocation round trip: THREADS threads (named w0, w1, ...) each do ITERS pairs of BYTES,
+ * either cudaMalloc+cudaFree (sync) or cudaMallocAsync+cudaFreeAsync on a stream of its own with the
+ * device's default pool keeping its memory (async: every pair is pool-warm). Run without and with
+ * libcuresv.so preloaded (scripts/bench, scripts/gpu-check): the difference is curesv's cost.
  *
- *   alloc_bench [THREADS [ITERS [BYTES]]]    defaults 1, 200000, 4096; prints "ns_per_pair=N" */
+ *   alloc_bench [THREADS [ITERS [BYTES [sync|async]]]]   defaults 1, 200000, 4096, sync
+ * Prints "ns_per_pair=N": wall time of the timed loop (all threads at once) per pair. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+/* Absent from older simulated runtimes: the pool then keeps its default threshold. */
+extern __attribute__((weak)) cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, enum cudaMemPoolAttr,
+								 void *);
 
 static long iters = 200000;
 static size_t bytes = 4096;
+static int async_mode;
 static int failures;
+static pthread_barrier_t ready, go;
 
 static double now_ns(void)
 {
@@ -21,13 +31,34 @@ static double now_ns(void)
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+static int pair(cudaStream_t s)
+{
+	void *p;
+	if (!async_mode)
+		return cudaMalloc(&p, bytes) != cudaSuccess || cudaFree(p) != cudaSuccess;
+	return cudaMallocAsync(&p, bytes, s) != cudaSuccess || cudaFreeAsync(p, s) != cudaSuccess;
+}
+
 static void *loop(void *arg)
 {
-	for (long i = 0; i < iters; i++) {
-		void *p;
-		if (cudaMalloc(&p, bytes) != cudaSuccess || cudaFree(p) != cudaSuccess)
-			__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+	char name[16];
+	snprintf(name, sizeof name, "w%d", (int)(intptr_t)arg);
+	pthread_setname_np(pthread_self(), name);
+	cudaStream_t s = NULL;
+	if (async_mode && cudaStreamCreate(&s) != cudaSuccess)
+		__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+	int bad = 0;
+	for (int i = 0; i < 100; i++) /* the pool and curesv's per-thread state are warm */
+		bad += pair(s);
+	pthread_barrier_wait(&ready);
+	pthread_barrier_wait(&go);
+	for (long i = 0; i < iters; i++)
+		bad += pair(s);
+	if (async_mode) {
+		cudaStreamSynchronize(s);
+		cudaStreamDestroy(s);
 	}
+	__atomic_add_fetch(&failures, bad, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -38,19 +69,28 @@ int main(int argc, char **argv)
 		iters = atol(argv[2]);
 	if (argc > 3)
 		bytes = strtoull(argv[3], NULL, 0);
-	if (threads < 1 || threads > 64)
+	async_mode = argc > 4 && strcmp(argv[4], "async") == 0;
+	if (threads < 1 || threads > 256)
 		return 2;
 	void *warm;
 	cudaMalloc(&warm, bytes); /* context creation stays out of the timing */
 	cudaFree(warm);
-	pthread_t t[64];
-	double t0 = now_ns();
+	cudaMemPool_t pool;
+	uint64_t keep = UINT64_MAX;
+	if (async_mode && cudaMemPoolSetAttribute && cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess)
+		cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+	pthread_barrier_init(&ready, NULL, (unsigned)threads + 1);
+	pthread_barrier_init(&go, NULL, (unsigned)threads + 1);
+	pthread_t t[256];
 	for (int k = 0; k < threads; k++)
-		pthread_create(&t[k], NULL, loop, NULL);
+		pthread_create(&t[k], NULL, loop, (void *)(intptr_t)k);
+	pthread_barrier_wait(&ready);
+	double t0 = now_ns();
+	pthread_barrier_wait(&go);
 	for (int k = 0; k < threads; k++)
 		pthread_join(t[k], NULL);
 	double ns = (now_ns() - t0) / (double)iters;
-	printf("ns_per_pair=%.1f threads=%d iters=%ld bytes=%zu%s\n", ns, threads, iters, bytes,
-	       failures ? " FAILED" : "");
+	printf("ns_per_pair=%.1f threads=%d iters=%ld bytes=%zu mode=%s%s\n", ns, threads, iters, bytes,
+	       async_mode ? "async" : "sync", failures ? " FAILED" : "");
 	return failures != 0;
 }

@@ -964,7 +964,7 @@ static void random_handoffs(bool enforce)
 		cr_assert_eq(st.frees, frees[a], "account %d", a);
 		cr_assert_eq(st.cross_thread_frees, cross[a], "account %d", a);
 		cr_assert_eq(st.caller_view, view[a], "account %d", a);
-		cr_assert_eq(st.denied, denied[a], "account %d", a);
+		cr_assert_eq(st.denied, denied[a], "account %d: denied %llu, saw %llu", a, (unsigned long long)st.denied, (unsigned long long)denied[a]);
 		cr_assert_eq(st.over_budget, 0, "account %d", a);
 		uint64_t attached = 0;
 		for (int k = 0; k < HT; k++)

@@ -1,0 +1,69 @@
+/* Streams (and memory pools) curesv knows, by handle value: the device a stream-ordered allocation
+ * on them belongs to, the reservation a stream is attached to, the context they were made in.
+ *
+ * A bounded lock-free map over the origin table's implementation (table.h): the handle is the key,
+ * the attachment's handle the origin, its serial the `bytes` field, the context tag the `thread`
+ * field. Lookups are lock-free and never allocate; puts replace (take, then insert), so a lookup
+ * racing a put may miss the handle once and fall back to asking the driver. `epoch` moves on every
+ * change, so a thread may cache its last lookup and check one word.
+ *
+ * Thread-safe. Handles are opaque pointer values; 0 is never stored (the legacy default stream). */
+#ifndef CURESV_STREAMS_H
+#define CURESV_STREAMS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ledger.h"
+#include "table.h"
+
+#define CURESV_STREAM_SLOTS 16384       /* streams and pools known at once */
+
+enum curesv_stream_flags {
+	CURESV_STREAM_ATTACHED = 1,     /* `ref` was set (curesv_attach_stream or the creator rule) */
+	CURESV_STREAM_HOST = 2,         /* a pool located in host memory (HOST, HOST_NUMA) */
+	CURESV_STREAM_POOL = 4,         /* the key is a memory pool, not a stream */
+};
+
+typedef struct curesv_stream_info {
+	int device;             /* CUDA device ordinal; -1 unknown */
+	curesv_ref ref;         /* attached reservation (CURESV_SHARED when none) */
+	uint32_t ctx;           /* tag of the context it was created in (0: unknown) */
+	uint8_t flags;          /* enum curesv_stream_flags */
+} curesv_stream_info;
+
+typedef struct curesv_streams {
+	curesv_table map;
+	_Atomic uint32_t epoch;
+} curesv_streams;
+
+bool curesv_streams_init(curesv_streams *s);
+void curesv_streams_destroy(curesv_streams *s);
+
+/* Records `info` for `handle`, replacing what was there. False when the map is full. */
+bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_info *info);
+/* What is recorded for `handle`; false when nothing is. */
+bool curesv_streams_get(curesv_streams *s, uint64_t handle, curesv_stream_info *out);
+/* Forgets `handle` (the stream or pool was destroyed). Returns what was recorded, if asked. */
+bool curesv_streams_drop(curesv_streams *s, uint64_t handle, curesv_stream_info *out);
+/* Forgets every stream made in context `ctx` (the context was destroyed), or on `device` (its
+ * primary context was reset or destroyed). */
+void curesv_streams_drop_ctx(curesv_streams *s, uint32_t ctx);
+void curesv_streams_drop_device(curesv_streams *s, int device);
+/* Streams attached to reservation handle `handle` now (the report's per-reservation count). */
+unsigned curesv_streams_attached(curesv_streams *s, uint32_t handle);
+
+static inline uint32_t curesv_streams_epoch(curesv_streams *s)
+{
+	return atomic_load_explicit(&s->epoch, memory_order_acquire);
+}
+
+/* A 32-bit tag for a context pointer (never 0). */
+static inline uint32_t curesv_ctx_tag(const void *ctx)
+{
+	uint32_t t = (uint32_t)curesv_hash64((uint64_t)(uintptr_t)ctx);
+	return t ? t : 1;
+}
+
+#endif

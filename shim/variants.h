@@ -1,0 +1,86 @@
+/* Internal to libcuresv.so: every driver entry point curesv hooks, one row per ABI variant, in one
+ * table grouped by family. A row names the function cuGetProcAddress is asked for, the exported
+ * symbol with that ABI (which is also the hook's name: curesv_hook_<symbol>), the CUDA version that
+ * introduced it, and whether it is the per-thread default-stream (_ptsz) twin. driver.c builds the
+ * substitution table from it; each family's file defines and exports its hooks. */
+#ifndef CURESV_VARIANTS_H
+#define CURESV_VARIANTS_H
+
+#include <cuda.h>
+
+#include "shim.h"
+
+#define CURESV_LEGACY CU_GET_PROC_ADDRESS_LEGACY_STREAM
+#define CURESV_PTDS CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+
+/* Allocation and free (driver.c). */
+#define VARIANTS_MEMORY(X)                                                          \
+	X(cuMemAlloc, cuMemAlloc_v2, 3020, CURESV_LEGACY)                           \
+	X(cuMemAllocPitch, cuMemAllocPitch_v2, 3020, CURESV_LEGACY)                 \
+	X(cuMemFree, cuMemFree_v2, 3020, CURESV_LEGACY)                             \
+	X(cuMemAllocManaged, cuMemAllocManaged, 6000, CURESV_LEGACY)                \
+	X(cuMemHostAlloc, cuMemHostAlloc, 2020, CURESV_LEGACY)                      \
+	X(cuMemAllocHost, cuMemAllocHost_v2, 3020, CURESV_LEGACY)                   \
+	X(cuMemFreeHost, cuMemFreeHost, 2000, CURESV_LEGACY)                        \
+	X(cuMemAllocAsync, cuMemAllocAsync, 11020, CURESV_LEGACY)                   \
+	X(cuMemAllocAsync, cuMemAllocAsync_ptsz, 11020, CURESV_PTDS)                \
+	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, CURESV_LEGACY)   \
+	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz, 11020, CURESV_PTDS) \
+	X(cuMemFreeAsync, cuMemFreeAsync, 11020, CURESV_LEGACY)                     \
+	X(cuMemFreeAsync, cuMemFreeAsync_ptsz, 11020, CURESV_PTDS)
+
+/* The lookup itself (driver.c). */
+#define VARIANTS_LOOKUP(X)                                                          \
+	X(cuGetProcAddress, cuGetProcAddress, 11030, CURESV_LEGACY)                 \
+	X(cuGetProcAddress, cuGetProcAddress_v2, 12000, CURESV_LEGACY)
+
+/* Streams and the contexts that own them (streams.c): the device and attachment of a stream. */
+#define VARIANTS_STREAMS(X)                                                         \
+	X(cuStreamCreate, cuStreamCreate, 2000, CURESV_LEGACY)                      \
+	X(cuStreamCreateWithPriority, cuStreamCreateWithPriority, 5050, CURESV_LEGACY) \
+	X(cuStreamDestroy, cuStreamDestroy, 2000, CURESV_LEGACY)                    \
+	X(cuStreamDestroy, cuStreamDestroy_v2, 4000, CURESV_LEGACY)                 \
+	X(cuCtxDestroy, cuCtxDestroy, 2000, CURESV_LEGACY)                          \
+	X(cuCtxDestroy, cuCtxDestroy_v2, 4000, CURESV_LEGACY)                       \
+	X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, CURESV_LEGACY)    \
+	X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, 11000, CURESV_LEGACY) \
+	X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, CURESV_LEGACY) \
+	X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, 11000, CURESV_LEGACY)
+
+#define VARIANTS(X) VARIANTS_MEMORY(X) VARIANTS_LOOKUP(X) VARIANTS_STREAMS(X)
+
+enum curesv_variant {
+#define CURESV_VARIANT_ID(proc, sym, ver, flags) CURESV_V_##sym,
+	VARIANTS(CURESV_VARIANT_ID)
+#undef CURESV_VARIANT_ID
+	CURESV_V_COUNT
+};
+
+#define CURESV_DECLARE_HOOK(proc, sym, ver, flags) CURESV_HIDDEN __typeof__(sym) curesv_hook_##sym;
+VARIANTS(CURESV_DECLARE_HOOK)
+
+/* The exported names: direct callers of the driver API bind to these; the runtime gets the same
+ * functions through cuGetProcAddress. Each family's file exports its own. */
+#define CURESV_EXPORT_HOOK(proc, sym, ver, flags) \
+	CURESV_EXPORT extern __typeof__(sym) sym __attribute__((alias("curesv_hook_" #sym)));
+
+/* The driver function hook `id` forwards to: what the driver's cuGetProcAddress handed out for that
+ * variant when curesv learned it, else the exported symbol; NULL when no driver is loaded. */
+extern CURESV_HIDDEN void *_Atomic curesv_forward_fn[CURESV_V_COUNT];
+CURESV_HIDDEN void *curesv_driver_forward_slow(enum curesv_variant id);
+static inline void *curesv_driver_forward(enum curesv_variant id)
+{
+	void *fn = atomic_load_explicit(&curesv_forward_fn[id], memory_order_acquire);
+	return __builtin_expect(fn != NULL, 1) ? fn : curesv_driver_forward_slow(id);
+}
+/* Logs once that `id` was called with no driver loaded; returns CUDA_ERROR_NOT_INITIALIZED. */
+CURESV_HIDDEN CUresult curesv_no_driver(enum curesv_variant id);
+
+/* Declares `real`, the driver function curesv_hook_<sym> forwards to, or returns when there is
+ * none. */
+#define CURESV_FORWARD_TO(sym)                                                                \
+	__typeof__(&curesv_hook_##sym) real = curesv_driver_forward(CURESV_V_##sym);          \
+	if (!real)                                                                            \
+		return curesv_no_driver(CURESV_V_##sym)
+
+#endif
