@@ -1211,3 +1211,40 @@ Test(ledger, caller_view_debit_stays_on_the_device)
 	actor_stop(&t);
 	curesv_engine_destroy(&E);
 }
+
+/* An attack run found it: with 254 slots busy and 65,535 reserve/release cycles of the 255th, a
+ * thread still attached to the first reservation of that slot was charged to a new, unrelated
+ * reservation that had come round to the same handle. The attachment carries the reservation's
+ * serial, which no later reservation shares. */
+Test(ledger, a_stale_attachment_falls_back_whatever_the_cycle_count, .timeout = 120)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T");
+	char name[CURESV_NAME_MAX];
+	for (int i = 0; i < CURESV_MAX_RESERVATIONS - 1; i++) {
+		snprintf(name, sizeof name, "filler%d", i);
+		cr_assert_eq(curesv_engine_reserve(&E, name, KiB, 0), CURESV_OK);
+	}
+	cr_assert_eq(curesv_engine_reserve(&E, "first", MiB, 0), CURESV_OK);
+	uint32_t first = handle_of(&E, "first");
+	struct actor t;
+	actor_start(&t, &E, "stale");
+	cr_assert_eq(actor_attach(&t, "first"), CURESV_OK);
+	cr_assert_eq(actor_origin(&t), first);
+	cr_assert_eq(curesv_engine_release(&E, "first"), CURESV_OK);
+	/* the slot goes round all its generations, and a new reservation gets first's handle */
+	for (int i = 1; i <= 65535; i++) {
+		cr_assert_eq(curesv_engine_reserve(&E, "cycle", KiB, 0), CURESV_OK, "cycle %d", i);
+		cr_assert_eq(curesv_engine_release(&E, "cycle"), CURESV_OK);
+	}
+	cr_assert_eq(curesv_engine_reserve(&E, "unrelated", 2 * MiB, 0), CURESV_OK);
+	cr_assert_eq(handle_of(&E, "unrelated"), first, "the generation came round");
+	cr_assert_eq(actor_alloc(&t, P, 4 * KiB), GRANTED);
+	EXPECT_RES(&E, "unrelated", .size = 2 * MiB);
+	EXPECT_SHARED(&E, .device = 0,
+		      .size = TiB - (CURESV_MAX_RESERVATIONS - 1) * KiB - 2 * MiB,
+		      .allocated = 4 * KiB, .peak = 4 * KiB, .caller_view = 4 * KiB, .allocs = 1);
+	cr_assert_eq(actor_origin(&t), CURESV_SHARED, "dropped, with one warning");
+	cr_assert(actor_free(&t, P));
+	actor_stop(&t);
+	curesv_engine_destroy(&E);
+}

@@ -1,0 +1,235 @@
+/* Enforcement under races and at the edges: a device never holds more than its capacity, whatever
+ * reserves and releases race the shared pool's charges; per-thread leases never cost a grant that
+ * fits; requests past every budget are refused. */
+#include "engine_helpers.h"
+
+static curesv_engine E;
+
+/* ---- the capacity race: reservations created and released while the shared pool allocates ---- */
+
+#define CAP (1 * MiB)
+
+struct race {
+	curesv_engine *e;
+	atomic_int stop;
+	/* What the test itself knows the device has promised: granted shared-pool bytes still live and
+	 * the sizes of reservations created and not yet released. Each rises only after curesv said
+	 * yes and falls before curesv is told, so it never reads more than curesv has promised: any
+	 * reading above the capacity is curesv's over-commitment. `filled` is what reservations hold:
+	 * with the shared pool's live bytes, device memory curesv let the program have. */
+	_Atomic int64_t shared_live, reserved, filled;
+	_Atomic int64_t worst, worst_held;
+	_Atomic uint64_t over_readings, over_held, grants, reserves;
+};
+
+static void note(_Atomic int64_t *worst, _Atomic uint64_t *over, int64_t now)
+{
+	int64_t w = atomic_load(worst);
+	while (now > w && !atomic_compare_exchange_weak(worst, &w, now))
+		;
+	if (now > CAP)
+		atomic_fetch_add(over, 1);
+}
+
+static void sample(struct race *r)
+{
+	int64_t shared = atomic_load(&r->shared_live);
+	note(&r->worst, &r->over_readings, shared + atomic_load(&r->reserved));
+	note(&r->worst_held, &r->over_held, shared + atomic_load(&r->filled));
+}
+
+struct racer {
+	struct race *r;
+	int id;
+	uint64_t seed;
+};
+
+static void *shared_allocator(void *arg)
+{
+	struct racer *me = arg;
+	struct race *r = me->r;
+	uint64_t ptrs[8] = { 0 }, sizes[8] = { 0 };
+	for (uint64_t i = 0; !atomic_load(&r->stop); i++) {
+		unsigned k = (unsigned)(i % 8);
+		if (ptrs[k]) {
+			atomic_fetch_sub(&r->shared_live, (int64_t)sizes[k]);
+			cr_assert(eng_free(r->e, ptrs[k]));
+			ptrs[k] = 0;
+		}
+		uint64_t bytes = (16 + rng_next(&me->seed) % 241) * KiB;
+		uint64_t p = fake_ptr((uint64_t)me->id * 64 + k);
+		if (eng_alloc(r->e, p, bytes) == GRANTED) {
+			ptrs[k] = p, sizes[k] = bytes;
+			atomic_fetch_add(&r->shared_live, (int64_t)bytes);
+			atomic_fetch_add(&r->grants, 1);
+			sample(r);
+		}
+	}
+	for (unsigned k = 0; k < 8; k++)
+		if (ptrs[k]) {
+			atomic_fetch_sub(&r->shared_live, (int64_t)sizes[k]);
+			cr_assert(eng_free(r->e, ptrs[k]));
+		}
+	return NULL;
+}
+
+/* Reserves, fills the reservation at once from a thread attached to it, empties and releases it:
+ * what it was promised becomes device memory while the shared pool is charged around it. */
+static void *reserver(void *arg)
+{
+	struct racer *me = arg;
+	struct race *r = me->r;
+	char name[16];
+	snprintf(name, sizeof name, "res%d", me->id);
+	uint64_t p = fake_ptr((uint64_t)me->id * 64);
+	while (!atomic_load(&r->stop)) {
+		int64_t bytes = (int64_t)(64 + rng_next(&me->seed) % 449) * KiB;
+		if (curesv_engine_reserve(r->e, name, (uint64_t)bytes, 0) != CURESV_OK)
+			continue;
+		atomic_fetch_add(&r->reserved, bytes);
+		atomic_fetch_add(&r->reserves, 1);
+		sample(r);
+		cr_assert_eq(curesv_thread_attach(name), CURESV_OK);
+		cr_assert_eq(eng_alloc(r->e, p, (uint64_t)bytes), GRANTED, "its own reservation");
+		atomic_fetch_add(&r->filled, bytes);
+		sample(r);
+		sched_yield();
+		atomic_fetch_sub(&r->filled, bytes);
+		cr_assert(eng_free(r->e, p));
+		cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK);
+		atomic_fetch_sub(&r->reserved, bytes);
+		cr_assert_eq(curesv_engine_release(r->e, name), CURESV_OK);
+	}
+	return NULL;
+}
+
+/* The race an attack run found: reserve checked reserved + shared + orphan + bytes under its lock
+ * but added to `reserved` only at its end, while shared-pool charges read `reserved` without the
+ * lock, so both could take the same room. */
+Test(enforce, capacity_holds_while_reservations_race_the_shared_pool, .timeout = 120)
+{
+	enum { ALLOCATORS = 4, RESERVERS = 8 };
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_MODE=enforce");
+	static struct race r;
+	r = (struct race){ .e = &E };
+	struct racer who[ALLOCATORS + RESERVERS];
+	pthread_t tid[ALLOCATORS + RESERVERS];
+	for (int k = 0; k < ALLOCATORS + RESERVERS; k++) {
+		who[k] = (struct racer){ &r, k, (uint64_t)k * 104729 + 7 };
+		pthread_create(&tid[k], NULL, k < ALLOCATORS ? shared_allocator : reserver, &who[k]);
+	}
+	usleep((useconds_t)test_scale(3000000));
+	atomic_store(&r.stop, 1);
+	for (int k = 0; k < ALLOCATORS + RESERVERS; k++)
+		pthread_join(tid[k], NULL);
+	cr_assert_gt(r.grants, test_scale(1000), "the shared pool was exercised (%llu grants)",
+		     (unsigned long long)r.grants);
+	cr_assert_gt(r.reserves, test_scale(20), "reservations were exercised (%llu)",
+		     (unsigned long long)r.reserves);
+	cr_assert_eq(r.over_held, 0, "the device held %lld bytes of its %lld (%llu readings)",
+		     (long long)r.worst_held, (long long)CAP, (unsigned long long)r.over_held);
+	cr_assert_eq(r.over_readings, 0, "the device was promised %lld bytes of its %lld (%llu readings)",
+		     (long long)r.worst, (long long)CAP, (unsigned long long)r.over_readings);
+	curesv_device_stats_t d = dev_stats(&E, 0);
+	cr_assert_leq(d.peak, CAP, "device peak %lld past capacity", (long long)d.peak);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = d.peak, .headroom = CAP);
+	/* what threads still hold as leases is no promise: the whole device can be reserved */
+	cr_assert_eq(curesv_engine_reserve(&E, "all", CAP, 0), CURESV_OK);
+	curesv_stats_t st;
+	curesv_ledger_stats(&E.ledger, CURESV_SHARED, 0, &st);
+	cr_assert_eq(st.allocs, r.grants);
+	cr_assert_eq(st.frees, r.grants);
+	cr_assert_eq(st.allocated, 0);
+	cr_assert_eq(st.over_budget, 0);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- leases ------------------------------------------------------------------------------------ */
+
+/* A thread's lease is budget the word counts as used: a request that fits only once the leases of
+ * other threads are taken back is granted, and the books show exactly what is in use meanwhile. */
+Test(enforce, a_grant_that_needs_other_threads_leases_is_granted)
+{
+	ENGINE(&E, "CURESV_CAPACITY=4M", "CURESV_MODE=enforce", "CURESV_RESERVATIONS=stage=1M",
+	       "CURESV_ATTACH=s*=stage");
+	struct actor a, b;
+	actor_start(&a, &E, "s-a");
+	actor_start(&b, &E, "s-b");
+	/* a frees what it allocated: the 16 KiB stay with it as a lease (slack: 1 MiB / 64) */
+	cr_assert_eq(actor_alloc(&a, fake_ptr(1), 16 * KiB), GRANTED);
+	cr_assert(actor_free(&a, fake_ptr(1)));
+	EXPECT_RES(&E, "stage", .size = 1 * MiB, .allocated = 0, .peak = 16 * KiB, .allocs = 1,
+		   .frees = 1);
+	/* b asks for the whole reservation: only a's lease stands in the way */
+	cr_assert_eq(actor_alloc(&b, fake_ptr(2), 1 * MiB), GRANTED);
+	EXPECT_RES(&E, "stage", .size = 1 * MiB, .allocated = 1 * MiB, .peak = 1 * MiB,
+		   .caller_view = 1 * MiB, .allocs = 2, .frees = 1);
+	/* and nothing more fits, for either of them: those denials are real */
+	cr_assert_eq(actor_alloc(&a, fake_ptr(3), 1), DENIED);
+	cr_assert_eq(actor_alloc(&b, fake_ptr(4), 1), DENIED);
+	cr_assert(actor_free(&b, fake_ptr(2)));
+	EXPECT_RES(&E, "stage", .size = 1 * MiB, .allocated = 0, .peak = 1 * MiB, .allocs = 2,
+		   .frees = 2, .denied = 2);
+	/* now b keeps a lease; it does not stop a from taking the whole reservation either */
+	cr_assert_eq(actor_alloc(&b, fake_ptr(6), 16 * KiB), GRANTED);
+	cr_assert(actor_free(&b, fake_ptr(6)));
+	cr_assert_eq(actor_alloc(&a, fake_ptr(5), 1 * MiB), GRANTED);
+	cr_assert(actor_free(&a, fake_ptr(5)));
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 1 * MiB, .reserved = 1 * MiB, .headroom = 3 * MiB);
+	actor_stop(&a);
+	actor_stop(&b);
+	curesv_engine_destroy(&E);
+}
+
+/* The same for the shared pool, whose budget is the device's capacity less the reservations. */
+Test(enforce, the_shared_pool_reclaims_leases_before_it_refuses)
+{
+	ENGINE(&E, "CURESV_CAPACITY=2M", "CURESV_MODE=enforce");
+	struct actor a, b;
+	actor_start(&a, &E, "a");
+	actor_start(&b, &E, "b");
+	cr_assert_eq(actor_alloc(&a, fake_ptr(1), 32 * KiB), GRANTED);
+	cr_assert(actor_free(&a, fake_ptr(1)));
+	cr_assert_eq(actor_alloc(&b, fake_ptr(2), 2 * MiB), GRANTED);
+	cr_assert_eq(actor_alloc(&a, fake_ptr(3), 1), DENIED);
+	EXPECT_SHARED(&E, .device = 0, .size = 2 * MiB, .allocated = 2 * MiB, .peak = 2 * MiB,
+		      .caller_view = 2 * MiB, .allocs = 2, .frees = 1, .denied = 1);
+	cr_assert(actor_free(&b, fake_ptr(2)));
+	/* a reservation fits the whole device again: the leases left behind are no promise */
+	cr_assert_eq(curesv_engine_reserve(&E, "all", 2 * MiB, 0), CURESV_OK);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 2 * MiB, .reserved = 2 * MiB, .headroom = 0);
+	actor_stop(&a);
+	actor_stop(&b);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- requests past every budget ------------------------------------------------------------- */
+
+/* An attack run found requests of 2^46 + 1 bytes or more passed to the driver untracked in enforce
+ * mode: they are past every budget, so they are refused and counted like any other. */
+Test(enforce, requests_over_64_tib_are_refused_and_counted)
+{
+	ENGINE(&E, "CURESV_MODE=enforce", "CURESV_RESERVATIONS=r=1M", "CURESV_ATTACH=att=r");
+	uint64_t sizes[] = { (UINT64_C(1) << 46) + 1, UINT64_C(1) << 63, UINT64_MAX };
+	for (unsigned i = 0; i < 3; i++)
+		cr_assert_eq(eng_alloc_ex(&E, 0, fake_ptr(i), sizes[i], CURESV_KIND_DEVICE, true), DENIED,
+			     "%llu bytes", (unsigned long long)sizes[i]);
+	EXPECT_SHARED(&E, .device = 0, .size = INT64_MAX, .denied = 3);
+	struct actor a;
+	actor_start(&a, &E, "att");
+	cr_assert_eq(actor_alloc(&a, fake_ptr(9), UINT64_MAX), DENIED);
+	EXPECT_RES(&E, "r", .size = 1 * MiB, .denied = 1);
+	actor_stop(&a);
+	EXPECT_ENG(&E, .untracked_allocs = 0);
+	curesv_engine_destroy(&E);
+}
+
+/* In observe mode the program is never changed: they pass, untracked, and are counted as such. */
+Test(enforce, requests_over_64_tib_pass_untracked_in_observe_mode)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1M");
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), UINT64_MAX), GRANTED);
+	EXPECT_ENG(&E, .untracked_allocs = 1, .untracked_bytes = UINT64_MAX);
+	EXPECT_SHARED(&E, .device = 0, .size = 1 * MiB);
+	curesv_engine_destroy(&E);
+}
