@@ -17,7 +17,8 @@
  * nor one refused by stream capture, nor a stream-ordered one recorded into a capture).
  * A free call is a call of cuMemFree_v2, cuMemFreeHost or cuMemFreeAsync[_ptsz] with a non-NULL
  * pointer (and, for cuMemFreeAsync, a valid stream that is not capturing), whether or not the
- * pointer is live. cuMemCreate, cuMemRelease and graph launches are never injected into.
+ * pointer is live (a launched graph's allocation included), unless stream capture refuses it.
+ * cuMemCreate, cuMemRelease and graph launches are never injected into.
  *
  * Which memory is counted where:
  *   struct cusim_counters  the allocation entry points listed above: what they allocated and
@@ -79,7 +80,9 @@ struct cusim_graph_stats {
 					* synchronisation, a failed captured operation) */
 	uint64_t unsafe_refused;       /* calls refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 					* or _IMPLICIT because of a capture */
-	uint64_t graphs;               /* live graphs (created, or returned by cuStreamEndCapture) */
+	uint64_t graphs;               /* live graphs: created, being captured, or returned by
+					* cuStreamEndCapture (an instantiation keeps a destroyed
+					* graph's memory, not its count) */
 	uint64_t execs;                /* live executable graphs */
 	uint64_t alloc_nodes;          /* memory allocation nodes of live graphs */
 	uint64_t launches;             /* successful cuGraphLaunch calls */

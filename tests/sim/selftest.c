@@ -5,7 +5,9 @@
  * exit status is non-zero on any failure. sim.mk builds it twice, against libcudart.so.13 and
  * against libcudart_sim_static.a; run it with LD_LIBRARY_PATH=$(BUILD)/sim. Checks that need
  * another environment (fault injection from the environment, a small device, two devices, a
- * preloaded dlsym spy) run in children: this program re-executed as `selftest --child NAME`. */
+ * preloaded dlsym spy, an fd inherited from the parent) run in children: this program
+ * re-executed as `selftest --child NAME`. This file holds the stack, memory and the runtime's
+ * lookups; selftest_vmm.c, selftest_streams.c and selftest_graph.c the rest (selftest.h). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
