@@ -2,7 +2,10 @@
  *
  * It exports the driver entry points curesv cares about with the exact ABIs of the CUDA 13.0
  * driver, and cuGetProcAddress[_v2] with the real version/flags semantics, so that the simulated
- * runtime (cudart_sim.c) and the shim meet the same lookups they meet on a GPU machine.
+ * runtime (cudart_sim.c) and the shim meet the same lookups they meet on a GPU machine. This file
+ * holds device memory, the basics (devices, contexts, errors, pointer attributes), the test hooks
+ * and cuGetProcAddress; streams and pools, virtual memory management, and stream capture with
+ * graphs live in sim_streams.c, sim_vmm.c and sim_graph.c (sim_internal.h is what they share).
  *
  * "Device memory" is host memory carved out of one PROT_NONE, MAP_NORESERVE reservation per
  * device (and one for pinned host memory), so addresses look like device pointers from their own
@@ -36,60 +39,16 @@
 #include <sys/mman.h>
 
 #include "cuda_sim.h"
+#include "sim_internal.h"
+#include "sim_procs.h"
 
 #if CUDA_VERSION < 13000
 #error "the simulated driver mirrors the CUDA 13.0 ABI; point CUDA_HOME at a CUDA 13 toolkit"
 #endif
 
-#define SIM_DRIVER_VERSION 13000
-#define SIM_MAX_DEVICES 8
-#define SIM_SMALL_ALIGN ((size_t)512)
-#define SIM_LARGE_ALIGN ((size_t)2 << 20)           /* real allocations >= 2 MiB are 2 MiB aligned */
 #define SIM_DEFAULT_TOTAL ((uint64_t)16 << 30)
 #define SIM_HOST_ARENA ((uint64_t)64 << 30)         /* address space for pinned host memory */
 #define SIM_ARENA_SLACK ((uint64_t)64 << 20)
-#define SIM_HOST_ARENA_ID SIM_MAX_DEVICES           /* arenas[0..7]: devices; [8]: host */
-#define SIM_MAGIC_STREAM 0x5354524du
-#define SIM_MAGIC_POOL 0x504f4f4cu
-
-/* Which entry point made an allocation. Frees accept a set of kinds (a "family"). */
-enum sim_kind { KIND_DEVICE, KIND_PITCH, KIND_MANAGED, KIND_ASYNC, KIND_POOL, KIND_HOST };
-#define KIND_BIT(k) (1u << (k))
-/* cuMemFree documents that it frees cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged,
- * cuMemAllocAsync and cuMemAllocFromPoolAsync memory; cuMemFreeAsync takes the same set. */
-#define FAMILY_DEVICE (KIND_BIT(KIND_DEVICE) | KIND_BIT(KIND_PITCH) | KIND_BIT(KIND_MANAGED) | \
-		       KIND_BIT(KIND_ASYNC) | KIND_BIT(KIND_POOL))
-#define FAMILY_HOST KIND_BIT(KIND_HOST)
-
-struct CUctx_st {
-	int device;
-	int retains;
-};
-
-struct CUstream_st {
-	unsigned magic;
-	int device;
-	struct CUstream_st *next;
-};
-
-struct CUmemPoolHandle_st {
-	unsigned magic;
-	int device;
-	bool is_default;
-	struct CUmemPoolHandle_st *next;
-};
-
-/* A live allocation. `bytes` is what the caller asked for (what the device is charged);
- * `block` is the size of the address block it occupies, which goes back to that size's list. */
-struct live {
-	uintptr_t addr;  /* 0: empty slot */
-	size_t bytes;
-	size_t block;
-	CUmemoryPool pool;
-	int device;
-	unsigned char kind;
-	unsigned char arena;
-};
 
 struct size_class {
 	size_t block;
@@ -106,19 +65,14 @@ struct arena {
 	size_t nclasses, capclasses;
 };
 
-static struct {
-	int devices;
-	uint64_t total;
-} g_cfg = { 1, SIM_DEFAULT_TOTAL };
+struct sim_config sim_cfg = { 1, SIM_DEFAULT_TOTAL };
+pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
+struct CUctx_st sim_ctx[SIM_MAX_DEVICES];
+uint64_t sim_used[SIM_MAX_DEVICES];
+uint64_t sim_host_used;
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct arena g_arena[SIM_MAX_DEVICES + 1];
-static uint64_t g_used[SIM_MAX_DEVICES];
 static struct { struct live *slots; size_t cap, n; } g_live;
-static struct CUctx_st g_ctx[SIM_MAX_DEVICES];
-static struct CUmemPoolHandle_st g_default_pool[SIM_MAX_DEVICES];
-static struct CUstream_st *g_streams;
-static struct CUmemPoolHandle_st *g_pools;
 static struct cusim_counters g_stats;
 static uint64_t g_alloc_calls, g_free_calls;      /* for fault injection */
 static uint64_t g_fail_alloc_at, g_fail_free_at;  /* call number to fail; 0: none */
@@ -173,8 +127,8 @@ static void arena_setup(void)
 {
 	/* Twice the device's memory, so that blocks parked in one size class's free list never
 	 * starve an allocation of another size that the device's byte count allows. */
-	uint64_t dev_reserve = g_cfg.total > (UINT64_MAX - SIM_ARENA_SLACK) / 2
-		? UINT64_MAX / 4 : 2 * g_cfg.total + SIM_ARENA_SLACK;
+	uint64_t dev_reserve = sim_cfg.total > (UINT64_MAX - SIM_ARENA_SLACK) / 2
+		? UINT64_MAX / 4 : 2 * sim_cfg.total + SIM_ARENA_SLACK;
 	for (int d = 0; d < SIM_MAX_DEVICES; d++)
 		g_arena[d].reserve = dev_reserve;
 	g_arena[SIM_HOST_ARENA_ID].reserve = SIM_HOST_ARENA;
@@ -188,71 +142,74 @@ __attribute__((constructor)) static void sim_load(void)
 		fprintf(stderr, "cuda_sim: CUDA_SIM_DEVICES must be 1..%d; using 1\n", SIM_MAX_DEVICES);
 		devices = 1;
 	}
-	g_cfg.devices = (int)devices;
-	env_u64("CUDA_SIM_TOTAL_MEM", true, &g_cfg.total);
+	sim_cfg.devices = (int)devices;
+	env_u64("CUDA_SIM_TOTAL_MEM", true, &sim_cfg.total);
 	env_u64("CUDA_SIM_FAIL_ALLOC", false, &fail_alloc);
 	env_u64("CUDA_SIM_FAIL_FREE", false, &fail_free);
 	g_fail_alloc_at = fail_alloc;
 	g_fail_free_at = fail_free;
-	for (int d = 0; d < SIM_MAX_DEVICES; d++) {
-		g_ctx[d].device = d;
-		g_default_pool[d] = (struct CUmemPoolHandle_st){ SIM_MAGIC_POOL, d, true, NULL };
-	}
+	for (int d = 0; d < SIM_MAX_DEVICES; d++)
+		sim_ctx[d].device = d;
+	sim_pools_init();
 	arena_setup();
 }
 
-/* ---------------------------------------------------------------- contexts, streams, pools */
+/* ---------------------------------------------------------------- devices, contexts, memory */
 
-static bool valid_device(CUdevice dev)
+bool sim_valid_device(CUdevice dev)
 {
-	return dev >= 0 && dev < g_cfg.devices;
+	return dev >= 0 && dev < sim_cfg.devices;
 }
 
-static bool valid_ctx(CUcontext ctx)
+bool sim_valid_ctx(CUcontext ctx)
 {
-	for (int d = 0; d < g_cfg.devices; d++)
-		if (ctx == &g_ctx[d])
+	for (int d = 0; d < sim_cfg.devices; d++)
+		if (ctx == &sim_ctx[d])
 			return true;
 	return false;
 }
 
-static int current_device(void)
+int sim_current_device(void)
 {
 	return t_ctx ? t_ctx->device : 0;
 }
 
-/* Device a stream works on; the NULL, legacy and per-thread streams use the current context. */
-static CUresult stream_device_locked(CUstream s, int *dev)
+bool sim_charge_locked(int device, uint64_t bytes)
 {
-	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
-		*dev = current_device();
-		return CUDA_SUCCESS;
-	}
-	for (struct CUstream_st *it = g_streams; it; it = it->next)
-		if (it == s) {
-			*dev = it->device;
-			return CUDA_SUCCESS;
-		}
-	return CUDA_ERROR_INVALID_HANDLE;
+	if (bytes > sim_cfg.total - sim_used[device])
+		return false;
+	sim_used[device] += bytes;
+	return true;
 }
 
-static CUresult stream_device(CUstream s, int *dev)
+void sim_uncharge_locked(int device, uint64_t bytes)
 {
-	pthread_mutex_lock(&g_lock);
-	CUresult rc = stream_device_locked(s, dev);
-	pthread_mutex_unlock(&g_lock);
-	return rc;
+	sim_used[device] -= bytes;
 }
 
-static bool pool_known_locked(CUmemoryPool pool)
+void sim_host_charge_locked(uint64_t bytes)
 {
-	for (int d = 0; d < g_cfg.devices; d++)
-		if (pool == &g_default_pool[d])
-			return true;
-	for (struct CUmemPoolHandle_st *it = g_pools; it; it = it->next)
-		if (it == pool)
-			return true;
-	return false;
+	sim_host_used += bytes;
+}
+
+void sim_host_uncharge_locked(uint64_t bytes)
+{
+	sim_host_used -= bytes;
+}
+
+uintptr_t sim_reserve_va(size_t size, size_t align, uintptr_t hint, void **map_base,
+			 size_t *map_len)
+{
+	if (size > SIZE_MAX - align)
+		return 0;
+	size_t len = size + align;
+	void *m = mmap((void *)hint, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	if (m == MAP_FAILED)
+		return 0;
+	*map_base = m;
+	*map_len = len;
+	return sim_round_up((uintptr_t)m, align);
 }
 
 /* ---------------------------------------------------------------- live-allocation table */
@@ -349,7 +306,7 @@ static void live_remove(struct live *e)
 
 /* ---------------------------------------------------------------- arenas */
 
-static size_t round_up(size_t v, size_t align)
+size_t sim_round_up(size_t v, size_t align)
 {
 	return (v + align - 1) & ~(align - 1);
 }
@@ -360,7 +317,7 @@ static size_t block_size(size_t bytes)
 	size_t align = bytes >= SIM_LARGE_ALIGN ? SIM_LARGE_ALIGN : SIM_SMALL_ALIGN;
 	if (bytes > SIZE_MAX - align)
 		return 0;
-	return round_up(bytes, align);
+	return sim_round_up(bytes, align);
 }
 
 static bool arena_reserve(struct arena *a)
@@ -370,7 +327,7 @@ static bool arena_reserve(struct arena *a)
 		void *m = mmap(NULL, (size_t)want + SIM_LARGE_ALIGN, PROT_NONE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (m != MAP_FAILED) {
-			a->base = round_up((uintptr_t)m, SIM_LARGE_ALIGN);
+			a->base = sim_round_up((uintptr_t)m, SIM_LARGE_ALIGN);
 			a->end = a->base + (uintptr_t)want;
 			a->bump = a->rw_end = a->base;
 			return true;
@@ -419,13 +376,13 @@ static struct size_class *class_get(struct arena *a, size_t block, bool create)
 static uintptr_t arena_carve(struct arena *a, size_t block)
 {
 	size_t align = block >= SIM_LARGE_ALIGN ? SIM_LARGE_ALIGN : SIM_SMALL_ALIGN;
-	uintptr_t p = round_up(a->bump, align);
+	uintptr_t p = sim_round_up(a->bump, align);
 	if (p >= a->end || block > a->end - p)
 		return 0;
 	uintptr_t top = p + block;
 	if (top > a->rw_end) {
 		/* Grow the accessible prefix in 2 MiB steps: one mapping, few system calls. */
-		uintptr_t rw = round_up(top, SIM_LARGE_ALIGN);
+		uintptr_t rw = sim_round_up(top, SIM_LARGE_ALIGN);
 		if (rw > a->end)
 			rw = a->end;
 		if (mprotect((void *)a->rw_end, rw - a->rw_end, PROT_READ | PROT_WRITE) != 0)
@@ -485,6 +442,7 @@ struct alloc_req {
 	int arena;
 	enum sim_kind kind;
 	CUmemoryPool pool;
+	bool sync;        /* a synchronous call: potentially unsafe during stream capture */
 };
 
 static bool injected(uint64_t *calls, uint64_t *fail_at)
@@ -497,12 +455,18 @@ static bool injected(uint64_t *calls, uint64_t *fail_at)
 	return false;
 }
 
+static bool pool_full(CUmemoryPool pool, size_t bytes)
+{
+	return pool && pool->max_size && bytes > pool->max_size - pool->used;
+}
+
 static CUresult alloc_locked(const struct alloc_req *req, uintptr_t *out)
 {
 	if (injected(&g_alloc_calls, &g_fail_alloc_at))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	bool on_device = req->arena != SIM_HOST_ARENA_ID;
-	if (on_device && req->bytes > g_cfg.total - g_used[req->device])
+	if ((on_device && req->bytes > sim_cfg.total - sim_used[req->device]) ||
+	    pool_full(req->pool, req->bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size_t block = block_size(req->bytes), got;
 	if (!block)
@@ -518,7 +482,11 @@ static CUresult alloc_locked(const struct alloc_req *req, uintptr_t *out)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (on_device)
-		g_used[req->device] += req->bytes;
+		sim_used[req->device] += req->bytes;
+	else
+		sim_host_used += req->bytes;
+	if (req->pool)
+		sim_pool_charge_locked(req->pool, req->bytes);
 	g_stats.allocs++;
 	g_stats.live_allocations++;
 	g_stats.live_bytes += req->bytes;
@@ -526,14 +494,17 @@ static CUresult alloc_locked(const struct alloc_req *req, uintptr_t *out)
 	return CUDA_SUCCESS;
 }
 
-/* Every allocation entry point ends here; *out is written only on success. */
+/* Every allocation entry point that runs at once ends here; *out is written only on success. */
 static CUresult sim_alloc(const struct alloc_req *req, uintptr_t *out)
 {
-	pthread_mutex_lock(&g_lock);
-	CUresult rc = alloc_locked(req, out);
-	if (rc != CUDA_SUCCESS)
-		g_stats.failed_allocs++;
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_lock(&sim_lock);
+	CUresult rc = req->sync && sim_captures_active ? sim_capture_unsafe_locked() : CUDA_SUCCESS;
+	if (rc == CUDA_SUCCESS) {
+		rc = alloc_locked(req, out);
+		if (rc != CUDA_SUCCESS)
+			g_stats.failed_allocs++;
+	}
+	pthread_mutex_unlock(&sim_lock);
 	return rc;
 }
 
@@ -544,6 +515,12 @@ static CUresult free_locked(uintptr_t addr, unsigned family)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	struct live *e = live_find(addr);
+	CUresult rc;
+	if (!e && family == FAMILY_DEVICE && sim_graph_free_locked(addr, &rc)) {
+		if (rc != CUDA_SUCCESS)
+			g_stats.invalid_frees++;
+		return rc;
+	}
 	if (!e || !(family & KIND_BIT(e->kind))) {
 		g_stats.invalid_frees++;
 		return CUDA_ERROR_INVALID_VALUE;
@@ -553,28 +530,34 @@ static CUresult free_locked(uintptr_t addr, unsigned family)
 		return CUDA_ERROR_OUT_OF_MEMORY; /* host malloc failed; nothing changed */
 	live_remove(e);
 	if (gone.arena != SIM_HOST_ARENA_ID)
-		g_used[gone.device] -= gone.bytes;
+		sim_used[gone.device] -= gone.bytes;
+	else
+		sim_host_used -= gone.bytes;
+	if (gone.pool)
+		sim_pool_release_locked(gone.pool, gone.bytes);
 	g_stats.frees++;
 	g_stats.live_allocations--;
 	g_stats.live_bytes -= gone.bytes;
 	return CUDA_SUCCESS;
 }
 
-/* Every free entry point ends here with a non-NULL address. */
+/* Every synchronous free entry point ends here with a non-NULL address. */
 static CUresult sim_free(uintptr_t addr, unsigned family)
 {
-	pthread_mutex_lock(&g_lock);
-	CUresult rc = free_locked(addr, family);
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_lock(&sim_lock);
+	CUresult rc = sim_captures_active ? sim_capture_unsafe_locked() : CUDA_SUCCESS;
+	if (rc == CUDA_SUCCESS)
+		rc = free_locked(addr, family);
+	pthread_mutex_unlock(&sim_lock);
 	return rc;
 }
 
-static CUresult device_alloc(CUdeviceptr *dptr, size_t bytes, int device, enum sim_kind kind,
-			     CUmemoryPool pool)
+static CUresult device_alloc(CUdeviceptr *dptr, size_t bytes, enum sim_kind kind)
 {
 	if (!dptr || !bytes)
 		return CUDA_ERROR_INVALID_VALUE;
-	struct alloc_req req = { bytes, device, device, kind, pool };
+	int dev = sim_current_device();
+	struct alloc_req req = { bytes, dev, dev, kind, NULL, true };
 	uintptr_t addr;
 	CUresult rc = sim_alloc(&req, &addr);
 	if (rc == CUDA_SUCCESS)
@@ -586,8 +569,8 @@ static CUresult host_alloc(void **pp, size_t bytes)
 {
 	if (!pp || !bytes)
 		return CUDA_ERROR_INVALID_VALUE;
-	int dev = current_device();
-	struct alloc_req req = { bytes, dev, SIM_HOST_ARENA_ID, KIND_HOST, NULL };
+	int dev = sim_current_device();
+	struct alloc_req req = { bytes, dev, SIM_HOST_ARENA_ID, KIND_HOST, NULL, true };
 	uintptr_t addr;
 	CUresult rc = sim_alloc(&req, &addr);
 	if (rc == CUDA_SUCCESS)
@@ -595,37 +578,58 @@ static CUresult host_alloc(void **pp, size_t bytes)
 	return rc;
 }
 
-static CUresult async_alloc(CUdeviceptr *dptr, size_t bytes, CUstream stream)
+/* A stream-ordered allocation from `pool` (without from_pool: the current pool of the stream's
+ * device), or its record into the stream's capture. One lock round trip: the benchmarks' path. */
+static CUresult stream_alloc_locked(CUdeviceptr *dptr, size_t bytes, bool from_pool,
+				    CUmemoryPool pool, CUstream hStream, bool ptsz)
 {
+	struct CUstream_st *s;
 	int dev;
-	CUresult rc = stream_device(stream, &dev);
+	bool record = false;
+	uintptr_t addr;
+	CUresult rc = sim_stream_resolve_locked(hStream, ptsz, &s, &dev);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	return device_alloc(dptr, bytes, dev, KIND_ASYNC, &g_default_pool[dev]);
-}
-
-static CUresult pool_alloc(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream)
-{
-	int dev, pool_dev = -1;
-	pthread_mutex_lock(&g_lock);
-	CUresult rc = stream_device_locked(stream, &dev);
-	if (rc == CUDA_SUCCESS && pool_known_locked(pool))
-		pool_dev = pool->device;
-	pthread_mutex_unlock(&g_lock);
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	if (pool_dev < 0)
+	if ((from_pool && !sim_pool_known_locked(pool)) || !dptr || !bytes)
 		return CUDA_ERROR_INVALID_VALUE;
-	return device_alloc(dptr, bytes, pool_dev, KIND_POOL, pool);
+	if (sim_captures_active && (rc = sim_capture_route_locked(s, dev, &record)) != CUDA_SUCCESS)
+		return rc;
+	struct alloc_req req = from_pool
+		? (struct alloc_req){ bytes, pool->device, pool->arena, KIND_POOL, pool, false }
+		: (struct alloc_req){ bytes, dev, dev, KIND_ASYNC, sim_current_pool[dev], false };
+	if (record) /* graph memory is device memory (-1: a host pool's cannot be) */
+		return sim_capture_alloc_locked(s, req.arena == SIM_HOST_ARENA_ID ? -1 : req.device,
+						bytes, dptr);
+	rc = alloc_locked(&req, &addr);
+	if (rc == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)addr;
+	else
+		g_stats.failed_allocs++;
+	return rc;
 }
 
-static CUresult async_free(CUdeviceptr dptr, CUstream stream)
+static CUresult stream_alloc(CUdeviceptr *dptr, size_t bytes, bool from_pool, CUmemoryPool pool,
+			     CUstream hStream, bool ptsz)
 {
+	pthread_mutex_lock(&sim_lock);
+	CUresult rc = stream_alloc_locked(dptr, bytes, from_pool, pool, hStream, ptsz);
+	pthread_mutex_unlock(&sim_lock);
+	return rc;
+}
+
+static CUresult stream_free(CUdeviceptr dptr, CUstream hStream, bool ptsz)
+{
+	struct CUstream_st *s;
 	int dev;
-	CUresult rc = stream_device(stream, &dev);
-	if (rc != CUDA_SUCCESS || !dptr)
-		return rc;
-	return sim_free((uintptr_t)dptr, FAMILY_DEVICE);
+	bool record = false;
+	pthread_mutex_lock(&sim_lock);
+	CUresult rc = sim_stream_resolve_locked(hStream, ptsz, &s, &dev);
+	if (rc == CUDA_SUCCESS && dptr && sim_captures_active)
+		rc = sim_capture_route_locked(s, dev, &record);
+	if (rc == CUDA_SUCCESS && dptr)
+		rc = record ? sim_capture_free_locked(s, dptr) : free_locked((uintptr_t)dptr, FAMILY_DEVICE);
+	pthread_mutex_unlock(&sim_lock);
+	return rc;
 }
 
 /* ================================================================ exported: basics */
@@ -647,7 +651,7 @@ CUresult CUDAAPI cuDeviceGetCount(int *count)
 {
 	if (!count)
 		return CUDA_ERROR_INVALID_VALUE;
-	*count = g_cfg.devices;
+	*count = sim_cfg.devices;
 	return CUDA_SUCCESS;
 }
 
@@ -655,7 +659,7 @@ CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
 	if (!device)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!valid_device(ordinal))
+	if (!sim_valid_device(ordinal))
 		return CUDA_ERROR_INVALID_DEVICE;
 	*device = ordinal;
 	return CUDA_SUCCESS;
@@ -665,7 +669,7 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
 	if (!name || len <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!valid_device(dev))
+	if (!sim_valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
 	snprintf(name, (size_t)len, "curesv simulated CUDA device %d", dev);
 	return CUDA_SUCCESS;
@@ -675,9 +679,9 @@ CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
 	if (!bytes)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!valid_device(dev))
+	if (!sim_valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	*bytes = (size_t)g_cfg.total;
+	*bytes = (size_t)sim_cfg.total;
 	return CUDA_SUCCESS;
 }
 
@@ -693,23 +697,23 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!valid_device(dev))
+	if (!sim_valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	pthread_mutex_lock(&g_lock);
-	g_ctx[dev].retains++;
-	pthread_mutex_unlock(&g_lock);
-	*pctx = &g_ctx[dev];
+	pthread_mutex_lock(&sim_lock);
+	sim_ctx[dev].retains++;
+	pthread_mutex_unlock(&sim_lock);
+	*pctx = &sim_ctx[dev];
 	return CUDA_SUCCESS;
 }
 
 static CUresult primary_release(CUdevice dev)
 {
-	if (!valid_device(dev))
+	if (!sim_valid_device(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	pthread_mutex_lock(&g_lock);
-	if (g_ctx[dev].retains > 0)
-		g_ctx[dev].retains--;
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_lock(&sim_lock);
+	if (sim_ctx[dev].retains > 0)
+		sim_ctx[dev].retains--;
+	pthread_mutex_unlock(&sim_lock);
 	return CUDA_SUCCESS;
 }
 
@@ -725,7 +729,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
-	if (ctx && !valid_ctx(ctx))
+	if (ctx && !sim_valid_ctx(ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	t_ctx = ctx;
 	return CUDA_SUCCESS;
@@ -743,7 +747,7 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
 {
 	if (!device)
 		return CUDA_ERROR_INVALID_VALUE;
-	*device = current_device();
+	*device = sim_current_device();
 	return CUDA_SUCCESS;
 }
 
@@ -751,32 +755,50 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
 	if (!device)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (ctx && !valid_ctx(ctx))
+	if (ctx && !sim_valid_ctx(ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
-	*device = ctx ? ctx->device : current_device();
+	*device = ctx ? ctx->device : sim_current_device();
 	return CUDA_SUCCESS;
 }
 
-/* Nothing runs asynchronously in the simulation, so synchronising only validates. */
+/* Nothing runs asynchronously in the simulation, so synchronising only validates; it is one
+ * of the calls stream capture calls unsafe. */
+static CUresult ctx_sync(void)
+{
+	pthread_mutex_lock(&sim_lock);
+	CUresult rc = sim_captures_active ? sim_capture_unsafe_locked() : CUDA_SUCCESS;
+	pthread_mutex_unlock(&sim_lock);
+	return rc;
+}
+
 CUresult CUDAAPI cuCtxSynchronize(void)
 {
-	return CUDA_SUCCESS;
+	return ctx_sync();
 }
 
 CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
-	return !ctx || valid_ctx(ctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	return !ctx || sim_valid_ctx(ctx) ? ctx_sync() : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	if (leastPriority)
+		*leastPriority = SIM_LEAST_PRIORITY;
+	if (greatestPriority)
+		*greatestPriority = SIM_GREATEST_PRIORITY;
+	return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 {
 	if (!free || !total)
 		return CUDA_ERROR_INVALID_VALUE;
-	int dev = current_device();
-	pthread_mutex_lock(&g_lock);
-	*free = (size_t)(g_cfg.total - g_used[dev]);
-	pthread_mutex_unlock(&g_lock);
-	*total = (size_t)g_cfg.total;
+	int dev = sim_current_device();
+	pthread_mutex_lock(&sim_lock);
+	*free = (size_t)(sim_cfg.total - sim_used[dev]);
+	pthread_mutex_unlock(&sim_lock);
+	*total = (size_t)sim_cfg.total;
 	return CUDA_SUCCESS;
 }
 
@@ -786,109 +808,6 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
 	(void)free;
 	(void)total;
 	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-/* ================================================================ exported: pools, streams */
-
-CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-	if (!pool_out)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!valid_device(dev))
-		return CUDA_ERROR_INVALID_DEVICE;
-	*pool_out = &g_default_pool[dev];
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
-{
-	if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-	    poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-	    !valid_device(poolProps->location.id))
-		return CUDA_ERROR_INVALID_VALUE;
-	struct CUmemPoolHandle_st *p = malloc(sizeof *p);
-	if (!p)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	pthread_mutex_lock(&g_lock);
-	*p = (struct CUmemPoolHandle_st){ SIM_MAGIC_POOL, poolProps->location.id, false, g_pools };
-	g_pools = p;
-	pthread_mutex_unlock(&g_lock);
-	*pool = p;
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
-{
-	struct CUmemPoolHandle_st *gone = NULL;
-	pthread_mutex_lock(&g_lock);
-	for (struct CUmemPoolHandle_st **it = &g_pools; *it; it = &(*it)->next)
-		if (*it == pool) {
-			gone = *it;
-			*it = gone->next;
-			break;
-		}
-	pthread_mutex_unlock(&g_lock);
-	if (!gone) /* unknown handles and default pools, which cannot be destroyed */
-		return CUDA_ERROR_INVALID_VALUE;
-	gone->magic = 0;
-	free(gone);
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
-{
-	if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
-		return CUDA_ERROR_INVALID_VALUE;
-	struct CUstream_st *s = malloc(sizeof *s);
-	if (!s)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	int dev = current_device();
-	pthread_mutex_lock(&g_lock);
-	*s = (struct CUstream_st){ SIM_MAGIC_STREAM, dev, g_streams };
-	g_streams = s;
-	pthread_mutex_unlock(&g_lock);
-	*phStream = s;
-	return CUDA_SUCCESS;
-}
-
-static CUresult stream_destroy(CUstream hStream)
-{
-	struct CUstream_st *gone = NULL;
-	pthread_mutex_lock(&g_lock);
-	for (struct CUstream_st **it = &g_streams; *it; it = &(*it)->next)
-		if (*it == hStream) {
-			gone = *it;
-			*it = gone->next;
-			break;
-		}
-	pthread_mutex_unlock(&g_lock);
-	if (!gone)
-		return CUDA_ERROR_INVALID_HANDLE;
-	gone->magic = 0;
-	free(gone);
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
-{
-	return stream_destroy(hStream);
-}
-
-CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
-{
-	return stream_destroy(hStream);
-}
-
-CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
-{
-	int dev;
-	return stream_device(hStream, &dev);
-}
-
-CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
-{
-	int dev;
-	return stream_device(hStream, &dev);
 }
 
 /* ================================================================ exported: errors */
@@ -906,7 +825,18 @@ static const struct {
 	{ CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal" },
 	{ CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context" },
 	{ CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle" },
+	{ CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+	  "the operation cannot be performed in the present state" },
 	{ CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },
+	{ CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted" },
+	{ CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+	  "operation not permitted when stream is capturing" },
+	{ CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+	  "operation failed due to a previous error during capture" },
+	{ CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+	  "operation would make the legacy stream depend on a capturing blocking stream" },
+	{ CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+	  "attempt to terminate a thread-local capture sequence from another thread" },
 	{ CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
 	{ CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error" },
 };
@@ -938,7 +868,7 @@ CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-	return device_alloc(dptr, bytesize, current_device(), KIND_DEVICE, NULL);
+	return device_alloc(dptr, bytesize, KIND_DEVICE);
 }
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
@@ -949,10 +879,10 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 	    (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
 	    WidthInBytes > SIZE_MAX - SIM_SMALL_ALIGN)
 		return CUDA_ERROR_INVALID_VALUE;
-	size_t pitch = round_up(WidthInBytes, SIM_SMALL_ALIGN);
+	size_t pitch = sim_round_up(WidthInBytes, SIM_SMALL_ALIGN);
 	if (__builtin_mul_overflow(pitch, Height, &bytes))
 		return CUDA_ERROR_INVALID_VALUE;
-	CUresult rc = device_alloc(dptr, bytes, current_device(), KIND_PITCH, NULL);
+	CUresult rc = device_alloc(dptr, bytes, KIND_PITCH);
 	if (rc == CUDA_SUCCESS)
 		*pPitch = pitch;
 	return rc;
@@ -969,7 +899,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 {
 	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
 		return CUDA_ERROR_INVALID_VALUE;
-	return device_alloc(dptr, bytesize, current_device(), KIND_MANAGED, NULL);
+	return device_alloc(dptr, bytesize, KIND_MANAGED);
 }
 
 CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
@@ -995,34 +925,34 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-	return async_alloc(dptr, bytesize, hStream);
+	return stream_alloc(dptr, bytesize, false, NULL, hStream, false);
 }
 
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-	return async_alloc(dptr, bytesize, hStream);
+	return stream_alloc(dptr, bytesize, false, NULL, hStream, true);
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
 					 CUstream hStream)
 {
-	return pool_alloc(dptr, bytesize, pool, hStream);
+	return stream_alloc(dptr, bytesize, true, pool, hStream, false);
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 					      CUmemoryPool pool, CUstream hStream)
 {
-	return pool_alloc(dptr, bytesize, pool, hStream);
+	return stream_alloc(dptr, bytesize, true, pool, hStream, true);
 }
 
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-	return async_free(dptr, hStream);
+	return stream_free(dptr, hStream, false);
 }
 
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-	return async_free(dptr, hStream);
+	return stream_free(dptr, hStream, true);
 }
 
 /* Legacy 32-bit ABIs (CUdeviceptr_v1 = unsigned int): no simulated address fits in 32 bits.
@@ -1063,10 +993,10 @@ CUresult CUDAAPI cuMemAllocHost(void **pp, unsigned int bytesize)
 
 static CUresult attribute_of(const struct live *e, CUpointer_attribute attribute, void *data)
 {
-	bool host = e->kind == KIND_HOST;
+	bool host = e->arena == SIM_HOST_ARENA_ID; /* pinned memory, host pools, host VMM memory */
 	switch (attribute) {
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*(CUcontext *)data = &g_ctx[e->device];
+		*(CUcontext *)data = &sim_ctx[e->device];
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		*(unsigned int *)data = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
@@ -1096,17 +1026,49 @@ static CUresult attribute_of(const struct live *e, CUpointer_attribute attribute
 	}
 }
 
+/* The allocation, VMM mapping or live graph allocation holding addr. */
+static bool describe(uintptr_t addr, struct live *out)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct live *e = live_containing(addr);
+	bool found = e != NULL;
+	if (e)
+		*out = *e;
+	else
+		found = sim_vmm_describe_locked(addr, out) || sim_graph_describe_locked(addr, out);
+	pthread_mutex_unlock(&sim_lock);
+	return found;
+}
+
 CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
+	struct live e;
 	if (!data)
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&g_lock);
-	struct live *e = live_containing((uintptr_t)ptr);
-	struct live copy = e ? *e : (struct live){ 0 };
-	pthread_mutex_unlock(&g_lock);
-	if (!e)
+	if (!describe((uintptr_t)ptr, &e))
 		return CUDA_ERROR_INVALID_VALUE;
-	return attribute_of(&copy, attribute, data);
+	return attribute_of(&e, attribute, data);
+}
+
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	struct live e;
+	if (!describe((uintptr_t)dptr, &e))
+		return CUDA_ERROR_NOT_FOUND;
+	if (pbase)
+		*pbase = (CUdeviceptr)e.addr;
+	if (psize)
+		*psize = e.bytes;
+	return CUDA_SUCCESS;
+}
+
+/* Legacy 32-bit ABI. */
+CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr)
+{
+	(void)pbase;
+	(void)psize;
+	(void)dptr;
+	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* ================================================================ exported: test hooks */
@@ -1118,89 +1080,71 @@ static uint64_t target_from_now(uint64_t calls, long nth_from_now)
 
 void cusim_fail_alloc_at(long nth_from_now)
 {
-	pthread_mutex_lock(&g_lock);
+	pthread_mutex_lock(&sim_lock);
 	g_fail_alloc_at = target_from_now(g_alloc_calls, nth_from_now);
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&sim_lock);
 }
 
 void cusim_fail_free_at(long nth_from_now)
 {
-	pthread_mutex_lock(&g_lock);
+	pthread_mutex_lock(&sim_lock);
 	g_fail_free_at = target_from_now(g_free_calls, nth_from_now);
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&sim_lock);
 }
 
 void cusim_counters(struct cusim_counters *out)
 {
 	if (!out)
 		return;
-	pthread_mutex_lock(&g_lock);
+	pthread_mutex_lock(&sim_lock);
 	*out = g_stats;
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&sim_lock);
+}
+
+
+void cusim_vmm_stats(struct cusim_vmm_stats *out)
+{
+	if (!out)
+		return;
+	pthread_mutex_lock(&sim_lock);
+	*out = sim_vmm_stats;
+	pthread_mutex_unlock(&sim_lock);
+}
+
+void cusim_graph_stats(struct cusim_graph_stats *out)
+{
+	if (!out)
+		return;
+	pthread_mutex_lock(&sim_lock);
+	*out = sim_graph_stats;
+	out->captures_active = sim_captures_active;
+	pthread_mutex_unlock(&sim_lock);
+}
+
+void cusim_memory(struct cusim_memory *out)
+{
+	if (!out)
+		return;
+	pthread_mutex_lock(&sim_lock);
+	memset(out, 0, sizeof *out);
+	for (int d = 0; d < sim_cfg.devices; d++)
+		out->device_used[d] = sim_used[d];
+	out->host_used = sim_host_used;
+	pthread_mutex_unlock(&sim_lock);
 }
 
 /* ================================================================ cuGetProcAddress */
 
-/* Every exported driver function: base name as cuGetProcAddress is asked for it, the CUDA
- * version its ABI appeared in, "_ptsz" for per-thread-default-stream twins, and the function.
- * The version and twin suffix name the cudaTypedefs.h typedef the function must match. */
-#define SIM_PROCS(X)                                                                 \
-	X(cuGetErrorString, 6000, , cuGetErrorString)                                \
-	X(cuGetErrorName, 6000, , cuGetErrorName)                                    \
-	X(cuInit, 2000, , cuInit)                                                    \
-	X(cuDriverGetVersion, 2020, , cuDriverGetVersion)                            \
-	X(cuDeviceGet, 2000, , cuDeviceGet)                                          \
-	X(cuDeviceGetCount, 2000, , cuDeviceGetCount)                                \
-	X(cuDeviceGetName, 2000, , cuDeviceGetName)                                  \
-	X(cuDeviceTotalMem, 2000, , cuDeviceTotalMem)                                \
-	X(cuDeviceTotalMem, 3020, , cuDeviceTotalMem_v2)                             \
-	X(cuDeviceGetDefaultMemPool, 11020, , cuDeviceGetDefaultMemPool)             \
-	X(cuDevicePrimaryCtxRetain, 7000, , cuDevicePrimaryCtxRetain)                \
-	X(cuDevicePrimaryCtxRelease, 7000, , cuDevicePrimaryCtxRelease)              \
-	X(cuDevicePrimaryCtxRelease, 11000, , cuDevicePrimaryCtxRelease_v2)          \
-	X(cuCtxSetCurrent, 4000, , cuCtxSetCurrent)                                  \
-	X(cuCtxGetCurrent, 4000, , cuCtxGetCurrent)                                  \
-	X(cuCtxGetDevice, 2000, , cuCtxGetDevice)                                    \
-	X(cuCtxGetDevice, 13000, , cuCtxGetDevice_v2)                                \
-	X(cuCtxSynchronize, 2000, , cuCtxSynchronize)                                \
-	X(cuCtxSynchronize, 13000, , cuCtxSynchronize_v2)                            \
-	X(cuMemGetInfo, 2000, , cuMemGetInfo)                                        \
-	X(cuMemGetInfo, 3020, , cuMemGetInfo_v2)                                     \
-	X(cuMemAlloc, 2000, , cuMemAlloc)                                            \
-	X(cuMemAlloc, 3020, , cuMemAlloc_v2)                                         \
-	X(cuMemAllocPitch, 2000, , cuMemAllocPitch)                                  \
-	X(cuMemAllocPitch, 3020, , cuMemAllocPitch_v2)                               \
-	X(cuMemFree, 2000, , cuMemFree)                                              \
-	X(cuMemFree, 3020, , cuMemFree_v2)                                           \
-	X(cuMemAllocHost, 2000, , cuMemAllocHost)                                    \
-	X(cuMemAllocHost, 3020, , cuMemAllocHost_v2)                                 \
-	X(cuMemFreeHost, 2000, , cuMemFreeHost)                                      \
-	X(cuMemHostAlloc, 2020, , cuMemHostAlloc)                                    \
-	X(cuMemAllocManaged, 6000, , cuMemAllocManaged)                              \
-	X(cuMemAllocAsync, 11020, , cuMemAllocAsync)                                 \
-	X(cuMemAllocAsync, 11020, _ptsz, cuMemAllocAsync_ptsz)                       \
-	X(cuMemAllocFromPoolAsync, 11020, , cuMemAllocFromPoolAsync)                 \
-	X(cuMemAllocFromPoolAsync, 11020, _ptsz, cuMemAllocFromPoolAsync_ptsz)       \
-	X(cuMemFreeAsync, 11020, , cuMemFreeAsync)                                   \
-	X(cuMemFreeAsync, 11020, _ptsz, cuMemFreeAsync_ptsz)                         \
-	X(cuMemPoolCreate, 11020, , cuMemPoolCreate)                                 \
-	X(cuMemPoolDestroy, 11020, , cuMemPoolDestroy)                               \
-	X(cuStreamCreate, 2000, , cuStreamCreate)                                    \
-	X(cuStreamDestroy, 2000, , cuStreamDestroy)                                  \
-	X(cuStreamDestroy, 4000, , cuStreamDestroy_v2)                               \
-	X(cuStreamSynchronize, 2000, , cuStreamSynchronize)                          \
-	X(cuStreamSynchronize, 7000, _ptsz, cuStreamSynchronize_ptsz)                \
-	X(cuPointerGetAttribute, 4000, , cuPointerGetAttribute)                      \
-	X(cuGetProcAddress, 11030, , cuGetProcAddress)                               \
-	X(cuGetProcAddress, 12000, , cuGetProcAddress_v2)
+SIM_PROCS_CORE(SIM_LOCAL_ALIAS)
+SIM_PROCS_STREAMS(SIM_LOCAL_EXTERN)
+SIM_PROCS_VMM(SIM_LOCAL_EXTERN)
+SIM_PROCS_GRAPH(SIM_LOCAL_EXTERN)
 
-/* The table must hand out this library's own functions, as the real driver does: a plain
- * &cuMemAlloc_v2 would resolve through the GOT to a preloaded interposer's cuMemAlloc_v2, and
- * then a runtime would reach the shim by symbol interposition, which never happens on a GPU.
- * Hidden aliases bind locally. */
-#define SIM_LOCAL_ALIAS(base, ver, sfx, fn) \
-	extern __typeof__(fn) sim_local_##fn __attribute__((alias(#fn), visibility("hidden")));
-SIM_PROCS(SIM_LOCAL_ALIAS)
+#define SIM_PROCS(X) SIM_PROCS_CORE(X) SIM_PROCS_STREAMS(X) SIM_PROCS_VMM(X) SIM_PROCS_GRAPH(X)
+
+/* cudaTypedefs.h has no typedef for the 12000 ABI of "cuGraphInstantiate": it is
+ * cuGraphInstantiateWithFlags's (see sim_procs.h). */
+typedef PFN_cuGraphInstantiateWithFlags_v11040 PFN_cuGraphInstantiate_v12000;
 
 struct proc_entry {
 	const char *name;
@@ -1214,8 +1158,9 @@ struct proc_entry {
 #define SIM_PROC_ENTRY(base, ver, sfx, fn)                                                  \
 	{ #base, ver, sizeof(#sfx) > 1,                                                     \
 	  __builtin_choose_expr(                                                            \
-		  __builtin_types_compatible_p(__typeof__(&sim_local_##fn), PFN_##base##_v##ver##sfx), \
-		  (void *)&sim_local_##fn, (void)0) },
+		  __builtin_types_compatible_p(__typeof__(&sim_local_##fn##_v##ver),               \
+					       PFN_##base##_v##ver##sfx),                            \
+		  (void *)&sim_local_##fn##_v##ver, (void)0) },
 
 static const struct proc_entry k_procs[] = { SIM_PROCS(SIM_PROC_ENTRY) };
 

@@ -17,6 +17,10 @@
  * with CU_GET_PROC_ADDRESS_LEGACY_STREAM (per-thread twins still with PER_THREAD_DEFAULT_STREAM),
  * as a program using cudaGetDriverEntryPoint would: a shim must get both styles right.
  *
+ * cudaGetDriverEntryPoint[ByVersion][_ptsz] ask the same cuGetProcAddress the runtime got at
+ * 12000, at CUDART_VERSION or the version given, with CU_GET_PROC_ADDRESS_LEGACY_STREAM or
+ * _PER_THREAD_DEFAULT_STREAM: that is how PyTorch and NCCL reach cuMemCreate & co.
+ *
  * No driver symbol is ever linked or looked up with dlsym, so an interposer that only defines
  * cuMemAlloc_v2 & co. never sees the runtime's calls; it has to hook the lookups, as on a GPU.
  *
@@ -70,14 +74,46 @@
 	X(default_pool, cuDeviceGetDefaultMemPool, 11020, )                            \
 	X(pool_create, cuMemPoolCreate, 11020, )                                       \
 	X(pool_destroy, cuMemPoolDestroy, 11020, )                                     \
+	X(pool_set_attr, cuMemPoolSetAttribute, 11020, )                               \
+	X(pool_get_attr, cuMemPoolGetAttribute, 11020, )                               \
+	X(pool_set_access, cuMemPoolSetAccess, 11020, )                                \
+	X(pool_get_access, cuMemPoolGetAccess, 11020, )                                \
+	X(device_get_pool, cuDeviceGetMemPool, 11020, )                                \
+	X(device_set_pool, cuDeviceSetMemPool, 11020, )                                \
 	X(stream_create, cuStreamCreate, 2000, )                                       \
+	X(stream_create_prio, cuStreamCreateWithPriority, 5050, )                      \
 	X(stream_destroy, cuStreamDestroy, 4000, )                                     \
 	X(stream_sync, cuStreamSynchronize, 2000, )                                    \
-	X(stream_sync_ptsz, cuStreamSynchronize, 7000, _ptsz)
+	X(stream_sync_ptsz, cuStreamSynchronize, 7000, _ptsz)                          \
+	X(stream_device, cuStreamGetDevice, 12080, )                                   \
+	X(stream_device_ptsz, cuStreamGetDevice, 12080, _ptsz)                         \
+	X(begin_capture, cuStreamBeginCapture, 10010, )                                \
+	X(begin_capture_ptsz, cuStreamBeginCapture, 10010, _ptsz)                      \
+	X(end_capture, cuStreamEndCapture, 10000, )                                    \
+	X(end_capture_ptsz, cuStreamEndCapture, 10000, _ptsz)                          \
+	X(is_capturing, cuStreamIsCapturing, 10000, )                                  \
+	X(is_capturing_ptsz, cuStreamIsCapturing, 10000, _ptsz)                        \
+	X(capture_info, cuStreamGetCaptureInfo, 12030, )                               \
+	X(capture_info_ptsz, cuStreamGetCaptureInfo, 12030, _ptsz)                     \
+	X(exchange_mode, cuThreadExchangeStreamCaptureMode, 10010, )                   \
+	X(graph_create, cuGraphCreate, 10000, )                                        \
+	X(graph_destroy, cuGraphDestroy, 10000, )                                      \
+	X(graph_add_alloc, cuGraphAddMemAllocNode, 11040, )                            \
+	X(graph_add_free, cuGraphAddMemFreeNode, 11040, )                              \
+	X(graph_instantiate, cuGraphInstantiateWithFlags, 11040, )                     \
+	X(graph_instantiate_params, cuGraphInstantiateWithParams, 12000, )             \
+	X(graph_instantiate_params_ptsz, cuGraphInstantiateWithParams, 12000, _ptsz)   \
+	X(graph_launch, cuGraphLaunch, 10000, )                                        \
+	X(graph_launch_ptsz, cuGraphLaunch, 10000, _ptsz)                              \
+	X(graph_exec_destroy, cuGraphExecDestroy, 10000, )                             \
+	X(graph_mem_get, cuDeviceGetGraphMemAttribute, 11040, )                        \
+	X(graph_mem_set, cuDeviceSetGraphMemAttribute, 11040, )                        \
+	X(graph_mem_trim, cuDeviceGraphMemTrim, 11040, )
 
 #define RT_MEMBER(member, base, ver, sfx) PFN_##base##_v##ver##sfx member;
 static struct {
 	PFN_cuInit_v2000 init;
+	PFN_cuGetProcAddress_v12000 get_proc; /* what cudaGetDriverEntryPoint* asks */
 	RT_DRIVER_FUNCS(RT_MEMBER)
 } g_drv;
 
@@ -106,6 +142,12 @@ static cudaError_t from_driver(CUresult rc)
 	case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
 	case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
 	case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
+	case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;
+	case CUDA_ERROR_NOT_PERMITTED: return cudaErrorNotPermitted;
+	case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
+	case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return cudaErrorStreamCaptureInvalidated;
+	case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: return cudaErrorStreamCaptureImplicit;
+	case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: return cudaErrorStreamCaptureWrongThread;
 	default: return cudaErrorUnknown;
 	}
 }
@@ -174,6 +216,7 @@ static cudaError_t load_driver(void)
 	void *gpa_v2 = lookup(boot, "cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
 	if (!gpa_v1 || !gpa_v2 || !resolve_all((PFN_cuGetProcAddress_v12000)gpa_v2))
 		return cudaErrorInsufficientDriver;
+	g_drv.get_proc = (PFN_cuGetProcAddress_v12000)gpa_v2;
 	int version = 0;
 	if (g_drv.driver_version(&version) != CUDA_SUCCESS || version < CUDART_VERSION)
 		return cudaErrorInsufficientDriver;
@@ -484,16 +527,71 @@ cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *runtimeVersion)
 	return cudaSuccess;
 }
 
-/* ================================================================ exported: pools, streams */
+/* The shape of most calls below: load and bind the device's context, call the driver through
+ * the pointer cuGetProcAddress gave, and keep a failure for cudaGetLastError. */
+#define RT_CALL(driver_call)                                  \
+	do {                                                  \
+		cudaError_t rt_err_ = enter();                \
+		if (rt_err_ != cudaSuccess)                   \
+			return record(rt_err_);               \
+		return record(from_driver(driver_call));      \
+	} while (0)
+
+static bool valid_device(int device)
+{
+	return device >= 0 && device < g_device_count;
+}
+
+/* Field by field: the runtime and driver structs are declared separately. */
+static void pool_props_to_driver(const struct cudaMemPoolProps *in, CUmemPoolProps *out)
+{
+	memset(out, 0, sizeof *out);
+	out->allocType = (CUmemAllocationType)in->allocType;
+	out->handleTypes = (CUmemAllocationHandleType)in->handleTypes;
+	out->location.type = (CUmemLocationType)in->location.type;
+	out->location.id = in->location.id;
+	out->win32SecurityAttributes = in->win32SecurityAttributes;
+	out->maxSize = in->maxSize;
+	out->usage = in->usage;
+}
+
+static void access_desc_to_driver(const struct cudaMemAccessDesc *in, CUmemAccessDesc *out)
+{
+	out->location.type = (CUmemLocationType)in->location.type;
+	out->location.id = in->location.id;
+	out->flags = (CUmemAccess_flags)in->flags;
+}
+
+/* ================================================================ exported: pools */
 
 cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
 	cudaError_t err = enter();
 	if (err != cudaSuccess)
 		return record(err);
-	if (device < 0 || device >= g_device_count)
+	if (!valid_device(device))
 		return record(cudaErrorInvalidDevice);
 	return record(from_driver(g_drv.default_pool(memPool, device)));
+}
+
+cudaError_t CUDARTAPI cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (!valid_device(device))
+		return record(cudaErrorInvalidDevice);
+	return record(from_driver(g_drv.device_get_pool(memPool, device)));
+}
+
+cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (!valid_device(device))
+		return record(cudaErrorInvalidDevice);
+	return record(from_driver(g_drv.device_set_pool(device, memPool)));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool,
@@ -501,44 +599,78 @@ cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool,
 {
 	if (!memPool || !poolProps)
 		return record(cudaErrorInvalidValue);
-	cudaError_t err = enter();
-	if (err != cudaSuccess)
-		return record(err);
-	/* Field by field: the runtime and driver structs are declared separately. */
 	CUmemPoolProps props;
-	memset(&props, 0, sizeof props);
-	props.allocType = (CUmemAllocationType)poolProps->allocType;
-	props.handleTypes = (CUmemAllocationHandleType)poolProps->handleTypes;
-	props.location.type = (CUmemLocationType)poolProps->location.type;
-	props.location.id = poolProps->location.id;
-	props.win32SecurityAttributes = poolProps->win32SecurityAttributes;
-	props.maxSize = poolProps->maxSize;
-	props.usage = poolProps->usage;
-	return record(from_driver(g_drv.pool_create(memPool, &props)));
+	pool_props_to_driver(poolProps, &props);
+	RT_CALL(g_drv.pool_create(memPool, &props));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
+	RT_CALL(g_drv.pool_destroy(memPool));
+}
+
+/* cudaMemPoolAttr has the values of CUmemPool_attribute, with the same value types. */
+cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+					      void *value)
+{
+	RT_CALL(g_drv.pool_set_attr(memPool, (CUmemPool_attribute)attr, value));
+}
+
+cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+					      void *value)
+{
+	RT_CALL(g_drv.pool_get_attr(memPool, (CUmemPool_attribute)attr, value));
+}
+
+cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool,
+					   const struct cudaMemAccessDesc *descList, size_t count)
+{
+	CUmemAccessDesc map[RT_MAX_DEVICES];
+	if ((!descList && count) || count > RT_MAX_DEVICES)
+		return record(cudaErrorInvalidValue);
+	for (size_t i = 0; i < count; i++)
+		access_desc_to_driver(&descList[i], &map[i]);
+	RT_CALL(g_drv.pool_set_access(memPool, map, count));
+}
+
+cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool,
+					   struct cudaMemLocation *location)
+{
+	if (!flags || !location)
+		return record(cudaErrorInvalidValue);
 	cudaError_t err = enter();
 	if (err != cudaSuccess)
 		return record(err);
-	return record(from_driver(g_drv.pool_destroy(memPool)));
+	CUmemLocation loc = { (CUmemLocationType)location->type, location->id };
+	CUmemAccess_flags f = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+	err = from_driver(g_drv.pool_get_access(&f, memPool, &loc));
+	if (err == cudaSuccess)
+		*flags = (enum cudaMemAccessFlags)f;
+	return record(err);
 }
+
+/* ================================================================ exported: streams */
 
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *pStream)
 {
-	cudaError_t err = enter();
-	if (err != cudaSuccess)
-		return record(err);
-	return record(from_driver(g_drv.stream_create(pStream, CU_STREAM_DEFAULT)));
+	RT_CALL(g_drv.stream_create(pStream, CU_STREAM_DEFAULT));
+}
+
+/* cudaStreamNonBlocking is CU_STREAM_NON_BLOCKING. */
+cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	RT_CALL(g_drv.stream_create(pStream, flags));
+}
+
+cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
+						   int priority)
+{
+	RT_CALL(g_drv.stream_create_prio(pStream, flags, priority));
 }
 
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
 {
-	cudaError_t err = enter();
-	if (err != cudaSuccess)
-		return record(err);
-	return record(from_driver(g_drv.stream_destroy(stream)));
+	RT_CALL(g_drv.stream_destroy(stream));
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
@@ -549,6 +681,311 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
 	return stream_sync(stream, true);
+}
+
+cudaError_t CUDARTAPI cudaStreamGetDevice(cudaStream_t hStream, int *device)
+{
+	RT_CALL(g_drv.stream_device(hStream, device));
+}
+
+cudaError_t CUDARTAPI cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device)
+{
+	RT_CALL(g_drv.stream_device_ptsz(hStream, device));
+}
+
+/* ================================================================ exported: stream capture */
+
+/* cudaStreamCaptureMode and cudaStreamCaptureStatus have the driver's values. */
+cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	RT_CALL(g_drv.begin_capture(stream, (CUstreamCaptureMode)mode));
+}
+
+cudaError_t CUDARTAPI cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	RT_CALL(g_drv.begin_capture_ptsz(stream, (CUstreamCaptureMode)mode));
+}
+
+cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	RT_CALL(g_drv.end_capture(stream, pGraph));
+}
+
+cudaError_t CUDARTAPI cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	RT_CALL(g_drv.end_capture_ptsz(stream, pGraph));
+}
+
+static cudaError_t is_capturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus,
+				bool ptsz)
+{
+	if (!pCaptureStatus)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	err = from_driver(ptsz ? g_drv.is_capturing_ptsz(stream, &st) : g_drv.is_capturing(stream, &st));
+	if (err == cudaSuccess)
+		*pCaptureStatus = (enum cudaStreamCaptureStatus)st;
+	return record(err);
+}
+
+cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t stream,
+					    enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	return is_capturing(stream, pCaptureStatus, false);
+}
+
+cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+						 enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	return is_capturing(stream, pCaptureStatus, true);
+}
+
+_Static_assert(sizeof(cudaGraphEdgeData) == sizeof(CUgraphEdgeData),
+	       "cudaGraphEdgeData and CUgraphEdgeData differ");
+
+static cudaError_t capture_info(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+				unsigned long long *id, cudaGraph_t *graph,
+				const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
+				size_t *ndeps, bool ptsz)
+{
+	if (!status)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	cuuint64_t cid = 0;
+	PFN_cuStreamGetCaptureInfo_v12030 fn = ptsz ? g_drv.capture_info_ptsz : g_drv.capture_info;
+	err = from_driver(fn(stream, &st, &cid, graph, deps, (const CUgraphEdgeData **)edges, ndeps));
+	if (err == cudaSuccess) {
+		*status = (enum cudaStreamCaptureStatus)st;
+		if (id && st == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+			*id = cid;
+	}
+	return record(err);
+}
+
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream,
+					       enum cudaStreamCaptureStatus *captureStatus_out,
+					       unsigned long long *id_out, cudaGraph_t *graph_out,
+					       const cudaGraphNode_t **dependencies_out,
+					       const cudaGraphEdgeData **edgeData_out,
+					       size_t *numDependencies_out)
+{
+	return capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out,
+			    edgeData_out, numDependencies_out, false);
+}
+
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+						    enum cudaStreamCaptureStatus *captureStatus_out,
+						    unsigned long long *id_out, cudaGraph_t *graph_out,
+						    const cudaGraphNode_t **dependencies_out,
+						    const cudaGraphEdgeData **edgeData_out,
+						    size_t *numDependencies_out)
+{
+	return capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out,
+			    edgeData_out, numDependencies_out, true);
+}
+
+cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+	if (!mode)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	CUstreamCaptureMode m = (CUstreamCaptureMode)*mode;
+	err = from_driver(g_drv.exchange_mode(&m));
+	if (err == cudaSuccess)
+		*mode = (enum cudaStreamCaptureMode)m;
+	return record(err);
+}
+
+/* ================================================================ exported: graphs */
+
+cudaError_t CUDARTAPI cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
+{
+	RT_CALL(g_drv.graph_create(pGraph, flags));
+}
+
+cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph)
+{
+	RT_CALL(g_drv.graph_destroy(graph));
+}
+
+cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					       const cudaGraphNode_t *pDependencies,
+					       size_t numDependencies,
+					       struct cudaMemAllocNodeParams *nodeParams)
+{
+	CUmemAccessDesc access[RT_MAX_DEVICES];
+	CUDA_MEM_ALLOC_NODE_PARAMS p;
+	if (!nodeParams || (!nodeParams->accessDescs && nodeParams->accessDescCount) ||
+	    nodeParams->accessDescCount > RT_MAX_DEVICES)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	memset(&p, 0, sizeof p);
+	pool_props_to_driver(&nodeParams->poolProps, &p.poolProps);
+	for (size_t i = 0; i < nodeParams->accessDescCount; i++)
+		access_desc_to_driver(&nodeParams->accessDescs[i], &access[i]);
+	p.accessDescs = nodeParams->accessDescCount ? access : NULL;
+	p.accessDescCount = nodeParams->accessDescCount;
+	p.bytesize = nodeParams->bytesize;
+	err = from_driver(g_drv.graph_add_alloc(pGraphNode, graph, pDependencies, numDependencies, &p));
+	if (err == cudaSuccess)
+		nodeParams->dptr = (void *)(uintptr_t)p.dptr;
+	return record(err);
+}
+
+cudaError_t CUDARTAPI cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					      const cudaGraphNode_t *pDependencies,
+					      size_t numDependencies, void *dptr)
+{
+	RT_CALL(g_drv.graph_add_free(pGraphNode, graph, pDependencies, numDependencies,
+				     (CUdeviceptr)(uintptr_t)dptr));
+}
+
+/* cudaGraphInstantiateFlags have the values of CUgraphInstantiate_flags. */
+cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+					   unsigned long long flags)
+{
+	RT_CALL(g_drv.graph_instantiate(pGraphExec, graph, flags));
+}
+
+cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+						    unsigned long long flags)
+{
+	RT_CALL(g_drv.graph_instantiate(pGraphExec, graph, flags));
+}
+
+static cudaError_t instantiate_with_params(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+					   cudaGraphInstantiateParams *params, bool ptsz)
+{
+	if (!params)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	CUDA_GRAPH_INSTANTIATE_PARAMS p = { params->flags, params->uploadStream, NULL,
+					    CUDA_GRAPH_INSTANTIATE_SUCCESS };
+	PFN_cuGraphInstantiateWithParams_v12000 fn =
+		ptsz ? g_drv.graph_instantiate_params_ptsz : g_drv.graph_instantiate_params;
+	err = from_driver(fn(pGraphExec, graph, &p));
+	params->errNode_out = p.hErrNode_out;
+	params->result_out = (cudaGraphInstantiateResult)p.result_out;
+	return record(err);
+}
+
+cudaError_t CUDARTAPI cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+						     cudaGraphInstantiateParams *instantiateParams)
+{
+	return instantiate_with_params(pGraphExec, graph, instantiateParams, false);
+}
+
+cudaError_t CUDARTAPI cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec,
+							  cudaGraph_t graph,
+							  cudaGraphInstantiateParams *instantiateParams)
+{
+	return instantiate_with_params(pGraphExec, graph, instantiateParams, true);
+}
+
+cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	RT_CALL(g_drv.graph_launch(graphExec, stream));
+}
+
+cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	RT_CALL(g_drv.graph_launch_ptsz(graphExec, stream));
+}
+
+cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+	RT_CALL(g_drv.graph_exec_destroy(graphExec));
+}
+
+/* cudaGraphMemAttributeType has the values of CUgraphMem_attribute. */
+cudaError_t CUDARTAPI cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr,
+						     void *value)
+{
+	RT_CALL(g_drv.graph_mem_get(device, (CUgraphMem_attribute)attr, value));
+}
+
+cudaError_t CUDARTAPI cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr,
+						     void *value)
+{
+	RT_CALL(g_drv.graph_mem_set(device, (CUgraphMem_attribute)attr, value));
+}
+
+cudaError_t CUDARTAPI cudaDeviceGraphMemTrim(int device)
+{
+	RT_CALL(g_drv.graph_mem_trim(device));
+}
+
+/* ================================================================ exported: driver entry points */
+
+/* How programs (PyTorch, NCCL) reach driver functions the runtime does not wrap: through the
+ * cuGetProcAddress the runtime itself resolved, so a hook on cuGetProcAddress sees these
+ * lookups too. Default flags mean the legacy stream, or the per-thread one for code built with
+ * per-thread default streams (the _ptsz entry points). Documented: a symbol the driver lacks,
+ * or lacks at that version, is cudaSuccess with a NULL pointer and the reason in driverStatus;
+ * a version newer than the driver is cudaErrorInvalidValue. */
+static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+			       unsigned long long flags,
+			       enum cudaDriverEntryPointQueryResult *driverStatus, bool ptsz)
+{
+	int driver = 0;
+	if (!symbol || !funcPtr || flags > cudaEnablePerThreadDefaultStream)
+		return record(cudaErrorInvalidValue);
+	cudaError_t err = ensure_loaded();
+	if (err != cudaSuccess)
+		return record(err);
+	if (g_drv.driver_version(&driver) != CUDA_SUCCESS || cudaVersion > (unsigned int)driver)
+		return record(cudaErrorInvalidValue);
+	bool per_thread = flags == cudaEnablePerThreadDefaultStream || (flags == cudaEnableDefault && ptsz);
+	cuuint64_t f = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+				  : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+	void *fn = NULL;
+	CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	CUresult rc = g_drv.get_proc(symbol, &fn, (int)cudaVersion, f, &status);
+	*funcPtr = rc == CUDA_SUCCESS ? fn : NULL;
+	if (driverStatus)
+		*driverStatus = (enum cudaDriverEntryPointQueryResult)status;
+	return rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_FOUND ? cudaSuccess : record(from_driver(rc));
+}
+
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
+					      unsigned long long flags,
+					      enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus, false);
+}
+
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
+						   unsigned long long flags,
+						   enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus, true);
+}
+
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+						       unsigned int cudaVersion,
+						       unsigned long long flags,
+						       enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus, false);
+}
+
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(
+	const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
+	enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus, true);
 }
 
 /* ================================================================ exported: errors */
@@ -582,6 +1019,17 @@ static const struct {
 	{ cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle" },
 	{ cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found" },
 	{ cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported" },
+	{ cudaErrorIllegalState, "cudaErrorIllegalState",
+	  "the operation cannot be performed in the present state" },
+	{ cudaErrorNotPermitted, "cudaErrorNotPermitted", "operation not permitted" },
+	{ cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+	  "operation not permitted when stream is capturing" },
+	{ cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+	  "operation failed due to a previous error during capture" },
+	{ cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+	  "operation would make the legacy stream depend on a capturing blocking stream" },
+	{ cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread",
+	  "attempt to terminate a thread-local capture sequence from another thread" },
 	{ cudaErrorUnknown, "cudaErrorUnknown", "unknown error" },
 };
 

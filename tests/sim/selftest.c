@@ -5,7 +5,9 @@
  * exit status is non-zero on any failure. sim.mk builds it twice, against libcudart.so.13 and
  * against libcudart_sim_static.a; run it with LD_LIBRARY_PATH=$(BUILD)/sim. Checks that need
  * another environment (fault injection from the environment, a small device, two devices, a
- * preloaded dlsym spy) run in children: this program re-executed as `selftest --child NAME`. */
+ * preloaded dlsym spy, an fd inherited from the parent) run in children: this program
+ * re-executed as `selftest --child NAME`. This file holds the stack, memory and the runtime's
+ * lookups; selftest_vmm.c, selftest_streams.c and selftest_graph.c the rest (selftest.h). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -25,20 +27,8 @@
 #include <unistd.h>
 
 #include "cuda_sim.h"
+#include "selftest.h"
 #include "selftest_spy.h"
-
-/* The runtime exports these per-thread-default-stream twins; cuda_runtime_api.h declares them
- * only to code compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM, and then under the plain name. */
-extern cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream);
-extern cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
-extern cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size,
-							  cudaMemPool_t memPool, cudaStream_t stream);
-extern cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream);
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define GiB ((size_t)1 << 30)
-#define SENTINEL ((void *)(uintptr_t)0x5e57)
 
 extern char **environ;
 
@@ -46,7 +36,7 @@ static atomic_int g_passed, g_failed;
 
 /* ---------------------------------------------------------------- checking */
 
-static bool check(bool ok, const char *file, int line, const char *fmt, ...)
+bool check(bool ok, const char *file, int line, const char *fmt, ...)
 {
 	if (ok) {
 		atomic_fetch_add(&g_passed, 1);
@@ -62,31 +52,47 @@ static bool check(bool ok, const char *file, int line, const char *fmt, ...)
 	return false;
 }
 
-#define CHECK(e) check((e), __FILE__, __LINE__, "%s", #e)
-#define CHECK_EQ(got, want)                                                                  \
-	do {                                                                                 \
-		long long got_ = (long long)(got), want_ = (long long)(want);                \
-		check(got_ == want_, __FILE__, __LINE__, "%s == %lld, want %s == %lld", #got, \
-		      got_, #want, want_);                                                   \
-	} while (0)
-#define CHECK_PTR(got, want)                                                                 \
-	check((void *)(got) == (void *)(want), __FILE__, __LINE__, "%s == %p, want %s == %p", \
-	      #got, (void *)(got), #want, (void *)(want))
-
-static struct cusim_counters counters(void)
+struct cusim_counters counters(void)
 {
 	struct cusim_counters c;
 	cusim_counters(&c);
 	return c;
 }
 
-/* cuPointerGetAttribute on a pointer as the runtime returns it. */
-static CUresult attr(void *data, CUpointer_attribute attribute, const void *ptr)
+struct cusim_vmm_stats vmm_stats(void)
+{
+	struct cusim_vmm_stats s;
+	cusim_vmm_stats(&s);
+	return s;
+}
+
+struct cusim_graph_stats graph_stats(void)
+{
+	struct cusim_graph_stats s;
+	cusim_graph_stats(&s);
+	return s;
+}
+
+uint64_t device_used(int device)
+{
+	struct cusim_memory m;
+	cusim_memory(&m);
+	return m.device_used[device];
+}
+
+uint64_t host_used(void)
+{
+	struct cusim_memory m;
+	cusim_memory(&m);
+	return m.host_used;
+}
+
+CUresult attr(void *data, CUpointer_attribute attribute, const void *ptr)
 {
 	return cuPointerGetAttribute(data, attribute, (CUdeviceptr)(uintptr_t)ptr);
 }
 
-static void run_in_thread(void *(*fn)(void *), void *arg)
+void run_in_thread(void *(*fn)(void *), void *arg)
 {
 	pthread_t t;
 	if (!CHECK(pthread_create(&t, NULL, fn, arg) == 0))
@@ -96,7 +102,7 @@ static void run_in_thread(void *(*fn)(void *), void *arg)
 
 /* ---------------------------------------------------------------- cuGetProcAddress */
 
-static void *driver_symbol(const char *name)
+void *driver_symbol(const char *name)
 {
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	void *fn = lib ? dlsym(lib, name) : NULL;
@@ -154,6 +160,120 @@ static void test_proc_versions(void)
 	expect_no_proc(__LINE__, "cuNoSuchFunction", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
 	/* Lookups take base names: a versioned name is not a symbol the table knows. */
 	expect_no_proc(__LINE__, "cuMemAlloc_v2", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+}
+
+/* Entry points for virtual memory, streams, capture, graphs and pools: base name, the version
+ * its ABI appeared in (one version lower must be refused unless an older ABI exists), and the
+ * exported function the lookup must give at that version. */
+static const struct proc_case {
+	const char *name;
+	int version;
+	const char *variant;
+	bool older;            /* an older ABI answers one version below */
+} k_proc_cases[] = {
+	{ "cuMemAddressReserve", 10020, "cuMemAddressReserve", false },
+	{ "cuMemAddressFree", 10020, "cuMemAddressFree", false },
+	{ "cuMemCreate", 10020, "cuMemCreate", false },
+	{ "cuMemRelease", 10020, "cuMemRelease", false },
+	{ "cuMemMap", 10020, "cuMemMap", false },
+	{ "cuMemUnmap", 10020, "cuMemUnmap", false },
+	{ "cuMemSetAccess", 10020, "cuMemSetAccess", false },
+	{ "cuMemGetAccess", 10020, "cuMemGetAccess", false },
+	{ "cuMemExportToShareableHandle", 10020, "cuMemExportToShareableHandle", false },
+	{ "cuMemImportFromShareableHandle", 10020, "cuMemImportFromShareableHandle", false },
+	{ "cuMemGetAllocationGranularity", 10020, "cuMemGetAllocationGranularity", false },
+	{ "cuMemGetAllocationPropertiesFromHandle", 10020, "cuMemGetAllocationPropertiesFromHandle", false },
+	{ "cuMemRetainAllocationHandle", 11000, "cuMemRetainAllocationHandle", false },
+	{ "cuMemGetAddressRange", 2000, "cuMemGetAddressRange", false },
+	{ "cuMemGetAddressRange", 3020, "cuMemGetAddressRange_v2", true },
+	{ "cuStreamCreateWithPriority", 5050, "cuStreamCreateWithPriority", false },
+	{ "cuCtxGetStreamPriorityRange", 5050, "cuCtxGetStreamPriorityRange", false },
+	{ "cuStreamGetPriority", 5050, "cuStreamGetPriority", false },
+	{ "cuStreamGetFlags", 5050, "cuStreamGetFlags", false },
+	{ "cuStreamGetCtx", 9020, "cuStreamGetCtx", false },
+	{ "cuStreamGetCtx", 12050, "cuStreamGetCtx_v2", true },
+	{ "cuStreamGetDevice", 12080, "cuStreamGetDevice", false },
+	{ "cuStreamBeginCapture", 10000, "cuStreamBeginCapture", false },
+	{ "cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2", true },
+	{ "cuThreadExchangeStreamCaptureMode", 10010, "cuThreadExchangeStreamCaptureMode", false },
+	{ "cuStreamEndCapture", 10000, "cuStreamEndCapture", false },
+	{ "cuStreamIsCapturing", 10000, "cuStreamIsCapturing", false },
+	{ "cuStreamGetCaptureInfo", 10010, "cuStreamGetCaptureInfo", false },
+	{ "cuStreamGetCaptureInfo", 11030, "cuStreamGetCaptureInfo_v2", true },
+	{ "cuStreamGetCaptureInfo", 12030, "cuStreamGetCaptureInfo_v3", true },
+	{ "cuGraphCreate", 10000, "cuGraphCreate", false },
+	{ "cuGraphDestroy", 10000, "cuGraphDestroy", false },
+	{ "cuGraphAddMemAllocNode", 11040, "cuGraphAddMemAllocNode", false },
+	{ "cuGraphAddMemFreeNode", 11040, "cuGraphAddMemFreeNode", false },
+	{ "cuGraphMemAllocNodeGetParams", 11040, "cuGraphMemAllocNodeGetParams", false },
+	{ "cuGraphMemFreeNodeGetParams", 11040, "cuGraphMemFreeNodeGetParams", false },
+	{ "cuGraphInstantiate", 10000, "cuGraphInstantiate", false },
+	{ "cuGraphInstantiate", 11000, "cuGraphInstantiate_v2", true },
+	{ "cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags", true },
+	{ "cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", false },
+	{ "cuGraphInstantiateWithParams", 12000, "cuGraphInstantiateWithParams", false },
+	{ "cuGraphLaunch", 10000, "cuGraphLaunch", false },
+	{ "cuGraphExecDestroy", 10000, "cuGraphExecDestroy", false },
+	{ "cuDeviceGetGraphMemAttribute", 11040, "cuDeviceGetGraphMemAttribute", false },
+	{ "cuDeviceSetGraphMemAttribute", 11040, "cuDeviceSetGraphMemAttribute", false },
+	{ "cuDeviceGraphMemTrim", 11040, "cuDeviceGraphMemTrim", false },
+	{ "cuDeviceGetMemPool", 11020, "cuDeviceGetMemPool", false },
+	{ "cuDeviceSetMemPool", 11020, "cuDeviceSetMemPool", false },
+	{ "cuMemPoolSetAttribute", 11020, "cuMemPoolSetAttribute", false },
+	{ "cuMemPoolGetAttribute", 11020, "cuMemPoolGetAttribute", false },
+	{ "cuMemPoolSetAccess", 11020, "cuMemPoolSetAccess", false },
+	{ "cuMemPoolGetAccess", 11020, "cuMemPoolGetAccess", false },
+	{ "cuMemPoolTrimTo", 11020, "cuMemPoolTrimTo", false },
+};
+
+/* Per-thread twins: with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM at `version`, the twin;
+ * the same at 13000 gives `latest`. */
+static const struct twin_case {
+	const char *name;
+	int version;
+	const char *twin;
+	const char *latest;
+} k_twin_cases[] = {
+	{ "cuStreamBeginCapture", 10000, "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2_ptsz" },
+	{ "cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCapture_v2_ptsz" },
+	{ "cuStreamEndCapture", 10000, "cuStreamEndCapture_ptsz", "cuStreamEndCapture_ptsz" },
+	{ "cuStreamIsCapturing", 10000, "cuStreamIsCapturing_ptsz", "cuStreamIsCapturing_ptsz" },
+	{ "cuStreamGetCaptureInfo", 10010, "cuStreamGetCaptureInfo_ptsz", "cuStreamGetCaptureInfo_v3_ptsz" },
+	{ "cuStreamGetCaptureInfo", 11030, "cuStreamGetCaptureInfo_v2_ptsz", "cuStreamGetCaptureInfo_v3_ptsz" },
+	{ "cuStreamGetCaptureInfo", 12030, "cuStreamGetCaptureInfo_v3_ptsz", "cuStreamGetCaptureInfo_v3_ptsz" },
+	{ "cuGraphLaunch", 10000, "cuGraphLaunch_ptsz", "cuGraphLaunch_ptsz" },
+	{ "cuGraphInstantiateWithParams", 12000, "cuGraphInstantiateWithParams_ptsz", "cuGraphInstantiateWithParams_ptsz" },
+	{ "cuStreamGetDevice", 12080, "cuStreamGetDevice_ptsz", "cuStreamGetDevice_ptsz" },
+	{ "cuStreamGetCtx", 9020, "cuStreamGetCtx_ptsz", "cuStreamGetCtx_v2_ptsz" },
+	{ "cuStreamGetCtx", 12050, "cuStreamGetCtx_v2_ptsz", "cuStreamGetCtx_v2_ptsz" },
+	{ "cuStreamGetFlags", 7000, "cuStreamGetFlags_ptsz", "cuStreamGetFlags_ptsz" },
+	{ "cuStreamGetPriority", 7000, "cuStreamGetPriority_ptsz", "cuStreamGetPriority_ptsz" },
+};
+
+static void test_proc_new_entries(void)
+{
+	const cuuint64_t ptds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	for (size_t i = 0; i < sizeof k_proc_cases / sizeof k_proc_cases[0]; i++) {
+		const struct proc_case *c = &k_proc_cases[i];
+		expect_proc(__LINE__, c->name, c->version, 0, c->variant);
+		expect_proc(__LINE__, c->name, c->version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, c->variant);
+		if (!c->older)
+			expect_no_proc(__LINE__, c->name, c->version - 10,
+				       CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+	}
+	for (size_t i = 0; i < sizeof k_twin_cases / sizeof k_twin_cases[0]; i++) {
+		const struct twin_case *c = &k_twin_cases[i];
+		expect_proc(__LINE__, c->name, c->version, ptds, c->twin);
+		expect_proc(__LINE__, c->name, 13000, ptds, c->latest);
+	}
+	/* A twin newer than the version asked: the plain function; no twin at all: the plain one. */
+	expect_proc(__LINE__, "cuStreamGetFlags", 6050, ptds, "cuStreamGetFlags");
+	expect_proc(__LINE__, "cuMemCreate", 13000, ptds, "cuMemCreate");
+	expect_proc(__LINE__, "cuStreamCreateWithPriority", 13000, ptds, "cuStreamCreateWithPriority");
+	expect_proc(__LINE__, "cuGraphAddMemAllocNode", 13000, ptds, "cuGraphAddMemAllocNode");
+	expect_proc(__LINE__, "cuStreamGetCaptureInfo", 13000, 0, "cuStreamGetCaptureInfo_v3");
+	expect_proc(__LINE__, "cuGraphInstantiate", 13000, 0, "cuGraphInstantiateWithFlags");
+	expect_proc(__LINE__, "cuStreamGetCtx", 13000, 0, "cuStreamGetCtx_v2");
 }
 
 static void test_proc_streams(void)
@@ -834,6 +954,52 @@ static void child_spy_latest(void)
 	expect_none(__LINE__, r, end + 1, n, not_latest_style, "lookup version or flags");
 }
 
+/* cudaGetDriverEntryPoint[ByVersion][_ptsz] reach the driver through the cuGetProcAddress the
+ * runtime resolved (here the spy's), at the version and with the stream flags the caller means,
+ * and hand out the driver's functions. */
+static void child_spy_entry_points(void)
+{
+	static struct spy_record r[SPY_MAX_RECORDS];
+	int end;
+	spy_run(r, SPY_MAX_RECORDS, &end);
+	const unsigned long long legacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+	const unsigned long long ptds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	/* The driver's own functions, found before the runtime is asked (dlsym goes through the spy). */
+	void *create = driver_symbol("cuMemCreate"), *free_ptsz = driver_symbol("cuMemFreeAsync_ptsz");
+	void *alloc_ptsz = driver_symbol("cuMemAllocAsync_ptsz");
+	void *retain = driver_symbol("cuMemRetainAllocationHandle");
+	sim_spy_records_fn get = (sim_spy_records_fn)dlsym(RTLD_DEFAULT, "sim_spy_records");
+	if (!CHECK(get != NULL) || !CHECK(end >= 0))
+		return;
+	int n = get(r, SPY_MAX_RECORDS);
+
+	enum cudaDriverEntryPointQueryResult st = (enum cudaDriverEntryPointQueryResult)-1;
+	void *fn = NULL;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* what older programs still call */
+	CHECK_EQ(cudaGetDriverEntryPoint("cuMemCreate", &fn, cudaEnableDefault, &st), cudaSuccess);
+#pragma GCC diagnostic pop
+	CHECK_PTR(fn, create);
+	CHECK_EQ(st, cudaDriverEntryPointSuccess);
+	CHECK_EQ(cudaGetDriverEntryPoint_ptsz("cuMemFreeAsync", &fn, cudaEnableDefault, &st), cudaSuccess);
+	CHECK_PTR(fn, free_ptsz);
+	CHECK_EQ(cudaGetDriverEntryPointByVersion("cuMemAllocAsync", &fn, 11020,
+						  cudaEnablePerThreadDefaultStream, &st), cudaSuccess);
+	CHECK_PTR(fn, alloc_ptsz);
+	CHECK_EQ(cudaGetDriverEntryPointByVersion("cuMemRetainAllocationHandle", &fn, 11000,
+						  cudaEnableLegacyStream, NULL), cudaSuccess);
+	CHECK_PTR(fn, retain);
+
+	int m = get(r, SPY_MAX_RECORDS);
+	CHECK(m < SPY_MAX_RECORDS);
+	CHECK(find_lookup(r, m, n, "cuMemCreate", 13000, legacy) >= n);
+	CHECK(find_lookup(r, m, n, "cuMemFreeAsync", 13000, ptds) >= n);
+	CHECK(find_lookup(r, m, n, "cuMemAllocAsync", 11020, ptds) >= n);
+	CHECK(find_lookup(r, m, n, "cuMemRetainAllocationHandle", 11000, legacy) >= n);
+	expect_none(__LINE__, r, n, m, v1_lookup, "entry point through the 4-argument cuGetProcAddress");
+	expect_none(__LINE__, r, n, m, driver_dlsym, "entry point through dlsym of a driver name");
+}
+
 /* CUDA_SIM_FAIL_ALLOC=3 CUDA_SIM_FAIL_FREE=2 */
 static void child_env_faults(void)
 {
@@ -948,14 +1114,20 @@ struct child {
 	void (*run)(void);
 	const char *env[3];
 	bool spy;
+	bool on_demand; /* run by a test (run_child_named), not by main */
 };
 
 static const struct child k_children[] = {
-	{ "env-faults", child_env_faults, { "CUDA_SIM_FAIL_ALLOC=3", "CUDA_SIM_FAIL_FREE=2" }, false },
-	{ "small-device", child_small_device, { "CUDA_SIM_TOTAL_MEM=1M" }, false },
-	{ "two-devices", child_two_devices, { "CUDA_SIM_DEVICES=2" }, false },
-	{ "dlsym-spy", child_spy, { NULL }, true },
-	{ "dlsym-spy-latest", child_spy_latest, { "CUDART_SIM_LOOKUP=latest" }, true },
+	{ "env-faults", child_env_faults, { "CUDA_SIM_FAIL_ALLOC=3", "CUDA_SIM_FAIL_FREE=2" }, false, false },
+	{ "small-device", child_small_device, { "CUDA_SIM_TOTAL_MEM=1M" }, false, false },
+	{ "two-devices", child_two_devices, { "CUDA_SIM_DEVICES=2" }, false, false },
+	{ "dlsym-spy", child_spy, { NULL }, true, false },
+	{ "dlsym-spy-latest", child_spy_latest, { "CUDART_SIM_LOOKUP=latest" }, true, false },
+	{ "dlsym-spy-entry-points", child_spy_entry_points, { NULL }, true, false },
+	{ "streams-two-devices", child_streams_two_devices, { "CUDA_SIM_DEVICES=2" }, false, false },
+	{ "pool-small-device", child_pool_small_device, { "CUDA_SIM_TOTAL_MEM=8M" }, false, false },
+	{ "graph-small-device", child_graph_small_device, { "CUDA_SIM_TOTAL_MEM=8M" }, false, false },
+	{ "vmm-import", child_vmm_import, { NULL }, false, true },
 };
 
 /* Sanitizer runtimes loaded in this process; they must stay first in a child's LD_PRELOAD. */
@@ -985,13 +1157,13 @@ static bool spy_preload(char *out, size_t size)
 }
 
 /* This program's environment without CUDA_SIM_*, CUDART_SIM_* and LD_PRELOAD, plus the child's
- * settings. */
-static char **child_environment(const struct child *c, char *preload)
+ * settings and `extra`. */
+static char **child_environment(const struct child *c, char *preload, const char *extra)
 {
 	size_t n = 0;
 	while (environ[n])
 		n++;
-	char **env = calloc(n + sizeof c->env / sizeof c->env[0] + 2, sizeof *env);
+	char **env = calloc(n + sizeof c->env / sizeof c->env[0] + 3, sizeof *env);
 	if (!env)
 		return NULL;
 	size_t k = 0;
@@ -1003,15 +1175,17 @@ static char **child_environment(const struct child *c, char *preload)
 		env[k++] = (char *)c->env[i];
 	if (preload)
 		env[k++] = preload;
+	if (extra)
+		env[k++] = (char *)extra;
 	return env;
 }
 
-static void run_child(const struct child *c)
+static void run_child(const struct child *c, const char *extra)
 {
 	char preload[2048];
 	if (c->spy && !CHECK(spy_preload(preload, sizeof preload)))
 		return;
-	char **env = child_environment(c, c->spy ? preload : NULL);
+	char **env = child_environment(c, c->spy ? preload : NULL, extra);
 	if (!CHECK(env != NULL))
 		return;
 	fflush(NULL);
@@ -1026,6 +1200,16 @@ static void run_child(const struct child *c)
 	bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
 		  WEXITSTATUS(status) == 0;
 	check(ok, __FILE__, __LINE__, "child %s: status 0x%x", c->name, status);
+}
+
+void run_child_named(const char *name, const char *extra)
+{
+	for (size_t i = 0; i < sizeof k_children / sizeof k_children[0]; i++)
+		if (strcmp(k_children[i].name, name) == 0) {
+			run_child(&k_children[i], extra);
+			return;
+		}
+	check(false, __FILE__, __LINE__, "no child named %s", name);
 }
 
 static int child_main(const char *name)
@@ -1062,11 +1246,27 @@ int main(int argc, char **argv)
 	test_invalid_frees();
 	test_async_and_pools();
 	test_threads();
+	test_proc_new_entries();
+	test_vmm();
+	test_streams();
+	test_pools();
+	test_entry_points();
+	test_capture();
+	test_graph_memory();
 	for (size_t i = 0; i < sizeof k_children / sizeof k_children[0]; i++)
-		run_child(&k_children[i]);
+		if (!k_children[i].on_demand)
+			run_child(&k_children[i], NULL);
 
+	/* Every test frees what it allocates, whatever the entry point. */
 	struct cusim_counters c = counters();
-	CHECK_EQ(c.live_allocations, 0); /* every test frees what it allocates */
+	struct cusim_vmm_stats v = vmm_stats();
+	struct cusim_graph_stats g = graph_stats();
+	CHECK_EQ(c.live_allocations, 0);
+	CHECK_EQ(v.handles + v.allocations + v.mappings + v.reservations + v.foreign, 0);
+	CHECK_EQ(g.captures_active + g.graphs + g.execs + g.alloc_nodes + g.live_allocations, 0);
+	CHECK_EQ(g.reserved[0], 0);
+	CHECK_EQ(device_used(0), 0);
+	CHECK_EQ(host_used(), 0);
 	int failed = atomic_load(&g_failed);
 	printf("%s: %d passed, %d failed\n", argv[0], atomic_load(&g_passed), failed);
 	return failed ? 1 : 0;

@@ -57,13 +57,17 @@ $(_sim_cuda_h):
 $(SIM_DIR):
 	mkdir -p $@
 
-$(SIM_DIR)/cuda_sim.o: $(SIM_SRC)/cuda_sim.c $(SIM_SRC)/cuda_sim.h $(_sim_cuda_h) | $(SIM_DIR)
+# The driver: one object per concern (sim_internal.h is what they share).
+_sim_driver_obj := $(addprefix $(SIM_DIR)/,cuda_sim.o sim_streams.o sim_vmm.o sim_graph.o)
+_sim_driver_h := $(addprefix $(SIM_SRC)/,cuda_sim.h sim_internal.h sim_procs.h)
+
+$(_sim_driver_obj): $(SIM_DIR)/%.o: $(SIM_SRC)/%.c $(_sim_driver_h) $(_sim_cuda_h) | $(SIM_DIR)
 	$(CC) $(_sim_cflags) $(SIM_EXTRA_CFLAGS) $(_sim_internal) $(SIM_CFLAGS) -c $< -o $@
 
 $(SIM_DIR)/cudart_sim.o: $(SIM_SRC)/cudart_sim.c $(_sim_cuda_h) | $(SIM_DIR)
 	$(CC) $(_sim_cflags) $(SIM_EXTRA_CFLAGS) $(_sim_internal) $(SIM_CFLAGS) -c $< -o $@
 
-$(SIM_LIBCUDA): $(SIM_DIR)/cuda_sim.o
+$(SIM_LIBCUDA): $(_sim_driver_obj)
 	$(CC) -shared -pthread $(SIM_EXTRA_CFLAGS) -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $^
 
 $(SIM_LIBCUDART): $(SIM_DIR)/cudart_sim.o
@@ -84,14 +88,17 @@ $(SIM_LIBCUDART_STATIC): $(SIM_DIR)/cudart_sim.o
 # ---------------------------------------------------------------- self-test
 
 # Compiled as a client: without __CUDA_API_VERSION_INTERNAL, like any CUDA program.
-$(SIM_DIR)/selftest.o: $(SIM_SRC)/selftest.c $(SIM_SRC)/cuda_sim.h $(SIM_SRC)/selftest_spy.h $(_sim_cuda_h) | $(SIM_DIR)
+_sim_selftest_obj := $(addprefix $(SIM_DIR)/,selftest.o selftest_vmm.o selftest_streams.o selftest_graph.o)
+_sim_selftest_h := $(addprefix $(SIM_SRC)/,cuda_sim.h selftest.h selftest_spy.h)
+
+$(_sim_selftest_obj): $(SIM_DIR)/%.o: $(SIM_SRC)/%.c $(_sim_selftest_h) $(_sim_cuda_h) | $(SIM_DIR)
 	$(CC) $(_sim_cflags) $(SIM_EXTRA_CFLAGS) $(SIM_CFLAGS) -c $< -o $@
 
-$(SIM_DIR)/selftest: $(SIM_DIR)/selftest.o $(SIM_LIBCUDART) $(SIM_DIR)/libcudart.so $(SIM_LIBCUDA)
-	$(CC) -pthread $(SIM_EXTRA_CFLAGS) -o $@ $< -L$(SIM_DIR) -lcudart $(SIM_LIBCUDA) -ldl
+$(SIM_DIR)/selftest: $(_sim_selftest_obj) $(SIM_LIBCUDART) $(SIM_DIR)/libcudart.so $(SIM_LIBCUDA)
+	$(CC) -pthread $(SIM_EXTRA_CFLAGS) -o $@ $(_sim_selftest_obj) -L$(SIM_DIR) -lcudart $(SIM_LIBCUDA) -ldl
 
-$(SIM_DIR)/selftest_static: $(SIM_DIR)/selftest.o $(SIM_LIBCUDART_STATIC) $(SIM_LIBCUDA)
-	$(CC) -pthread $(SIM_EXTRA_CFLAGS) -o $@ $< $(SIM_LIBCUDART_STATIC) $(SIM_LIBCUDA) -ldl
+$(SIM_DIR)/selftest_static: $(_sim_selftest_obj) $(SIM_LIBCUDART_STATIC) $(SIM_LIBCUDA)
+	$(CC) -pthread $(SIM_EXTRA_CFLAGS) -o $@ $(_sim_selftest_obj) $(SIM_LIBCUDART_STATIC) $(SIM_LIBCUDA) -ldl
 
 # Never sanitized: it runs inside the sanitizer runtime's own start-up (see selftest_spy.c).
 $(_sim_spy): $(SIM_SRC)/selftest_spy.c $(SIM_SRC)/selftest_spy.h $(_sim_cuda_h) | $(SIM_DIR)
