@@ -34,6 +34,9 @@ CUDA_INC := $(CUDA_HOME)/include
 # With this cuda.h declares every ABI variant (cuMemAlloc_v2, cuMemAllocAsync_ptsz, legacy 32-bit
 # ones) under its own name, so each hook is checked against the real prototype of its symbol.
 SHIM_CFLAGS := -I$(CUDA_INC) -D__CUDA_API_VERSION_INTERNAL
+# libcuresv.so is also a program (shim/main.c): the dynamic loader the compiler links programs for.
+INTERP := $(shell $(CC) -\#\#\# -x c /dev/null -o /dev/null 2>&1 | tr ' ' '\n' | \
+	grep -A1 -- '^-dynamic-linker$$' | tail -1)
 
 CORE_SRC := $(wildcard core/*.c)
 SHIM_SRC := $(wildcard shim/*.c) $(wildcard shim/*.S)
@@ -69,12 +72,18 @@ $(O)/shim/dlsym.o: shim/dlsym.c Makefile | $(CUDA_INC)/cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -fsanitize=%,$(CFLAGS_ALL)) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
 
+$(O)/shim/main.o: shim/main.c Makefile | $(CUDA_INC)/cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(SHIM_CFLAGS) $(if $(INTERP),-DCURESV_INTERP='"$(INTERP)"') -MMD -MP \
+		-c $< -o $@
+
 $(O)/shim/%.o: shim/%.S Makefile
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(O)/libcuresv.so: $(SHIM_OBJ) $(CORE_OBJ)
-	$(CC) -shared $(LDFLAGS_ALL) -Wl,-soname,libcuresv.so -Wl,-z,now $^ -ldl -o $@
+	$(CC) -shared $(LDFLAGS_ALL) -Wl,-soname,libcuresv.so -Wl,-z,now -Wl,-e,curesv_entry $^ -ldl \
+		-o $@
 
 $(O)/libcuresv_core.a: $(CORE_OBJ)
 	@rm -f $@

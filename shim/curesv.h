@@ -17,6 +17,9 @@
 extern "C" {
 #endif
 
+/* The version of curesv this header belongs to (also `curesv --version`, pkg-config's). */
+#define CURESV_VERSION "0.1.0"
+
 #if defined(__GNUC__)
 #define CURESV_API __attribute__((visibility("default")))
 #else
