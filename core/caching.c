@@ -20,15 +20,17 @@ static bool torch_switched_off(void)
 
 static const struct {
 	struct curesv_cacher cacher;
+	const char *match;              /* in the loaded object's path */
 	bool (*switched_off)(void);     /* NULL: no switch curesv can read */
 } known[CURESV_CACHERS] = {
 	{ { "PyTorch", "libc10_cuda.so",
 	    "run with PYTORCH_NO_CUDA_MEMORY_CACHING=1 (or call torch.cuda.empty_cache() before "
-	    "exit) to see leaks alone", true }, torch_switched_off },
+	    "exit) to see leaks alone", true }, "libc10_cuda.so", torch_switched_off },
 	/* the pool's module; cupy.cuda.set_allocator(None) is not visible from here */
-	{ { "CuPy", "/cupy/cuda/memory.",
+	{ { "CuPy", "cupy/cuda/memory",
 	    "call cupy.get_default_memory_pool().free_all_blocks() before exit (or run with "
-	    "cupy.cuda.set_allocator(None)) to see leaks alone", false }, NULL },
+	    "cupy.cuda.set_allocator(None)) to see leaks alone", false }, "/cupy/cuda/memory.",
+	  NULL },
 };
 
 struct search {
@@ -39,7 +41,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *ctx)
 {
 	struct search *s = ctx;
 	for (int i = 0; i < CURESV_CACHERS; i++)
-		if (info->dlpi_name && strstr(info->dlpi_name, known[i].cacher.library))
+		if (info->dlpi_name && strstr(info->dlpi_name, known[i].match))
 			s->loaded[i] = true;
 	return 0;
 }

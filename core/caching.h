@@ -12,7 +12,7 @@
 
 struct curesv_cacher {
 	const char *name;       /* "PyTorch" */
-	const char *library;    /* what identifies it among the loaded objects: "libc10_cuda.so" */
+	const char *library;    /* the loaded object that holds it, as the report names it */
 	const char *hint;       /* how to see leaks alone, as a clause of the report's leak line */
 	bool caching;           /* known to cache now (false: loaded, but caching may be off) */
 };

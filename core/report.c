@@ -369,9 +369,8 @@ static void text_live(struct out *o, const struct snapshot *s)
 	out_printf(o, "curesv: live at exit: %" PRIu64 " allocation%s, %s, held by ", lk->count,
 		   lk->count == 1 ? "" : "s", curesv_format_bytes((int64_t)lk->bytes, bytes));
 	for (unsigned i = 0; i < s->ncachers; i++) {
-		const char *lib = s->cachers[i].library;
 		out_printf(o, "%s%s's caching allocator (%s)", i ? " or " : "", s->cachers[i].name,
-			   lib[0] == '/' ? lib + 1 : lib);
+			   s->cachers[i].library);
 		excused |= s->cachers[i].caching;
 	}
 	out_printf(o, " or leaked: a caching allocator keeps its segments until exit, so curesv "

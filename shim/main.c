@@ -8,7 +8,8 @@
  * The launcher's --version and --check (and its check before starting a program) come here, so
  * what they say is what the preloaded library will do. Only write(2) and _exit(2): the C library
  * was not started the usual way (no __libc_start_main), so neither stdio nor exit handlers are
- * used. */
+ * used. A TSan build cannot run this way (its runtime needs the usual start-up); the launcher then
+ * skips its check. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

@@ -73,7 +73,7 @@ def main():
     check("transfer: transfers_in %d -> %d" % (before["transfers_in"], after["transfers_in"]),
           after["transfers_in"] == before["transfers_in"] + 1)
     check("transfer: allocated grew by %d" % (after["allocated"] - before["allocated"]),
-          after["allocated"] - before["allocated"] == ELEMENTS * 4)
+          after["allocated"] - before["allocated"] >= ELEMENTS * 4)
     del x
     torch.cuda.synchronize()
     check("pipe allocated %d == 0 after the free" % curesv.stats("pipe")["allocated"],
