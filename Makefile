@@ -175,15 +175,14 @@ INSTALLED := $(BINDIR)/curesv $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
 # Paths under PREFIX are written relative to it, so pkg-config --define-prefix can move them.
 pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
-$(BUILD)/curesv.pc: shim/curesv.h Makefile
-	@mkdir -p $(@D)
+# The files that name install folders are written at each install: PREFIX may differ from the last.
+install:
+	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_path,$(LIBDIR))' \
 		'includedir=$(call pc_path,$(INCLUDEDIR))' '' 'Name: curesv' \
 		'Description: origin-attributed CUDA memory reservations: the control API of libcuresv.so' \
-		'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lcuresv' > $@
-
-install: $(BUILD)/curesv.pc
-	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so
+		'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lcuresv' \
+		> $(BUILD)/curesv.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
 		$(DESTDIR)$(PYTHONDIR)

@@ -49,8 +49,25 @@ def run(argv, env=None, **kw):
     return subprocess.run(argv, capture_output=True, text=True, env=env, **kw)
 
 
-def make(*targets, destdir):
-    return run(["make", "-s", "-C", ROOT, "PREFIX=" + PREFIX, "DESTDIR=" + destdir] + list(targets))
+def make(*targets, destdir, prefix=PREFIX):
+    return run(["make", "-s", "-C", ROOT, "PREFIX=" + prefix, "DESTDIR=" + destdir] + list(targets))
+
+
+def another_prefix():
+    """A second install under another PREFIX names that one (nothing is kept from the first)."""
+    stage = tempfile.mkdtemp(prefix="curesv-stage2-")
+    try:
+        r = make("install", destdir=stage, prefix="/opt/curesv")
+        pc = os.path.join(stage, "opt", "curesv", "lib", "pkgconfig")
+        env = dict(os.environ, PKG_CONFIG_PATH=pc)
+        v = run(["pkg-config", "--variable=prefix", "curesv"], env)
+        with open(os.path.join(stage, "opt", "curesv", "bin", "curesv")) as f:
+            names = "\ninstalled_lib=/opt/curesv/lib/libcuresv.so\n" in f.read()
+        check("a second install under PREFIX=/opt/curesv names it (pkg-config, launcher)",
+              r.returncode == 0 and v.stdout.strip() == "/opt/curesv" and names,
+              r.stderr + v.stdout + v.stderr)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def header_version():
@@ -158,6 +175,10 @@ def man_pages(stage):
             m = run(["mandoc", "-Tlint", "-Wwarning", page])
             check("mandoc -Tlint %s" % os.path.basename(page), not m.stdout and not m.stderr,
                   m.stdout + m.stderr)
+        if shutil.which("man"):
+            m = run(["man", "-l", page], dict(os.environ, MANWIDTH="100", MAN_KEEP_STDERR="1"))
+            check("man -l %s renders it, no warning" % os.path.basename(page),
+                  m.returncode == 0 and "SEE ALSO" in m.stdout and not m.stderr, m.stderr)
         with open(page) as f:
             first = f.readline()
         check("  its header names version %s" % header_version(),
@@ -197,6 +218,7 @@ def main():
                 for f in fs]
         check("make uninstall removes every file", r.returncode == 0 and not left,
               r.stderr + "\n".join(left))
+        another_prefix()
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     print("install: %d problem%s" % (len(failures), "" if len(failures) == 1 else "s"))
