@@ -80,8 +80,9 @@ static void exit_as_judged(int status)
 }
 
 /* Registered at load, so it runs after every exit handler the program registers later and after
- * the dynamic loader's, which runs the destructors (the report's among them): only stdio's flush
- * and _exit() come after it. */
+ * the dynamic loader's, which runs the destructors (the report's among them). After it come only
+ * the handlers of libraries loaded before curesv (a sanitizer runtime's), stdio's flush and
+ * _exit(). */
 static void exit_hook(int status, void *arg)
 {
 	atomic_store_explicit(&exit_hook_ran, 1, memory_order_relaxed);
@@ -89,7 +90,7 @@ static void exit_hook(int status, void *arg)
 		exit_as_judged(status);
 }
 
-/* Registered at load, before any thread can be inside curesv; runs nothing else. */
+/* Registered at load, before any thread can be inside curesv; nothing else is done at load. */
 __attribute__((constructor)) static void at_load(void)
 {
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
