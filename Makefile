@@ -4,6 +4,7 @@
 #   make test       install what the tests need, then run every test: plain, ASan+UBSan, TSan
 #   make demo       run the hand-off demo under the shim (real GPU if there is one, else simulated)
 #   make bench      print the benchmark tables
+#   make install    install under PREFIX (default /usr/local; DESTDIR for staging); make uninstall
 #
 # VARIANT selects a build flavour, each in its own folder: plain (default), asan, tsan.
 
@@ -34,6 +35,9 @@ CUDA_INC := $(CUDA_HOME)/include
 # With this cuda.h declares every ABI variant (cuMemAlloc_v2, cuMemAllocAsync_ptsz, legacy 32-bit
 # ones) under its own name, so each hook is checked against the real prototype of its symbol.
 SHIM_CFLAGS := -I$(CUDA_INC) -D__CUDA_API_VERSION_INTERNAL
+# libcuresv.so is also a program (shim/main.c): the dynamic loader the compiler links programs for.
+INTERP := $(shell $(CC) -\#\#\# -x c /dev/null -o /dev/null 2>&1 | tr ' ' '\n' | \
+	grep -A1 -- '^-dynamic-linker$$' | tail -1)
 
 CORE_SRC := $(wildcard core/*.c)
 SHIM_SRC := $(wildcard shim/*.c) $(wildcard shim/*.S)
@@ -50,7 +54,8 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-unit check-integration test deps deps-build demo bench clean
+.PHONY: all core unit check-unit check-integration check-install test deps deps-build demo bench \
+	clean install uninstall
 all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
@@ -69,12 +74,18 @@ $(O)/shim/dlsym.o: shim/dlsym.c Makefile | $(CUDA_INC)/cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -fsanitize=%,$(CFLAGS_ALL)) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
 
+$(O)/shim/main.o: shim/main.c Makefile | $(CUDA_INC)/cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(SHIM_CFLAGS) $(if $(INTERP),-DCURESV_INTERP='"$(INTERP)"') -MMD -MP \
+		-c $< -o $@
+
 $(O)/shim/%.o: shim/%.S Makefile
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(O)/libcuresv.so: $(SHIM_OBJ) $(CORE_OBJ)
-	$(CC) -shared $(LDFLAGS_ALL) -Wl,-soname,libcuresv.so -Wl,-z,now $^ -ldl -o $@
+	$(CC) -shared $(LDFLAGS_ALL) -Wl,-soname,libcuresv.so -Wl,-z,now -Wl,-e,curesv_entry $^ -ldl \
+		-o $@
 
 $(O)/libcuresv_core.a: $(CORE_OBJ)
 	@rm -f $@
@@ -100,7 +111,7 @@ IT_STATIC := $(SIM_LIBCUDART_STATIC) -L$(SIM_DIR) -lcuda -ldl
 SIM_LINKS := $(SIM_DIR)/libcudart.so $(SIM_DIR)/libcuda.so
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
-	exit_in_handler)
+	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so)
 
 $(IT)/%: tests/integration/%.c $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -116,6 +127,20 @@ $(IT)/libwrapmem.so: tests/integration/wrapmem.c | $(IT)
 	$(IT_CC) -fPIC -shared $< -ldl -o $@
 $(IT)/wrapped_driver: tests/integration/wrapped_driver.c $(IT)/libwrapmem.so $(SIM_LINKS)
 	$(IT_CC) $< -L$(IT) -lwrapmem -L$(SIM_DIR) -lcuda -o $@
+# Linked with the runtime alone: runs where libcuda.so.1 is missing (no driver answers).
+$(IT)/handoff_rt: tests/integration/handoff.c $(SIM_LINKS) | $(IT)
+	$(IT_CC) $< -L$(SIM_DIR) -lcudart -o $@
+$(IT)/libc10_cuda.so: tests/integration/fake_c10.c | $(IT)
+	$(IT_CC) -fPIC -shared $< -o $@
+$(IT)/layout: tests/integration/layout.c shim/curesv.h | $(IT)
+	$(IT_CC) -Ishim $< -o $@
+# -lcuresv after -lcudart, as README says; then before it under --as-needed, the mistake it warns of.
+$(IT)/linked: tests/integration/linked.c $(O)/libcuresv.so $(SIM_LINKS) | $(IT)
+	$(IT_CC) -Ishim -Wl,--as-needed $< -L$(SIM_DIR) -lcudart -L$(O) -Wl,-rpath,$(abspath $(O)) \
+		-lcuresv -o $@
+$(IT)/linked_badorder: tests/integration/linked.c $(O)/libcuresv.so $(SIM_LINKS) | $(IT)
+	$(IT_CC) -Ishim -Wl,--as-needed $< -L$(O) -Wl,-rpath,$(abspath $(O)) -lcuresv \
+		-L$(SIM_DIR) -lcudart -o $@
 $(IT):
 	mkdir -p $@
 
@@ -131,6 +156,56 @@ check-integration: $(O)/libcuresv.so sim
 		--lib $(O)/libcuresv.so --bin $(IT_BIN) --stack sim \
 		$(if $(SAN_RUNTIME),--sanitizer-runtime $(SAN_RUNTIME))
 
+# ---- installing ---------------------------------------------------------------------------------------
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+PYTHONDIR ?= $(LIBDIR)/python3/dist-packages
+VERSION := $(shell sed -n 's/^\#define CURESV_VERSION "\(.*\)"/\1/p' shim/curesv.h)
+# `man curesv_reserve` & co. open curesv(3).
+MAN3_LINKS := curesv_reserve curesv_release curesv_attach curesv_transfer curesv_stats \
+	curesv_pool_stats curesv_report curesv_strerror
+INSTALLED := $(BINDIR)/curesv $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
+	$(PKGCONFIGDIR)/curesv.pc $(MANDIR)/man1/curesv.1 $(MANDIR)/man3/curesv.3 \
+	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py
+# Paths under PREFIX are written relative to it, so pkg-config --define-prefix can move them.
+pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+# The files that name install folders are written at each install: PREFIX may differ from the last.
+install:
+	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_path,$(LIBDIR))' \
+		'includedir=$(call pc_path,$(INCLUDEDIR))' '' 'Name: curesv' \
+		'Description: origin-attributed CUDA memory reservations: the control API of libcuresv.so' \
+		'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lcuresv' \
+		> $(BUILD)/curesv.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
+		$(DESTDIR)$(PYTHONDIR)
+	install -m 755 $(BUILD)/plain/libcuresv.so $(DESTDIR)$(LIBDIR)/libcuresv.so
+	sed -e 's|^installed_lib=$$|installed_lib=$(LIBDIR)/libcuresv.so|' \
+		-e 's|^installed_pydir=$$|installed_pydir=$(PYTHONDIR)|' scripts/curesv > $(BUILD)/curesv.sh
+	install -m 755 $(BUILD)/curesv.sh $(DESTDIR)$(BINDIR)/curesv
+	install -m 644 shim/curesv.h $(DESTDIR)$(INCLUDEDIR)/curesv.h
+	install -m 644 $(BUILD)/curesv.pc $(DESTDIR)$(PKGCONFIGDIR)/curesv.pc
+	install -m 644 scripts/man/curesv.1 $(DESTDIR)$(MANDIR)/man1/curesv.1
+	install -m 644 scripts/man/curesv.3 $(DESTDIR)$(MANDIR)/man3/curesv.3
+	for f in $(MAN3_LINKS); do echo '.so man3/curesv.3' > $(DESTDIR)$(MANDIR)/man3/$$f.3; done
+	install -m 644 scripts/curesv.py $(DESTDIR)$(PYTHONDIR)/curesv.py
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+
+# make install into a staging folder, then use what it installed (tests/integration/check_install.py).
+check-install: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(IT_BIN)/handoff
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/check_install.py \
+		--bin $(IT_BIN) --sim $(SIM_DIR)
+
 # ---- the demo ---------------------------------------------------------------------------------------
 demo: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so $(BUILD)/plain/it/handoff
@@ -144,7 +219,7 @@ deps-build:
 	@scripts/install-deps build
 
 test: deps
-	$(MAKE) VARIANT=plain check-unit check-integration sim-selftest
+	$(MAKE) VARIANT=plain check-unit check-integration check-install sim-selftest
 	$(MAKE) VARIANT=asan check-unit check-integration
 	$(MAKE) VARIANT=tsan check-unit check-integration
 

@@ -1,5 +1,6 @@
 /* The CURESV_* variables: one descriptor each in `options`, read by one getter (option_value), each
- * value handed to its parser; every complaint is one line "VAR: 'offending text': reason". */
+ * value handed to its parser; every complaint is one line "VAR: 'offending text': reason". A list
+ * variable reports each bad entry on its own line and keeps the good ones. */
 #include "config.h"
 
 #include <errno.h>
@@ -10,15 +11,20 @@
 #include <string.h>
 #include <strings.h>
 
+#include "report.h"
+
 extern char **environ;
 
 /* A parser reports a problem by filling `bad`: the offending text (all or part of the value) and the
- * reason. Returns false on error. */
+ * reason. Returns false on error. A list parser reports each bad entry at once through `report` (when
+ * set) and goes on with the next one. */
 struct bad {
 	const char *text;
 	size_t len;
 	const char *reason;
 	char reason_buf[96];
+	void (*report)(struct bad *bad);
+	unsigned reported;      /* entries reported through `report` */
 };
 
 typedef bool (*option_parser)(const char *value, curesv_config *cfg, struct bad *bad);
@@ -27,6 +33,8 @@ struct option {
 	const char *name;
 	const char *fallback;   /* the documented default, as text; NULL = nothing to parse when unset */
 	option_parser parse;
+	bool cosmetic;          /* a bad value warns and keeps the default: tracking is not affected */
+	const char *shown;      /* cosmetic: the default as the warning names it */
 };
 
 static bool fail(struct bad *bad, const char *text, size_t len, const char *reason)
@@ -210,25 +218,81 @@ struct pair {
 
 typedef bool (*pair_fn)(const struct pair *it, curesv_config *c, struct bad *bad);
 
+static bool valid_name(const char *s, size_t len);
+
+/* Names of CURESV_RESERVATIONS entries that were refused: a rule naming one is not warned about, the
+ * entry's own error says enough. Filled while loading (not thread-safe, like the load). */
+static unsigned n_refused;
+static char refused[CURESV_MAX_RESERVATIONS][CURESV_NAME_MAX];
+
+static void remember_refused(const char *name, size_t len)
+{
+	if (!valid_name(name, len) || n_refused == CURESV_MAX_RESERVATIONS)
+		return;
+	memcpy(refused[n_refused], name, len);
+	refused[n_refused++][len] = '\0';
+}
+
+static bool was_refused(const char *name)
+{
+	for (unsigned i = 0; i < n_refused; i++)
+		if (strcmp(refused[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* One bad entry of a list: reported now when the caller collects them, so the rest is still read. */
+static bool entry_failed(struct bad *bad)
+{
+	if (!bad->report)
+		return false;
+	bad->report(bad);
+	bad->reported++;
+	return true;
+}
+
 /* Calls fn on each KEY=VALUE item of list `v` ("" is an empty list); an empty item, or one without
- * '=', is an error saying the item should look like `shape`. */
+ * '=', is an error saying the item should look like `shape`. Each bad item is reported on its own
+ * (entry_failed) and skipped; returns false when any was. An empty item is reported once, with the
+ * whole list, since it has no text of its own. */
 static bool each_pair(const char *v, const char *shape, pair_fn fn, curesv_config *c,
 		      struct bad *bad)
 {
 	const char *p = *v ? v : NULL, *item;
+	bool ok = true, empty_seen = false;
 	while (p) {
 		size_t len = next_item(&p, &item);
-		if (empty_item(len, v, bad))
-			return false;
+		bool good;
 		const char *eq = find_char(item, len, '=');
-		if (!eq)
-			return failf(bad, item, len, "expected %s", shape);
-		size_t key_len = (size_t)(eq - item);
-		struct pair it = { item, item, eq + 1, len, key_len, len - key_len - 1 };
-		if (!fn(&it, c, bad))
+		if (len == 0) {
+			if (empty_seen)
+				continue;
+			empty_seen = true;
+			good = !empty_item(len, v, bad);
+		} else if (!eq) {
+			good = failf(bad, item, len, "expected %s", shape);
+		} else {
+			size_t key_len = (size_t)(eq - item);
+			struct pair it = { item, item, eq + 1, len, key_len, len - key_len - 1 };
+			good = fn(&it, c, bad);
+		}
+		if (good)
+			continue;
+		ok = false;
+		if (!entry_failed(bad))
 			return false;
 	}
-	return true;
+	return ok;
+}
+
+/* Keeps SIZE's text for messages when it fits. */
+static void keep_text(char out[CURESV_SIZE_TEXT], const char *text, size_t len)
+{
+	out[0] = '\0';
+	if (len < CURESV_SIZE_TEXT) {
+		memcpy(out, text, len);
+		out[len] = '\0';
+	}
 }
 
 static bool capacity_item(const struct pair *it, curesv_config *c, struct bad *bad)
@@ -242,6 +306,7 @@ static bool capacity_item(const struct pair *it, curesv_config *c, struct bad *b
 	if (why)
 		return fail(bad, it->item, it->len, why);
 	c->capacity_set[dev] = true;
+	keep_text(c->capacity_text[dev], it->value, it->value_len);
 	return true;
 }
 
@@ -253,10 +318,11 @@ static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
 	if (why)
 		return fail(bad, v, strlen(v), why);
 	c->capacity_all_set = true;
+	keep_text(c->capacity_all_text, v, strlen(v));
 	return true;
 }
 
-static bool reservation_item(const struct pair *it, curesv_config *c, struct bad *bad)
+static bool reservation_entry(const struct pair *it, curesv_config *c, struct bad *bad)
 {
 	if (!valid_name(it->key, it->key_len))
 		return fail(bad, it->item, it->len, bad_name_reason);
@@ -264,10 +330,11 @@ static bool reservation_item(const struct pair *it, curesv_config *c, struct bad
 	const char *at = find_char(it->value, it->value_len, '@');
 	struct curesv_reservation_spec spec = { .device = 0 };
 	memcpy(spec.name, it->key, it->key_len);
-	const char *why = curesv_parse_size(it->value, (size_t)((at ? at : end) - it->value),
-					    &spec.size);
+	size_t size_len = (size_t)((at ? at : end) - it->value);
+	const char *why = curesv_parse_size(it->value, size_len, &spec.size);
 	if (why)
 		return fail(bad, it->item, it->len, why);
+	keep_text(spec.size_text, it->value, size_len);
 	/* curesv_reserve refuses 0 bytes: catch it here, where CURESV_STRICT applies */
 	if (spec.size == 0)
 		return fail(bad, it->item, it->len, "zero size");
@@ -283,8 +350,22 @@ static bool reservation_item(const struct pair *it, curesv_config *c, struct bad
 	return true;
 }
 
+static bool reservation_item(const struct pair *it, curesv_config *c, struct bad *bad)
+{
+	if (reservation_entry(it, c, bad))
+		return true;
+	remember_refused(it->key, it->key_len);
+	return false;
+}
+
 static bool parse_reservations(const char *v, curesv_config *c, struct bad *bad)
 {
+	/* "name" alone is a reservation the user meant to declare: rules naming it stay quiet too */
+	for (const char *p = *v ? v : NULL, *item; p;) {
+		size_t len = next_item(&p, &item);
+		if (!find_char(item, len, '='))
+			remember_refused(item, len);
+	}
 	return each_pair(v, "NAME=SIZE[@DEVICE]", reservation_item, c, bad);
 }
 
@@ -344,19 +425,40 @@ static bool parse_report_file(const char *v, curesv_config *c, struct bad *bad)
 	return true;
 }
 
+/* compute-sanitizer's --error-exitcode: a process exit status, 0 meaning none. */
+static bool parse_error_exitcode(const char *v, curesv_config *c, struct bad *bad)
+{
+	size_t len = strlen(v);
+	int n = 0;
+	if (len == 0 || len > 3)
+		return fail(bad, v, len, "expected an exit status 0..255 (0 = none)");
+	for (size_t i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return fail(bad, v, len, "expected an exit status 0..255 (0 = none)");
+		n = n * 10 + (v[i] - '0');
+	}
+	if (n > 255)
+		return fail(bad, v, len, "expected an exit status 0..255 (0 = none)");
+	c->error_exitcode = n;
+	return true;
+}
+
+/* `cosmetic`: the variable only shapes what curesv prints, so a bad value is a warning and the
+ * default (`shown` in the warning) applies; tracking goes on. */
 static const struct option options[] = {
-	{ "CURESV_ENABLE", "1", parse_enable }, /* first: curesv_config_load stops at 0 */
-	{ "CURESV_CAPACITY", NULL, parse_capacity },
-	{ "CURESV_RESERVATIONS", "", parse_reservations },
-	{ "CURESV_ATTACH", "", parse_attach },
-	{ "CURESV_MODE", "observe", parse_mode },
-	{ "CURESV_ATTRIBUTION", "origin", parse_attribution },
-	{ "CURESV_TABLE_SLOTS", "65536", parse_table_slots },
-	{ "CURESV_TABLE_FULL", "passthrough", parse_table_full },
-	{ "CURESV_REPORT", "text", parse_report },
-	{ "CURESV_REPORT_FILE", "", parse_report_file },
-	{ "CURESV_LOG", "warn", parse_log },
-	{ "CURESV_STRICT", "0", parse_strict },
+	{ "CURESV_ENABLE", "1", parse_enable, false, NULL }, /* first: the load stops at 0 */
+	{ "CURESV_CAPACITY", NULL, parse_capacity, false, NULL },
+	{ "CURESV_RESERVATIONS", "", parse_reservations, false, NULL },
+	{ "CURESV_ATTACH", "", parse_attach, false, NULL },
+	{ "CURESV_MODE", "observe", parse_mode, false, NULL },
+	{ "CURESV_ATTRIBUTION", "origin", parse_attribution, false, NULL },
+	{ "CURESV_TABLE_SLOTS", "65536", parse_table_slots, false, NULL },
+	{ "CURESV_TABLE_FULL", "passthrough", parse_table_full, false, NULL },
+	{ "CURESV_REPORT", "text", parse_report, true, "text" },
+	{ "CURESV_REPORT_FILE", "", parse_report_file, true, "stderr" },
+	{ "CURESV_LOG", "warn", parse_log, true, "warn" },
+	{ "CURESV_STRICT", "0", parse_strict, false, NULL },
+	{ "CURESV_ERROR_EXITCODE", "0", parse_error_exitcode, false, NULL },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -414,45 +516,155 @@ static const char *option_value(char *const *envp, const char *name)
 /* Read by scripts/curesv, not by the library. */
 static const char *const launcher_names[] = { "CURESV_LIB" };
 
+/* Edit distance of two short strings (a typo is one or two edits away). */
+static size_t distance(const char *a, size_t na, const char *b, size_t nb)
+{
+	size_t row[64];
+	if (na >= 64 || nb >= 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= nb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= na; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= nb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[nb];
+}
+
+/* The known variable an unknown CURESV_* name of length n is most likely a typo of, or NULL. */
+static const char *suggestion(const char *name, size_t n)
+{
+	const char *best = NULL;
+	size_t best_d = n >= 7 + 8 ? 2 : 1; /* two edits only in a long name */
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		size_t d = distance(name, n, options[i].name, strlen(options[i].name));
+		if (d <= best_d && d > 0) {
+			best = options[i].name;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
+static bool known_name(const char *name, size_t n)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		if (strlen(options[i].name) == n && strncmp(options[i].name, name, n) == 0)
+			return true;
+	for (size_t i = 0; i < sizeof launcher_names / sizeof *launcher_names; i++)
+		if (strlen(launcher_names[i]) == n && strncmp(launcher_names[i], name, n) == 0)
+			return true;
+	return false;
+}
+
 static void warn_unknown(char *const *envp, curesv_diag *d)
 {
 	for (; *envp; envp++) {
 		if (strncmp(*envp, "CURESV_", 7) != 0)
 			continue;
 		size_t n = strcspn(*envp, "=");
-		bool known = false;
-		for (size_t i = 0; i < N_OPTIONS && !known; i++)
-			known = strlen(options[i].name) == n &&
-				strncmp(options[i].name, *envp, n) == 0;
-		for (size_t i = 0; i < sizeof launcher_names / sizeof *launcher_names && !known; i++)
-			known = strlen(launcher_names[i]) == n &&
-				strncmp(launcher_names[i], *envp, n) == 0;
-		if (!known)
-			diag_add(d, CURESV_LOG_WARN, "%.*s: unknown variable, ignored", (int)n, *envp);
+		if (known_name(*envp, n))
+			continue;
+		const char *near = suggestion(*envp, n);
+		diag_add(d, CURESV_LOG_WARN, "%.*s: unknown variable, ignored%s%s%s", (int)n, *envp,
+			 near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
 	}
 }
 
-/* Reservations carved out of an explicitly configured capacity must fit in it. */
-static void check_capacity(const curesv_config *c, const char *value, curesv_diag *d)
+/* A misspelt CURESV_RESERVATIONS is one warning (warn_unknown's), not one more per rule. */
+static bool reservations_misspelt(char *const *envp)
 {
-	uint64_t total[CURESV_MAX_DEVICES] = { 0 };
-	for (unsigned i = 0; i < c->n_reservations; i++)
-		total[c->reservations[i].device] += c->reservations[i].size;
+	for (; *envp; envp++) {
+		size_t n = strcspn(*envp, "=");
+		if (strncmp(*envp, "CURESV_", 7) == 0 && !known_name(*envp, n)) {
+			const char *near = suggestion(*envp, n);
+			if (near && strcmp(near, "CURESV_RESERVATIONS") == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* "'scan=16M'" as written, or "'scan' (16777216 bytes)" when the text was too long to keep. */
+static void shown_entry(const struct curesv_reservation_spec *r, char *out, size_t n)
+{
+	if (r->size_text[0])
+		snprintf(out, n, "'%s=%s'", r->name, r->size_text);
+	else
+		snprintf(out, n, "'%s' (%" PRIu64 " bytes)", r->name, r->size);
+}
+
+bool curesv_config_overcommit(const curesv_config *c, int device, uint64_t capacity,
+			      const char *capacity_shown, char *out, size_t n)
+{
+	uint64_t total = 0;
+	int first = -1;
+	unsigned after = 0;
+	for (unsigned i = 0; i < c->n_reservations; i++) {
+		if (c->reservations[i].device != device)
+			continue;
+		total += c->reservations[i].size;
+		if (total <= capacity)
+			continue;
+		if (first < 0)
+			first = (int)i;
+		else
+			after++;
+	}
+	if (first < 0)
+		return false;
+	char tot[32], entry[CURESV_NAME_MAX + 48], rest[48] = "";
+	shown_entry(&c->reservations[first], entry, sizeof entry);
+	if (after)
+		snprintf(rest, sizeof rest, " and the %u after it", after);
+	snprintf(out, n, "CURESV_RESERVATIONS: device %d: reservations total %s (%" PRIu64 " bytes), "
+		 "more than its capacity of %s: %s%s do%s not fit; all are kept, the shared pool is "
+		 "empty", device, curesv_format_bytes((int64_t)total, tot), total, capacity_shown, entry,
+		 rest, after ? "" : "es");
+	return true;
+}
+
+bool curesv_config_capacity_shown(const curesv_config *c, int device, char *out, size_t n)
+{
+	bool set;
+	uint64_t cap = curesv_config_capacity(c, device, &set);
+	if (!set)
+		return false;
+	const char *text = c->capacity_set[device] ? c->capacity_text[device] : c->capacity_all_text;
+	char fmt[32];
+	snprintf(out, n, "%s (%" PRIu64 " bytes, CURESV_CAPACITY)",
+		 text[0] ? text : curesv_format_bytes((int64_t)cap, fmt), cap);
+	return true;
+}
+
+/* Reservations past a configured capacity: one warning per device, as when the capacity is the
+ * driver's (the engine says it then). */
+static void check_capacity(const curesv_config *c, curesv_diag *d)
+{
 	for (int dev = 0; dev < CURESV_MAX_DEVICES; dev++) {
 		bool set;
 		uint64_t cap = curesv_config_capacity(c, dev, &set);
-		if (set && total[dev] > cap)
-			diag_add(d, CURESV_LOG_ERROR,
-				 "CURESV_RESERVATIONS: '%s': device %d reservations total %" PRIu64
-				 " bytes, more than its capacity %" PRIu64 " bytes",
-				 value, dev, total[dev], cap);
+		char shown[96], line[CURESV_DIAG_WIDTH];
+		if (set && curesv_config_capacity_shown(c, dev, shown, sizeof shown) &&
+		    curesv_config_overcommit(c, dev, cap, shown, line, sizeof line))
+			diag_add(d, CURESV_LOG_WARN, "%s", line);
 	}
 }
 
 static void warn_unresolved_rules(const curesv_config *c, curesv_diag *d)
 {
 	for (unsigned i = 0; i < c->n_rules; i++) {
-		bool found = false;
+		bool found = was_refused(c->rules[i].name);
 		for (unsigned j = 0; j < c->n_reservations && !found; j++)
 			found = strcmp(c->rules[i].name, c->reservations[j].name) == 0;
 		if (!found)
@@ -466,42 +678,65 @@ static void warn_unresolved_rules(const curesv_config *c, curesv_diag *d)
 void curesv_config_defaults(curesv_config *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
-	struct bad bad;
+	struct bad bad = { .report = NULL };
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (options[i].fallback)
 			options[i].parse(options[i].fallback, cfg, &bad);
+}
+
+/* What a parser's complaints go to while the load runs. */
+struct loading {
+	struct bad bad;                 /* first: the parsers see only this */
+	curesv_diag *diag;
+	const struct option *opt;
+};
+
+static void complain(struct loading *l)
+{
+	char shown[128];
+	quote(l->bad.text, l->bad.len, shown, sizeof shown);
+	if (l->opt->cosmetic)
+		diag_add(l->diag, CURESV_LOG_WARN, "%s: '%s': %s; using the default (%s)",
+			 l->opt->name, shown, l->bad.reason, l->opt->shown);
+	else
+		diag_add(l->diag, CURESV_LOG_ERROR, "%s: '%s': %s", l->opt->name, shown,
+			 l->bad.reason);
+}
+
+static void complain_entry(struct bad *bad)
+{
+	complain((struct loading *)bad);
 }
 
 unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *diag)
 {
 	memset(diag, 0, sizeof *diag);
 	curesv_config_defaults(cfg);
+	n_refused = 0;
 	if (!envp)
 		envp = environ;
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const char *value = option_value(envp, options[i].name);
 		if (!value)
 			continue;
-		/* Parse into a scratch copy so a bad value leaves the default in place. */
+		/* Parse into a scratch copy so a bad value leaves the default in place; a list keeps
+		 * its good entries (a cosmetic one is all or nothing). */
 		static curesv_config scratch;
 		scratch = *cfg;
-		struct bad bad;
-		char shown[128];
-		if (options[i].parse(value, &scratch, &bad)) {
+		struct loading l = { .diag = diag, .opt = &options[i] };
+		l.bad.report = options[i].cosmetic ? NULL : complain_entry;
+		if (options[i].parse(value, &scratch, &l.bad) || l.bad.reported)
 			*cfg = scratch;
-		} else {
-			quote(bad.text, bad.len, shown, sizeof shown);
-			diag_add(diag, CURESV_LOG_ERROR, "%s: '%s': %s", options[i].name, shown,
-				 bad.reason);
-		}
+		else
+			complain(&l);
 		/* CURESV_ENABLE=0 is the off switch: nothing else is read, so a bad value elsewhere
 		 * can neither print nor abort (CURESV_STRICT). It is first in the table. */
 		if (!cfg->enable)
 			return diag->errors;
 	}
-	const char *res = option_value(envp, "CURESV_RESERVATIONS");
-	check_capacity(cfg, res ? res : "", diag);
-	warn_unresolved_rules(cfg, diag);
+	check_capacity(cfg, diag);
+	if (option_value(envp, "CURESV_RESERVATIONS") || !reservations_misspelt(envp))
+		warn_unresolved_rules(cfg, diag);
 	warn_unknown(envp, diag);
 	return diag->errors;
 }

@@ -20,6 +20,8 @@
 #define CURESV_PATH_MAX 1024
 /* Largest SIZE accepted anywhere (64 TiB): keeps every byte counter far from overflow. */
 #define CURESV_SIZE_LIMIT (UINT64_C(1) << 46)
+/* A SIZE as the user wrote it, for messages ("16M"); longer ones are shown in bytes only. */
+#define CURESV_SIZE_TEXT 16
 
 enum curesv_mode { CURESV_MODE_OBSERVE, CURESV_MODE_ENFORCE };
 enum curesv_attribution { CURESV_ATTRIBUTION_ORIGIN, CURESV_ATTRIBUTION_CALLER };
@@ -30,6 +32,7 @@ struct curesv_reservation_spec {
 	char name[CURESV_NAME_MAX];
 	uint64_t size;  /* bytes */
 	int device;
+	char size_text[CURESV_SIZE_TEXT];       /* SIZE as written; "" when too long to keep */
 };
 
 struct curesv_attach_rule {
@@ -43,6 +46,8 @@ typedef struct curesv_config {
 	uint64_t capacity[CURESV_MAX_DEVICES];          /* bytes */
 	bool capacity_all_set;                          /* a plain SIZE applying to every device */
 	uint64_t capacity_all;
+	char capacity_text[CURESV_MAX_DEVICES][CURESV_SIZE_TEXT]; /* as written, for messages */
+	char capacity_all_text[CURESV_SIZE_TEXT];
 	unsigned n_reservations;                        /* CURESV_RESERVATIONS */
 	struct curesv_reservation_spec reservations[CURESV_MAX_RESERVATIONS];
 	unsigned n_rules;                               /* CURESV_ATTACH, in order */
@@ -55,11 +60,14 @@ typedef struct curesv_config {
 	char report_file[CURESV_PATH_MAX];              /* CURESV_REPORT_FILE; "" = stderr */
 	enum curesv_log_level log_level;                /* CURESV_LOG */
 	bool strict;                                    /* CURESV_STRICT */
+	int error_exitcode;                             /* CURESV_ERROR_EXITCODE, 1..255; 0 = none */
 } curesv_config;
 
 /* Diagnostics gathered while parsing: at most CURESV_DIAG_LINES lines, each "VAR: 'text': reason"
- * (the log adds the "curesv: " prefix). Warnings do not make the configuration invalid. */
-#define CURESV_DIAG_LINES 16
+ * (the log adds the "curesv: " prefix). Warnings do not make the configuration invalid: unknown
+ * CURESV_* names, cosmetic variables (CURESV_LOG, CURESV_REPORT, CURESV_REPORT_FILE) with a bad value
+ * (kept at their default), rules naming an undeclared reservation, reservations past a capacity. */
+#define CURESV_DIAG_LINES 64
 #define CURESV_DIAG_WIDTH 256
 typedef struct curesv_diag {
 	unsigned errors;                /* invalid values found (also those beyond the stored lines) */
@@ -75,9 +83,11 @@ typedef struct curesv_diag {
 void curesv_config_defaults(curesv_config *cfg);
 
 /* Parses every CURESV_* variable of `envp` (an environ-style NULL-terminated array; NULL means the
- * process environment) into `cfg`, starting from the defaults. Invalid values leave that variable at
- * its default and add an error line; unknown CURESV_* names add a warning line. Returns the number of
- * errors (0 = the configuration is valid). */
+ * process environment) into `cfg`, starting from the defaults. An invalid value leaves its variable
+ * at its default and adds an error line (a warning for a cosmetic variable); in a list variable each
+ * invalid entry adds its own line and is skipped, the valid ones are kept, and nothing else is
+ * reported because of it (a rule naming a reservation whose entry was refused, say). Unknown
+ * CURESV_* names add a warning line. Returns the number of errors (0 = the configuration is valid). */
 unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *diag);
 
 /* Writes every diagnostic line to the log at its own level. */
@@ -90,6 +100,17 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes);
 
 /* The capacity configured for `device`, or 0 with *set = false when the driver's total is to be used. */
 uint64_t curesv_config_capacity(const curesv_config *cfg, int device, bool *set);
+
+/* When the CURESV_RESERVATIONS of `device` total more than `capacity` bytes, writes the one warning
+ * line that says so into `out` (sizes as written and in bytes; `capacity_shown` describes where the
+ * capacity came from, e.g. "CURESV_CAPACITY=16M (16777216 bytes)") and returns true. The same line
+ * whether the capacity was configured or is the driver's: every reservation is kept either way. */
+bool curesv_config_overcommit(const curesv_config *cfg, int device, uint64_t capacity,
+			      const char *capacity_shown, char *out, size_t n);
+
+/* "CURESV_CAPACITY=16M (16777216 bytes)" or "CURESV_CAPACITY 1=16M (...)" for a configured capacity
+ * of `device`; false when it has none. */
+bool curesv_config_capacity_shown(const curesv_config *cfg, int device, char *out, size_t n);
 
 /* Expands CURESV_REPORT_FILE's "%p" (pid) and "%%" into `out`. Returns false when it does not fit. */
 bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n);

@@ -27,18 +27,20 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 		curesv_table_destroy(&e->table);
 		return false;
 	}
-	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
-		bool set;
-		uint64_t cap = curesv_config_capacity(cfg, d, &set);
-		if (set)
-			curesv_ledger_set_capacity(&e->ledger, d, cap, true);
-	}
+	/* Reservations first, capacities after: CURESV_RESERVATIONS past a configured capacity are all
+	 * kept with one warning (the configuration's), as they are when the capacity is the driver's. */
 	for (unsigned i = 0; i < cfg->n_reservations; i++) {
 		const struct curesv_reservation_spec *r = &cfg->reservations[i];
 		curesv_status st = curesv_ledger_reserve(&e->ledger, r->name, r->size, r->device, NULL);
 		if (st != CURESV_OK)
 			curesv_log(CURESV_LOG_ERROR, "CURESV_RESERVATIONS: '%s': %s", r->name,
 				   curesv_strerror(st));
+	}
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		bool set;
+		uint64_t cap = curesv_config_capacity(cfg, d, &set);
+		if (set)
+			curesv_ledger_set_capacity(&e->ledger, d, cap, true);
 	}
 	curesv_attach_configure(&e->ledger, cfg->rules, cfg->n_rules);
 	return true;
@@ -389,10 +391,19 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 		return;
 	uint64_t cap = curesv_ledger_set_capacity(&e->ledger, device, total_bytes, false);
 	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);
-	if (reserved > cap)
-		curesv_log(CURESV_LOG_WARN, "device %d: reservations total %" PRIu64 " bytes, more "
-			   "than its %" PRIu64 " bytes of memory; the shared pool is empty",
-			   device, reserved, cap);
+	if (reserved <= cap)
+		return;
+	char shown[96], fmt[32], line[512];
+	snprintf(shown, sizeof shown, "%s (%" PRIu64 " bytes, the device's memory)",
+		 curesv_format_bytes((int64_t)cap, fmt), cap);
+	if (curesv_config_overcommit(&e->cfg, device, cap, shown, line, sizeof line)) {
+		curesv_log(CURESV_LOG_WARN, "%s", line);
+		return;
+	}
+	/* the configured ones fit: reservations made through curesv_reserve() do not */
+	curesv_log(CURESV_LOG_WARN, "device %d: reservations total %s (%" PRIu64 " bytes), more than "
+		   "its capacity of %s; the shared pool is empty", device,
+		   curesv_format_bytes((int64_t)reserved, fmt), reserved, shown);
 }
 
 const char *curesv_strerror(curesv_status status)

@@ -9,9 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "caching.h"
 #include "log.h"
 
-#define VERSION "0.1.0"
+#define VERSION CURESV_VERSION
 #define LEAKS_LISTED 10
 
 /* ---- buffered output to a file descriptor (no stdio: the report also runs in exit paths) ----- */
@@ -134,6 +135,8 @@ struct snapshot {
 	struct row rows[CURESV_MAX_RESERVATIONS + CURESV_MAX_DEVICES];
 	curesv_device_stats_t dev[CURESV_MAX_DEVICES];
 	struct leaks leaks;
+	unsigned ncachers;      /* caching allocators loaded: live at exit is partly their cache */
+	struct curesv_cacher cachers[CURESV_CACHERS];
 	curesv_table_stats_t table;
 	int64_t orphan, orphan_host;
 	uint64_t orphan_frees;
@@ -192,6 +195,7 @@ static void gather(curesv_engine *e, struct snapshot *s)
 	}
 	curesv_table_walk(&e->table, leak_visit, &s->leaks);
 	curesv_table_stats(&e->table, &s->table);
+	s->ncachers = curesv_caching_allocators(s->cachers);
 }
 
 static const char *mode_name(const curesv_engine *e)
@@ -304,13 +308,14 @@ static void text_budgets(curesv_engine *e, struct out *o, const struct snapshot 
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct row *r = &s->rows[i];
 		const char *name = r->handle == CURESV_SHARED ? "(shared pool)" : r->name;
-		char host[32];
-		/* exact bytes: rounded figures would hide by how much */
+		char host[32], size[32], peak[32];
+		/* exact bytes too: rounded figures would hide by how much */
 		if (r->st.over_budget)
-			out_printf(o, "curesv: %s went past its budget of %" PRId64 " bytes in %" PRIu64
-				   " allocation%s (peak %" PRId64 " bytes); CURESV_MODE=enforce would "
-				   "refuse %s\n", name, r->st.size, r->st.over_budget,
-				   r->st.over_budget == 1 ? "" : "s", r->st.peak,
+			out_printf(o, "curesv: %s went past its budget of %s (%" PRId64 " bytes) in %"
+				   PRIu64 " allocation%s (peak %s, %" PRId64 " bytes); CURESV_MODE=enforce "
+				   "would refuse %s\n", name, curesv_format_bytes(r->st.size, size),
+				   r->st.size, r->st.over_budget, r->st.over_budget == 1 ? "" : "s",
+				   curesv_format_bytes(r->st.peak, peak), r->st.peak,
 				   r->st.over_budget == 1 ? "it" : "them");
 		if (r->st.denied)
 			out_printf(o, "curesv: %s: %" PRIu64 " allocation%s denied (CURESV_MODE=%s)\n",
@@ -322,14 +327,29 @@ static void text_budgets(curesv_engine *e, struct out *o, const struct snapshot 
 	}
 }
 
-/* CURESV_ATTACH rules no thread ever matched: usually a thread name that was never set. */
+/* CURESV_ATTACH rules that never attached anything: rules are matched when a thread allocates, so
+ * either no thread of that name allocated, or it allocated before it was named. */
 static void text_rules(curesv_engine *e, struct out *o)
 {
 	for (unsigned i = 0; i < e->cfg.n_rules; i++)
 		if (curesv_attach_rule_matches(i) == 0)
-			out_printf(o, "curesv: CURESV_ATTACH rule '%s=%s' matched no thread (name threads "
-				   "with pthread_setname_np or prctl(PR_SET_NAME))\n",
-				   e->cfg.rules[i].glob, e->cfg.rules[i].name);
+			out_printf(o, "curesv: CURESV_ATTACH rule '%s=%s' attached nothing: no thread "
+				   "with a matching name allocated (rules are matched at a thread's "
+				   "allocations; name it with pthread_setname_np or prctl(PR_SET_NAME) "
+				   "before its first one)\n", e->cfg.rules[i].glob,
+				   e->cfg.rules[i].name);
+}
+
+/* Capacities unknown because the driver never answered: the usual sign of a machine without a
+ * usable CUDA driver, where every allocation fails before curesv sees memory. */
+static void text_driver(curesv_engine *e, struct out *o)
+{
+	if (atomic_load_explicit(&e->devices, memory_order_relaxed) > 0)
+		return;
+	out_printf(o, "curesv: no CUDA driver answered (cuDeviceGetCount never succeeded): no "
+		   "capacity is known; if CUDA calls failed with cudaErrorInsufficientDriver (35) or "
+		   "cudaErrorNoDevice (100), this machine has no usable driver or GPU (README.md: run "
+		   "your own program on the simulated stack)\n");
 }
 
 /* The reservation a leak is charged to, as the text report names it. */
@@ -341,15 +361,41 @@ static const char *leak_owner(curesv_engine *e, uint32_t origin, char res[CURESV
 	return res[0] ? res : "(released)";
 }
 
-static void text_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
+/* With a caching allocator loaded, what is live at exit is its cache and the leaks together. */
+static void text_live(struct out *o, const struct snapshot *s)
 {
+	const struct leaks *lk = &s->leaks;
+	char bytes[32];
+	bool excused = false;
+	out_printf(o, "curesv: live at exit: %" PRIu64 " allocation%s, %s, held by ", lk->count,
+		   lk->count == 1 ? "" : "s", curesv_format_bytes((int64_t)lk->bytes, bytes));
+	for (unsigned i = 0; i < s->ncachers; i++) {
+		out_printf(o, "%s%s's caching allocator (%s)", i ? " or " : "", s->cachers[i].name,
+			   s->cachers[i].library);
+		excused |= s->cachers[i].caching;
+	}
+	out_printf(o, " or leaked: a caching allocator keeps its segments until exit, so curesv "
+		   "cannot tell them apart%s", excused ? " (CURESV_ERROR_EXITCODE does not count them "
+		   "as leaks)" : "");
+	for (unsigned i = 0; i < s->ncachers; i++)
+		out_printf(o, "; %s", s->cachers[i].hint);
+	out_printf(o, "; largest:\n");
+}
+
+static void text_leaks(curesv_engine *e, struct out *o, const struct snapshot *s)
+{
+	const struct leaks *lk = &s->leaks;
 	char bytes[32];
 	if (lk->count == 0) {
 		out_printf(o, "curesv: leaks: none\n");
 		return;
 	}
-	out_printf(o, "curesv: leaks: %" PRIu64 " allocation%s, %s still live; largest:\n", lk->count,
-		   lk->count == 1 ? "" : "s", curesv_format_bytes((int64_t)lk->bytes, bytes));
+	if (s->ncachers)
+		text_live(o, s);
+	else
+		out_printf(o, "curesv: leaks: %" PRIu64 " allocation%s, %s still live; largest:\n",
+			   lk->count, lk->count == 1 ? "" : "s",
+			   curesv_format_bytes((int64_t)lk->bytes, bytes));
 	for (unsigned i = 0; i < lk->listed; i++) {
 		const curesv_entry *x = &lk->top[i];
 		char res[CURESV_NAME_MAX], thread[CURESV_THREAD_NAME];
@@ -365,6 +411,7 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 {
 	out_printf(o, "curesv: ======== report for pid %ld (CURESV_MODE=%s, CURESV_ATTRIBUTION=%s) "
 		   "========\n", pid, mode_name(e), attribution_name(e));
+	text_driver(e, o);
 	if (s->nrows == 0)
 		out_printf(o, "curesv: no device allocations seen\n");
 	for (unsigned i = 0; i < s->nrows; i++) {
@@ -391,7 +438,7 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 	out_printf(o, "curesv: unknown frees %" PRIu64 ", untracked allocations %" PRIu64 
 		   ", stale entries %" PRIu64 "\n", atomic_load(&e->unknown_frees),
 		   atomic_load(&e->untracked_allocs), atomic_load(&e->stale_entries));
-	text_leaks(e, o, &s->leaks);
+	text_leaks(e, o, s);
 }
 
 /* ---- JSON --------------------------------------------------------------------------------------- */
@@ -466,10 +513,14 @@ static void json_shared(struct out *o, const struct snapshot *s)
 		   frees, crossed, view, denied);
 }
 
-static void json_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
+static void json_leaks(curesv_engine *e, struct out *o, const struct snapshot *s)
 {
-	out_printf(o, "  \"leaks\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"largest\": [",
-		   lk->count, lk->bytes);
+	const struct leaks *lk = &s->leaks;
+	out_printf(o, "  \"leaks\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64
+		   ", \"caching_allocators\": [", lk->count, lk->bytes);
+	for (unsigned i = 0; i < s->ncachers; i++)
+		out_printf(o, "%s\"%s\"", i ? ", " : "", s->cachers[i].name);
+	out_printf(o, "], \"largest\": [");
 	for (unsigned i = 0; i < lk->listed; i++) {
 		const curesv_entry *x = &lk->top[i];
 		char res[CURESV_NAME_MAX], thread[CURESV_THREAD_NAME];
@@ -506,7 +557,7 @@ static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s
 		   PRIu64 ", \"full_events\": %" PRIu64 ", \"probe_max\": %" PRIu64 ", \"bound_max\": %"
 		   PRIu64 "},\n", s->table.slots, s->table.live, s->table.high_water,
 		   s->table.full_events, s->table.probe_max, s->table.bound_max);
-	json_leaks(e, o, &s->leaks);
+	json_leaks(e, o, s);
 	out_printf(o, "}\n");
 }
 
@@ -541,6 +592,19 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
 	curesv_unlock(&snapshot_lock);
 	out_flush(&o);
 	return !o.failed;
+}
+
+void curesv_report_findings(curesv_engine *e, curesv_findings *f)
+{
+	*f = (curesv_findings){ 0 };
+	curesv_lock(&snapshot_lock);
+	gather(e, &snapshot);
+	for (unsigned i = 0; i < snapshot.ncachers; i++)
+		f->leaks_excused |= snapshot.cachers[i].caching;
+	f->leaks = f->leaks_excused ? 0 : snapshot.leaks.count;
+	f->refusals = SUM(&snapshot, denied) + atomic_load(&e->table_full_failures);
+	f->over_budget = SUM(&snapshot, over_budget);
+	curesv_unlock(&snapshot_lock);
 }
 
 curesv_status curesv_report_emit(curesv_engine *e, long pid)

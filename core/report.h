@@ -14,6 +14,15 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
  * cannot be written (one error line logged). */
 curesv_status curesv_report_emit(curesv_engine *e, long pid);
 
+/* What CURESV_ERROR_EXITCODE counts: live allocations (not counted while a caching allocator that
+ * is caching holds memory, leaks_excused), refusals (CURESV_MODE=enforce denials and
+ * CURESV_TABLE_FULL=fail failures), allocations that went past a budget (observe mode). */
+typedef struct curesv_findings {
+	uint64_t leaks, refusals, over_budget;
+	bool leaks_excused;
+} curesv_findings;
+void curesv_report_findings(curesv_engine *e, curesv_findings *f);
+
 /* Around fork(): take every lock the report and the ledger use, in the order they are taken, and
  * give them back in parent and child, so a child never inherits one held by a thread it lacks. */
 void curesv_report_fork_prepare(curesv_engine *e);

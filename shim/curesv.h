@@ -1,7 +1,9 @@
 /* curesv control API: for programs that cooperate with curesv. Unmodified programs never need it.
  *
- * Exported by libcuresv.so. Link it (-lcuresv), or resolve each name at run time with
- * dlsym(RTLD_DEFAULT, "curesv_attach") so the program still runs without the shim.
+ * Exported by libcuresv.so. Resolve each name at run time with dlsym(RTLD_DEFAULT, "curesv_attach")
+ * so the program still runs without the shim, or link it with -lcuresv AFTER -lcudart
+ * (`-lcudart $(pkg-config --libs curesv)`): libcuresv.so defines cudaMalloc & co. too, and with it
+ * first the linker's --as-needed drops libcudart. Documented in curesv(3).
  *
  * Every function is thread-safe, never calls into CUDA, and returns a curesv_status. Sizes are bytes.
  * A reservation is a named budget on one device carved out of that device's capacity; a thread
@@ -16,6 +18,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The version of curesv this header belongs to (also `curesv --version`, pkg-config's). */
+#define CURESV_VERSION "0.1.0"
 
 #if defined(__GNUC__)
 #define CURESV_API __attribute__((visibility("default")))

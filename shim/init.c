@@ -1,8 +1,10 @@
 /* Engine lifecycle inside the preloaded library: lazy, thread-safe initialisation on the first CUDA
- * call from any thread (nothing calls the driver before the program does), one report at exit, and
- * fork handling. */
+ * call from any thread (nothing calls the driver before the program does), one report at exit, the
+ * exit status CURESV_ERROR_EXITCODE asks for, and fork handling. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -54,16 +56,76 @@ static void after_fork_child(void)
 	atomic_store_explicit(&owner, 0, memory_order_relaxed);
 }
 
-/* Registered at load, before any thread can be inside curesv; runs nothing else. */
-__attribute__((constructor)) static void register_fork_handlers(void)
+/* CURESV_ERROR_EXITCODE: the status the exit report asked for (0: none) and why. */
+static int wanted_status;
+static curesv_findings findings;
+static _Atomic int exit_hook_ran;
+
+static void plural(char *out, size_t n, uint64_t k, const char *one, const char *many)
+{
+	snprintf(out, n, "%" PRIu64 " %s", k, k == 1 ? one : many);
+}
+
+/* Ends the process with the status asked for. Called from an exit handler: exit() runs the exit
+ * handlers still due and stdio's flush, exactly as the program's own exit would have, then
+ * _exit()s with the new status; the program's buffered output is written as usual. */
+static void exit_as_judged(int status)
+{
+	char leaks[48], refusals[48], over[64];
+	plural(leaks, sizeof leaks, findings.leaks, "leaked allocation", "leaked allocations");
+	plural(refusals, sizeof refusals, findings.refusals, "refusal", "refusals");
+	plural(over, sizeof over, findings.over_budget, "allocation past a budget",
+	       "allocations past a budget");
+	if (status >= 0 && status != wanted_status)
+		curesv_log(CURESV_LOG_ERROR, "CURESV_ERROR_EXITCODE=%d: the report found %s, %s and %s: "
+			   "exit status %d instead of %d", wanted_status, leaks, refusals, over,
+			   wanted_status, status);
+	else
+		curesv_log(CURESV_LOG_ERROR, "CURESV_ERROR_EXITCODE=%d: the report found %s, %s and %s: "
+			   "exit status %d", wanted_status, leaks, refusals, over, wanted_status);
+	if (status != wanted_status)
+		exit(wanted_status);
+}
+
+/* Registered at load, so it runs after every exit handler the program registers later and after
+ * the dynamic loader's, which runs the destructors (the report's among them). After it come only
+ * the handlers of libraries loaded before curesv (a sanitizer runtime's), stdio's flush and
+ * _exit(). */
+static void exit_hook(int status, void *arg)
+{
+	atomic_store_explicit(&exit_hook_ran, 1, memory_order_relaxed);
+	if (wanted_status)
+		exit_as_judged(status);
+}
+
+/* Registered at load, before any thread can be inside curesv; nothing else is done at load. */
+__attribute__((constructor)) static void at_load(void)
 {
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	on_exit(exit_hook, NULL);
+}
+
+/* After the exit report: should the process end with CURESV_ERROR_EXITCODE? */
+static void judge_exit(void)
+{
+	if (!engine.cfg.error_exitcode)
+		return;
+	curesv_findings f;
+	curesv_report_findings(&engine, &f);
+	if (!f.leaks && !f.refusals && !f.over_budget)
+		return;
+	findings = f;
+	wanted_status = engine.cfg.error_exitcode;
+	/* loaded with dlopen after the program's start-up: its exit hook ran already */
+	if (atomic_load_explicit(&exit_hook_ran, memory_order_relaxed))
+		exit_as_judged(-1);
 }
 
 static int init_state(void)
 {
-	curesv_config cfg;
-	curesv_diag diag;
+	/* static: the first allocating thread may have a small stack; this runs once, under the guard */
+	static curesv_config cfg;
+	static curesv_diag diag;
 	unsigned errors = curesv_config_load(&cfg, NULL, &diag);
 	curesv_log_set_level(errors ? CURESV_LOG_WARN : cfg.log_level);
 	curesv_diag_log(&diag);
@@ -73,7 +135,8 @@ static int init_state(void)
 			abort();
 		}
 		curesv_log(CURESV_LOG_ERROR, "invalid configuration: curesv is off, the program runs "
-			   "unchanged (CURESV_STRICT=1 makes this fatal)");
+			   "unchanged (CURESV_STRICT=1 makes this fatal; curesv --check lists every "
+			   "problem)");
 		return DISABLED;
 	}
 	if (!cfg.enable)
@@ -130,7 +193,7 @@ __attribute__((destructor)) static void report_at_exit(void)
 	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
 	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
 		return;
-	if (engine.cfg.report == CURESV_REPORT_OFF)
+	if (engine.cfg.report == CURESV_REPORT_OFF && !engine.cfg.error_exitcode)
 		return;
 	/* exit() called from a signal handler that interrupted curesv on this very thread: its locks
 	 * are held below us, and waiting for them would hang the exit. */
@@ -139,5 +202,7 @@ __attribute__((destructor)) static void report_at_exit(void)
 			   "no report");
 		return;
 	}
-	curesv_report_emit(&engine, (long)getpid());
+	if (engine.cfg.report != CURESV_REPORT_OFF)
+		curesv_report_emit(&engine, (long)getpid());
+	judge_exit();
 }

@@ -40,9 +40,13 @@ RT_FREES(REAL_SLOT)
 REAL_SLOT(cudaMallocPitch)
 #undef REAL_SLOT
 
+/* Usually a program linked with -lcuresv ahead of -lcudart: curesv's cudaMalloc & co. satisfied the
+ * linker, which then dropped libcudart under --as-needed (the default on Debian and Ubuntu). */
 static cudaError_t no_runtime(const char *sym)
 {
-	CURESV_LOG_ONCE(CURESV_LOG_ERROR, "%s: cannot find the CUDA runtime's own %s", sym, sym);
+	CURESV_LOG_ONCE(CURESV_LOG_ERROR, "%s: cannot find the CUDA runtime's own %s: libcudart is not "
+			"loaded (linked with -lcuresv before -lcudart, the linker's --as-needed drops "
+			"libcudart: put -lcuresv after it, or resolve curesv_* with dlsym)", sym, sym);
 	return cudaErrorInitializationError;
 }
 

@@ -14,18 +14,10 @@ static curesv_diag diag;
 
 #define LOAD(...) curesv_config_load(&cfg, (char *[]){ __VA_ARGS__, NULL }, &diag)
 
-/* Every field at its documented default. */
-static void assert_defaults(const curesv_config *c)
+/* Every field but the three lists (capacities, reservations, rules) at its documented default. */
+static void assert_scalar_defaults(const curesv_config *c)
 {
 	cr_assert(c->enable);
-	cr_assert_not(c->capacity_all_set);
-	cr_assert_eq(c->capacity_all, 0);
-	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
-		cr_assert_not(c->capacity_set[d], "device %d", d);
-		cr_assert_eq(c->capacity[d], 0, "device %d", d);
-	}
-	cr_assert_eq(c->n_reservations, 0);
-	cr_assert_eq(c->n_rules, 0);
 	cr_assert_eq(c->mode, CURESV_MODE_OBSERVE);
 	cr_assert_eq(c->attribution, CURESV_ATTRIBUTION_ORIGIN);
 	cr_assert_eq(c->table_slots, 65536);
@@ -34,6 +26,21 @@ static void assert_defaults(const curesv_config *c)
 	cr_assert_str_eq(c->report_file, "");
 	cr_assert_eq(c->log_level, CURESV_LOG_WARN);
 	cr_assert_not(c->strict);
+	cr_assert_eq(c->error_exitcode, 0);
+}
+
+/* Every field at its documented default. */
+static void assert_defaults(const curesv_config *c)
+{
+	assert_scalar_defaults(c);
+	cr_assert_not(c->capacity_all_set);
+	cr_assert_eq(c->capacity_all, 0);
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		cr_assert_not(c->capacity_set[d], "device %d", d);
+		cr_assert_eq(c->capacity[d], 0, "device %d", d);
+	}
+	cr_assert_eq(c->n_reservations, 0);
+	cr_assert_eq(c->n_rules, 0);
 }
 
 /* The load produced no diagnostic at all. */
@@ -45,7 +52,8 @@ static void assert_clean(unsigned errors)
 	cr_assert_eq(diag.count, 0, "%s", diag.count ? diag.line[0].text : "");
 }
 
-/* The load produced exactly one error line, `text`, and left everything at its default. */
+/* The load produced exactly one error line, `text`, and nothing else; every variable but the lists
+ * is at its default (a list keeps its good entries: the tests of each list check them). */
 static void assert_one_error(unsigned errors, const char *text)
 {
 	cr_assert_eq(errors, 1, "%u errors; first: %s", errors, diag.count ? diag.line[0].text : "");
@@ -54,7 +62,7 @@ static void assert_one_error(unsigned errors, const char *text)
 	cr_assert_eq(diag.count, 1);
 	cr_assert_eq(diag.line[0].level, CURESV_LOG_ERROR);
 	cr_assert_str_eq(diag.line[0].text, text);
-	assert_defaults(&cfg);
+	assert_scalar_defaults(&cfg);
 }
 
 /* One invalid VAR=value: exactly `text`, defaults kept. */
@@ -63,6 +71,20 @@ static void bad(const char *assignment, const char *text)
 	char buf[4096];
 	snprintf(buf, sizeof buf, "%s", assignment);
 	assert_one_error(curesv_config_load(&cfg, (char *[]){ buf, NULL }, &diag), text);
+}
+
+/* One invalid cosmetic VAR=value: exactly one warning `text`, no error, every default kept. */
+static void bad_cosmetic(const char *assignment, const char *text)
+{
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s", assignment);
+	unsigned errors = curesv_config_load(&cfg, (char *[]){ buf, NULL }, &diag);
+	cr_assert_eq(errors, 0, "%s", diag.count ? diag.line[0].text : "");
+	cr_assert_eq(diag.warnings, 1);
+	cr_assert_eq(diag.count, 1);
+	cr_assert_eq(diag.line[0].level, CURESV_LOG_WARN);
+	cr_assert_str_eq(diag.line[0].text, text);
+	assert_defaults(&cfg);
 }
 
 /* One valid VAR=value: no diagnostic. */
@@ -262,7 +284,9 @@ Test(config, report)
 	cr_assert_eq(cfg.report, CURESV_REPORT_JSON);
 	good("CURESV_REPORT=off");
 	cr_assert_eq(cfg.report, CURESV_REPORT_OFF);
-	bad("CURESV_REPORT=xml", "CURESV_REPORT: 'xml': expected text, json or off");
+	/* cosmetic: a warning, and the default applies; tracking is not affected */
+	bad_cosmetic("CURESV_REPORT=xml",
+		     "CURESV_REPORT: 'xml': expected text, json or off; using the default (text)");
 }
 
 Test(config, log)
@@ -274,8 +298,47 @@ Test(config, log)
 		good(a);
 		cr_assert_eq(cfg.log_level, (enum curesv_log_level)i);
 	}
-	bad("CURESV_LOG=trace", "CURESV_LOG: 'trace': expected error, warn, info or debug");
-	bad("CURESV_LOG=warning", "CURESV_LOG: 'warning': expected error, warn, info or debug");
+	bad_cosmetic("CURESV_LOG=trace", "CURESV_LOG: 'trace': expected error, warn, info or debug; "
+		     "using the default (warn)");
+	bad_cosmetic("CURESV_LOG=verbose", "CURESV_LOG: 'verbose': expected error, warn, info or "
+		     "debug; using the default (warn)");
+}
+
+/* A bad cosmetic value beside a bad value that matters: only the latter is an error. */
+Test(config, cosmetic_and_real_errors_together)
+{
+	unsigned e = LOAD("CURESV_LOG=verbose", "CURESV_MODE=strict", "CURESV_REPORT_FILE=r%q.json");
+	cr_assert_eq(e, 1);
+	cr_assert_eq(diag.errors, 1);
+	cr_assert_eq(diag.warnings, 2);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_MODE: 'strict': expected observe or enforce");
+	cr_assert_eq(diag.line[0].level, CURESV_LOG_ERROR);
+	cr_assert_str_eq(diag.line[1].text, "CURESV_REPORT_FILE: 'r%q.json': unknown %-sequence (only "
+			 "%p and %%); using the default (stderr)");
+	cr_assert_str_eq(diag.line[2].text, "CURESV_LOG: 'verbose': expected error, warn, info or "
+			 "debug; using the default (warn)");
+	cr_assert_eq(diag.line[2].level, CURESV_LOG_WARN);
+}
+
+Test(config, error_exitcode)
+{
+	good("CURESV_ERROR_EXITCODE=1");
+	cr_assert_eq(cfg.error_exitcode, 1);
+	good("CURESV_ERROR_EXITCODE=255");
+	cr_assert_eq(cfg.error_exitcode, 255);
+	good("CURESV_ERROR_EXITCODE=0");
+	cr_assert_eq(cfg.error_exitcode, 0, "0: none");
+	good("CURESV_ERROR_EXITCODE=007");
+	cr_assert_eq(cfg.error_exitcode, 7);
+	static const char *const bads[] = { "256", "-1", "", "x", "1x", " 1", "1000", "3.0" };
+	for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+		char a[64], want[128];
+		snprintf(a, sizeof a, "CURESV_ERROR_EXITCODE=%s", bads[i]);
+		snprintf(want, sizeof want, "CURESV_ERROR_EXITCODE: '%s': expected an exit status 0..255 "
+			 "(0 = none)", bads[i]);
+		bad(a, want);
+		cr_assert_eq(cfg.error_exitcode, 0);
+	}
 }
 
 /* ---- CURESV_CAPACITY ----------------------------------------------------------------------------- */
@@ -333,6 +396,8 @@ Test(config, capacity_per_device)
 	cr_assert_not(set);
 
 	bad("CURESV_CAPACITY=0=80G,0=40G", "CURESV_CAPACITY: '0=40G': device given twice");
+	cr_assert_eq(curesv_config_capacity(&cfg, 0, &set), 80 * GiB, "the good entry is kept");
+	cr_assert(set);
 	bad("CURESV_CAPACITY=64=1G", "CURESV_CAPACITY: '64=1G': device out of range (0..63)");
 	bad("CURESV_CAPACITY=0=1G,640=1G", "CURESV_CAPACITY: '640=1G': device out of range (0..63)");
 	bad("CURESV_CAPACITY=99999999999999999999=1G",
@@ -348,6 +413,17 @@ Test(config, capacity_per_device)
 	bad("CURESV_CAPACITY=1.5G", "CURESV_CAPACITY: '1.5G': not a whole number of bytes");
 	bad("CURESV_CAPACITY=0=1G,,1=1G", "CURESV_CAPACITY: '0=1G,,1=1G': empty entry");
 	bad("CURESV_CAPACITY=0=1G,", "CURESV_CAPACITY: '0=1G,': empty entry");
+
+	/* each bad entry is its own line; the good ones apply */
+	unsigned e = LOAD("CURESV_CAPACITY=0=1G,1=2X,2=3G,x=1G");
+	cr_assert_eq(e, 2);
+	cr_assert_eq(diag.count, 2);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_CAPACITY: '1=2X': unknown suffix");
+	cr_assert_str_eq(diag.line[1].text, "CURESV_CAPACITY: 'x=1G': device ordinal is not a number");
+	cr_assert_eq(curesv_config_capacity(&cfg, 0, &set), 1 * GiB);
+	cr_assert_eq(curesv_config_capacity(&cfg, 2, &set), 3 * GiB);
+	curesv_config_capacity(&cfg, 1, &set);
+	cr_assert_not(set);
 }
 
 /* ---- CURESV_RESERVATIONS ------------------------------------------------------------------------- */
@@ -378,6 +454,8 @@ Test(config, reservations)
 	bad("CURESV_RESERVATIONS=scan=1K,", "CURESV_RESERVATIONS: 'scan=1K,': empty entry");
 	bad("CURESV_RESERVATIONS=,", "CURESV_RESERVATIONS: ',': empty entry");
 	bad("CURESV_RESERVATIONS=scan=1K,scan=2K", "CURESV_RESERVATIONS: 'scan=2K': name taken");
+	cr_assert_eq(cfg.n_reservations, 1, "the first one is kept");
+	cr_assert_eq(cfg.reservations[0].size, 1 * KiB);
 	bad("CURESV_RESERVATIONS=scan=1K,scan=2K@1", "CURESV_RESERVATIONS: 'scan=2K@1': name taken");
 	bad("CURESV_RESERVATIONS=bad name=1K",
 	    "CURESV_RESERVATIONS: 'bad name=1K': bad reservation name (1-31 of letters, digits, "
@@ -408,6 +486,62 @@ Test(config, reservations)
 	    "CURESV_RESERVATIONS: 'scan=1K@0@1': device ordinal is not a number");
 }
 
+/* The size as written is kept for messages ("16M"), when it is short enough. */
+Test(config, reservation_sizes_as_written)
+{
+	good("CURESV_RESERVATIONS=a=16M,b=1gib@2,c=000000000000001K");
+	cr_assert_str_eq(cfg.reservations[0].size_text, "16M");
+	cr_assert_str_eq(cfg.reservations[1].size_text, "1gib");
+	cr_assert_str_eq(cfg.reservations[2].size_text, "", "16 characters: not kept");
+	cr_assert_eq(cfg.reservations[2].size, 1 * KiB);
+	good("CURESV_CAPACITY=0=40G,1=80GiB");
+	cr_assert_str_eq(cfg.capacity_text[0], "40G");
+	cr_assert_str_eq(cfg.capacity_text[1], "80GiB");
+	good("CURESV_CAPACITY=400K");
+	cr_assert_str_eq(cfg.capacity_all_text, "400K");
+}
+
+/* One bad entry is one line: the others are kept, and rules naming either say nothing more. */
+Test(config, one_bad_reservation_is_one_line_and_no_cascade)
+{
+	unsigned e = LOAD("CURESV_RESERVATIONS=producer=10MB,consumer=16M",
+			  "CURESV_ATTACH=producer=producer,consumer=consumer");
+	cr_assert_eq(e, 1);
+	cr_assert_eq(diag.warnings, 0, "%s", diag.count > 1 ? diag.line[1].text : "");
+	cr_assert_eq(diag.count, 1);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATIONS: 'producer=10MB': unknown suffix");
+	cr_assert_eq(cfg.n_reservations, 1);
+	cr_assert_str_eq(cfg.reservations[0].name, "consumer");
+	cr_assert_eq(cfg.n_rules, 2);
+
+	/* several bad entries: one line each; a name-only entry counts as declared */
+	e = LOAD("CURESV_RESERVATIONS=a=1X,b=2K,c,d=3K@99,bad name=1K",
+		 "CURESV_ATTACH=a*=a,b*=b,c*=c,d*=d,e*=e");
+	cr_assert_eq(e, 4);
+	cr_assert_eq(diag.warnings, 1, "only the rule naming a reservation never declared");
+	cr_assert_eq(diag.count, 5);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATIONS: 'a=1X': unknown suffix");
+	cr_assert_str_eq(diag.line[1].text, "CURESV_RESERVATIONS: 'c': expected NAME=SIZE[@DEVICE]");
+	cr_assert_str_eq(diag.line[2].text, "CURESV_RESERVATIONS: 'd=3K@99': device out of range "
+			 "(0..63)");
+	cr_assert_str_eq(diag.line[3].text, "CURESV_RESERVATIONS: 'bad name=1K': bad reservation name "
+			 "(1-31 of letters, digits, '_', '.', '-')");
+	cr_assert_str_eq(diag.line[4].text, "CURESV_ATTACH: 'e*=e': no reservation 'e' in "
+			 "CURESV_RESERVATIONS; matching threads use the shared pool until it is created");
+	cr_assert_eq(cfg.n_reservations, 1);
+	cr_assert_str_eq(cfg.reservations[0].name, "b");
+}
+
+/* A misspelt variable name is one warning that names the right one, not one more per rule. */
+Test(config, misspelt_reservations_is_one_warning)
+{
+	unsigned e = LOAD("CURESV_RESERVATION=scan=1M", "CURESV_ATTACH=scan=scan,pipe=pipe");
+	cr_assert_eq(e, 0);
+	cr_assert_eq(diag.count, 1, "%s", diag.count > 1 ? diag.line[1].text : "");
+	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATION: unknown variable, ignored (did you "
+			 "mean CURESV_RESERVATIONS?)");
+}
+
 Test(config, at_most_255_reservations)
 {
 	static char env[8192];
@@ -421,39 +555,75 @@ Test(config, at_most_255_reservations)
 	snprintf(env + n, sizeof env - (size_t)n, ",r255=1");
 	assert_one_error(curesv_config_load(&cfg, (char *[]){ env, NULL }, &diag),
 			 "CURESV_RESERVATIONS: 'r255=1': too many reservations (at most 255)");
-	cr_assert_eq(cfg.n_reservations, 0, "the whole variable is refused");
+	cr_assert_eq(cfg.n_reservations, CURESV_MAX_RESERVATIONS, "the 255 before it are kept");
 }
 
+/* Reservations past a configured capacity: one warning per device, sizes as written and in bytes,
+ * every reservation kept (as when the capacity is the driver's). */
 Test(config, reservations_exceeding_an_explicit_capacity)
 {
-	unsigned e = LOAD("CURESV_CAPACITY=400K", "CURESV_RESERVATIONS=scan=300K,pipe=200K");
-	cr_assert_eq(e, 1);
+	unsigned e = LOAD("CURESV_CAPACITY=16M", "CURESV_RESERVATIONS=producer=10M,consumer=16M");
+	cr_assert_eq(e, 0, "a warning, not an error");
 	cr_assert_eq(diag.count, 1);
-	cr_assert_eq(diag.warnings, 0);
-	cr_assert_eq(diag.line[0].level, CURESV_LOG_ERROR);
+	cr_assert_eq(diag.line[0].level, CURESV_LOG_WARN);
 	cr_assert_str_eq(diag.line[0].text,
-			 "CURESV_RESERVATIONS: 'scan=300K,pipe=200K': device 0 reservations total "
-			 "512000 bytes, more than its capacity 409600 bytes");
+			 "CURESV_RESERVATIONS: device 0: reservations total 26 MiB (27262976 bytes), "
+			 "more than its capacity of 16M (16777216 bytes, CURESV_CAPACITY): "
+			 "'consumer=16M' does not fit; all are kept, the shared pool is empty");
+	cr_assert_eq(cfg.n_reservations, 2);
 
 	/* exactly full is fine; so is any total where the capacity is the driver's */
 	assert_clean(LOAD("CURESV_CAPACITY=400K", "CURESV_RESERVATIONS=scan=200K,pipe=200K"));
 	assert_clean(LOAD("CURESV_CAPACITY=0=400K", "CURESV_RESERVATIONS=scan=300K,pipe=200K@1"));
 	assert_clean(LOAD("CURESV_RESERVATIONS=scan=64T,pipe=64T"));
 
-	e = LOAD("CURESV_CAPACITY=0=400K,1=100K", "CURESV_RESERVATIONS=a=400K,b=60K@1,c=41K@1");
-	cr_assert_eq(e, 1);
+	e = LOAD("CURESV_CAPACITY=0=400K,1=100K", "CURESV_RESERVATIONS=a=400K,b=60K@1,c=41K@1,d=1K@1");
+	cr_assert_eq(e, 0);
 	cr_assert_eq(diag.count, 1);
 	cr_assert_str_eq(diag.line[0].text,
-			 "CURESV_RESERVATIONS: 'a=400K,b=60K@1,c=41K@1': device 1 reservations total "
-			 "103424 bytes, more than its capacity 102400 bytes");
+			 "CURESV_RESERVATIONS: device 1: reservations total 102 KiB (104448 bytes), "
+			 "more than its capacity of 100K (102400 bytes, CURESV_CAPACITY): 'c=41K' and "
+			 "the 1 after it do not fit; all are kept, the shared pool is empty");
 
-	e = LOAD("CURESV_CAPACITY=1K", "CURESV_RESERVATIONS=a=2K,b=3K@5");
-	cr_assert_eq(e, 2);
+	e = LOAD("CURESV_CAPACITY=1K", "CURESV_RESERVATIONS=a=2K,b=000000000000003K@5");
+	cr_assert_eq(e, 0);
 	cr_assert_eq(diag.count, 2);
-	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATIONS: 'a=2K,b=3K@5': device 0 "
-			 "reservations total 2048 bytes, more than its capacity 1024 bytes");
-	cr_assert_str_eq(diag.line[1].text, "CURESV_RESERVATIONS: 'a=2K,b=3K@5': device 5 "
-			 "reservations total 3072 bytes, more than its capacity 1024 bytes");
+	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATIONS: device 0: reservations total 2 KiB "
+			 "(2048 bytes), more than its capacity of 1K (1024 bytes, CURESV_CAPACITY): "
+			 "'a=2K' does not fit; all are kept, the shared pool is empty");
+	cr_assert_str_eq(diag.line[1].text, "CURESV_RESERVATIONS: device 5: reservations total 3 KiB "
+			 "(3072 bytes), more than its capacity of 1K (1024 bytes, CURESV_CAPACITY): "
+			 "'b' (3072 bytes) does not fit; all are kept, the shared pool is empty");
+
+	/* no cascade: a capacity that did not parse checks nothing */
+	e = LOAD("CURESV_CAPACITY=1Q", "CURESV_RESERVATIONS=a=2K");
+	cr_assert_eq(e, 1);
+	cr_assert_eq(diag.count, 1);
+}
+
+/* The engine keeps them all too, and the driver's capacity gets the same line. */
+Test(config, engine_keeps_reservations_past_capacity)
+{
+	curesv_engine e;
+	ENGINE(&e, "CURESV_CAPACITY=0=16M", "CURESV_RESERVATIONS=producer=10M,consumer=16M,far=8M@1");
+	curesv_stats_t st;
+	cr_assert_eq(curesv_ledger_stats_by_name(&e.ledger, "producer", &st), CURESV_OK);
+	cr_assert_eq(curesv_ledger_stats_by_name(&e.ledger, "consumer", &st), CURESV_OK);
+	cr_assert_eq(st.size, 16 * MiB);
+	curesv_pool_stats_t pool;
+	cr_assert_eq(curesv_ledger_pool_stats(&e.ledger, 0, &pool), CURESV_OK);
+	cr_assert_eq(pool.available, 0);
+
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
+	curesv_engine_device_total(&e, 1, 4 * MiB);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: CURESV_RESERVATIONS: device 1: reservations total 8 MiB "
+			 "(8388608 bytes), more than its capacity of 4 MiB (4194304 bytes, the device's "
+			 "memory): 'far=8M' does not fit; all are kept, the shared pool is empty\n");
+	cr_assert_eq(curesv_ledger_stats_by_name(&e.ledger, "far", &st), CURESV_OK);
+	curesv_engine_destroy(&e);
 }
 
 /* ---- CURESV_ATTACH ----------------------------------------------------------------------------- */
@@ -478,7 +648,9 @@ Test(config, attach_rules)
 	cr_assert_str_eq(cfg.rules[0].glob, glob63);
 
 	bad("CURESV_ATTACH=scan-*", "CURESV_ATTACH: 'scan-*': expected GLOB=NAME");
-	bad("CURESV_ATTACH=scan*=scan,", "CURESV_ATTACH: 'scan*=scan,': empty entry");
+	assert_one_error(LOAD("CURESV_RESERVATIONS=scan=1M", "CURESV_ATTACH=scan*=scan,"),
+			 "CURESV_ATTACH: 'scan*=scan,': empty entry");
+	cr_assert_eq(cfg.n_rules, 1, "the good rule is kept");
 	bad("CURESV_ATTACH==scan", "CURESV_ATTACH: '=scan': pattern must be 1-63 characters");
 	snprintf(env, sizeof env, "CURESV_ATTACH=%sg=scan", glob63);
 	char want[256];
@@ -506,7 +678,7 @@ Test(config, at_most_64_attach_rules)
 	cr_assert_eq(e, 1);
 	cr_assert_eq(diag.count, 1);
 	cr_assert_str_eq(diag.line[0].text, "CURESV_ATTACH: 't64=r': too many rules (at most 64)");
-	cr_assert_eq(cfg.n_rules, 0);
+	cr_assert_eq(cfg.n_rules, CURESV_MAX_ATTACH_RULES, "the 64 before it are kept");
 	cr_assert_eq(cfg.n_reservations, 1);
 }
 
@@ -589,13 +761,15 @@ Test(config, report_file)
 	good("CURESV_REPORT_FILE=");
 	cr_assert_str_eq(cfg.report_file, "");
 
-	bad("CURESV_REPORT_FILE=/tmp/%d.json",
-	    "CURESV_REPORT_FILE: '/tmp/%d.json': unknown %-sequence (only %p and %%)");
-	bad("CURESV_REPORT_FILE=/tmp/x%", "CURESV_REPORT_FILE: '/tmp/x%': unknown %-sequence (only %p "
-	    "and %%)");
-	bad("CURESV_REPORT_FILE=%P", "CURESV_REPORT_FILE: '%P': unknown %-sequence (only %p and %%)");
-	bad("CURESV_REPORT_FILE=%%%s", "CURESV_REPORT_FILE: '%%%s': unknown %-sequence (only %p and "
-	    "%%)");
+	/* cosmetic: a warning, and the report goes to stderr */
+	bad_cosmetic("CURESV_REPORT_FILE=/tmp/%d.json", "CURESV_REPORT_FILE: '/tmp/%d.json': unknown "
+		     "%-sequence (only %p and %%); using the default (stderr)");
+	bad_cosmetic("CURESV_REPORT_FILE=/tmp/x%", "CURESV_REPORT_FILE: '/tmp/x%': unknown "
+		     "%-sequence (only %p and %%); using the default (stderr)");
+	bad_cosmetic("CURESV_REPORT_FILE=%P", "CURESV_REPORT_FILE: '%P': unknown %-sequence (only %p "
+		     "and %%); using the default (stderr)");
+	bad_cosmetic("CURESV_REPORT_FILE=%%%s", "CURESV_REPORT_FILE: '%%%s': unknown %-sequence (only "
+		     "%p and %%); using the default (stderr)");
 
 	/* %p is checked with the longest pid at once, not when the report is due */
 	static char pidenv[2048], pidwant[4096];
@@ -603,8 +777,9 @@ Test(config, report_file)
 	memset(pidenv + m, 'p', 1010);
 	strcpy(pidenv + m + 1010, "-%p");
 	snprintf(pidwant, sizeof pidwant, "CURESV_REPORT_FILE: '%.96s...': path too long once %%p is "
-		 "expanded (at most 1023 bytes)", pidenv + strlen("CURESV_REPORT_FILE="));
-	bad(pidenv, pidwant);
+		 "expanded (at most 1023 bytes); using the default (stderr)",
+		 pidenv + strlen("CURESV_REPORT_FILE="));
+	bad_cosmetic(pidenv, pidwant);
 
 	/* 1023 bytes fit; 1024 do not (the quoted path is cut at 96 bytes, so the reason shows) */
 	static char env[2048], want[4096];
@@ -615,8 +790,8 @@ Test(config, report_file)
 	cr_assert_eq(strlen(cfg.report_file), 1023);
 	strcat(env, "b");
 	snprintf(want, sizeof want, "CURESV_REPORT_FILE: '%.96s...': path too long (at most 1023 "
-		 "bytes)", env + strlen("CURESV_REPORT_FILE="));
-	bad(env, want);
+		 "bytes); using the default (stderr)", env + strlen("CURESV_REPORT_FILE="));
+	bad_cosmetic(env, want);
 }
 
 /* ---- unknown variables, several problems at once --------------------------------------------------- */
@@ -630,9 +805,11 @@ Test(config, unknown_variables_warn)
 	cr_assert_eq(diag.warnings, 4);
 	cr_assert_eq(diag.count, 4);
 	cr_assert_str_eq(diag.line[0].text, "CURESV_FOO: unknown variable, ignored");
-	cr_assert_str_eq(diag.line[1].text, "CURESV_CAPACITYX: unknown variable, ignored");
+	cr_assert_str_eq(diag.line[1].text, "CURESV_CAPACITYX: unknown variable, ignored (did you mean "
+			 "CURESV_CAPACITY?)");
 	cr_assert_str_eq(diag.line[2].text, "CURESV_: unknown variable, ignored");
-	cr_assert_str_eq(diag.line[3].text, "CURESV_MOD: unknown variable, ignored");
+	cr_assert_str_eq(diag.line[3].text, "CURESV_MOD: unknown variable, ignored (did you mean "
+			 "CURESV_MODE?)");
 	/* CURESV_LIB belongs to the launcher: known, not read */
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(diag.line[i].level, CURESV_LOG_WARN);
@@ -662,27 +839,28 @@ Test(config, a_bad_value_keeps_its_default_and_the_others_apply)
 	cr_assert_eq(cfg.report, CURESV_REPORT_JSON);
 }
 
-Test(config, diagnostics_beyond_16_lines_are_counted)
+Test(config, diagnostics_beyond_64_lines_are_counted)
 {
-	static char vars[20][32];
-	char *envp[21];
-	for (int i = 0; i < 20; i++) {
-		snprintf(vars[i], sizeof vars[i], "CURESV_X%d=1", i);
+	static char vars[68][32];
+	char *envp[69];
+	for (int i = 0; i < 68; i++) {
+		snprintf(vars[i], sizeof vars[i], "CURESV_XYZZY%d=1", i);
 		envp[i] = vars[i];
 	}
-	envp[20] = NULL;
+	envp[68] = NULL;
 	unsigned e = curesv_config_load(&cfg, envp, &diag);
 	cr_assert_eq(e, 0);
-	cr_assert_eq(diag.warnings, 20);
+	cr_assert_eq(diag.warnings, 68);
 	cr_assert_eq(diag.count, CURESV_DIAG_LINES);
-	cr_assert_str_eq(diag.line[15].text, "CURESV_X15: unknown variable, ignored");
+	cr_assert_str_eq(diag.line[63].text, "CURESV_XYZZY63: unknown variable, ignored");
 
 	struct capture cap;
-	char log[4096];
-	char expect[4096] = "";
-	for (int i = 0; i < 16; i++) {
+	static char log[16384];
+	static char expect[16384];
+	expect[0] = '\0';
+	for (int i = 0; i < 64; i++) {
 		char l[64];
-		snprintf(l, sizeof l, "curesv: CURESV_X%d: unknown variable, ignored\n", i);
+		snprintf(l, sizeof l, "curesv: CURESV_XYZZY%d: unknown variable, ignored\n", i);
 		strcat(expect, l);
 	}
 	strcat(expect, "curesv: 4 more configuration problems not shown\n");
@@ -743,9 +921,9 @@ Test(config, offending_text_is_escaped_and_cut)
 	bad("CURESV_MODE=a\tb\x7f", "CURESV_MODE: 'a\\x09b\\x7f': expected observe or enforce");
 	char env[400], want[300];
 	memset(env, 0, sizeof env);
-	strcpy(env, "CURESV_REPORT=");
+	strcpy(env, "CURESV_MODE=");
 	memset(env + strlen(env), 'z', 300);
-	snprintf(want, sizeof want, "CURESV_REPORT: '%.96s...': expected text, json or off",
-		 env + strlen("CURESV_REPORT="));
+	snprintf(want, sizeof want, "CURESV_MODE: '%.96s...': expected observe or enforce",
+		 env + strlen("CURESV_MODE="));
 	bad(env, want);
 }

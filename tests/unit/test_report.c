@@ -346,6 +346,68 @@ Test(report, text_of_an_empty_engine)
 	curesv_engine_destroy(&E);
 }
 
+/* Capacities unknown because no driver ever answered: the report says so, once one has, it does not. */
+Test(report, text_says_when_no_driver_answered)
+{
+	ENGINE(&E, "CURESV_RESERVATIONS=scan=1M", "CURESV_TABLE_SLOTS=8");
+	char path[128];
+	temp_path(path, sizeof path, ".txt");
+	report_to(path, CURESV_REPORT_TEXT);
+	const char *text = read_file(path);
+	has_line(text, "curesv: no CUDA driver answered (cuDeviceGetCount never succeeded): no capacity "
+		       "is known; if CUDA calls failed with cudaErrorInsufficientDriver (35) or "
+		       "cudaErrorNoDevice (100), this machine has no usable driver or GPU (README.md: run "
+		       "your own program on the simulated stack)");
+	has_line(text, "curesv: device 0: capacity ? (unknown), reserved 1 MiB, live 0 B, peak 0 B, "
+		       "orphan 0 B");
+	curesv_engine_device_count(&E, 1);
+	report_to(path, CURESV_REPORT_TEXT);
+	text = read_file(path);
+	cr_assert_null(line_starting(text, "curesv: no CUDA driver answered"), "%s", text);
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+/* What CURESV_ERROR_EXITCODE counts: leaks, refusals (enforce denials), over-budget allocations. */
+Test(report, findings_count_leaks_refusals_and_overruns)
+{
+	curesv_findings f;
+	ENGINE(&E, "CURESV_TABLE_SLOTS=8");
+	curesv_report_findings(&E, &f);
+	cr_assert(!f.leaks && !f.refusals && !f.over_budget && !f.leaks_excused);
+	curesv_engine_destroy(&E);
+
+	known_state(NULL); /* two leaks */
+	curesv_report_findings(&E, &f);
+	cr_assert_eq(f.leaks, 2);
+	cr_assert_eq(f.refusals, 0);
+	cr_assert_eq(f.over_budget, 0);
+	curesv_engine_destroy(&E);
+
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_RESERVATIONS=w=64K", "CURESV_TABLE_SLOTS=8");
+	cr_assert_eq(curesv_thread_attach("w"), CURESV_OK);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 80 * KiB), GRANTED); /* observe: past the budget */
+	cr_assert(eng_free(&E, fake_ptr(1)));
+	curesv_report_findings(&E, &f);
+	cr_assert_eq(f.leaks, 0);
+	cr_assert_eq(f.over_budget, 1);
+	cr_assert_eq(f.refusals, 0);
+	cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK);
+	curesv_engine_destroy(&E);
+
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_RESERVATIONS=w=64K", "CURESV_MODE=enforce",
+	       "CURESV_TABLE_SLOTS=8");
+	cr_assert_eq(curesv_thread_attach("w"), CURESV_OK);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 80 * KiB), DENIED);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 80 * KiB), DENIED);
+	curesv_report_findings(&E, &f);
+	cr_assert_eq(f.refusals, 2);
+	cr_assert_eq(f.leaks, 0);
+	cr_assert_eq(f.over_budget, 0);
+	cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK);
+	curesv_engine_destroy(&E);
+}
+
 /* ---- curesv_format_bytes --------------------------------------------------------------------------- */
 
 static void fmt(int64_t bytes, const char *want)
@@ -414,11 +476,12 @@ Test(report, odd_name_exact_overage_idle_rule_host_memory, .timeout = 60)
 
 	report_to(path, CURESV_REPORT_TEXT);
 	const char *text = read_file(path);
-	has_line(text, "curesv: w went past its budget of 1048576 bytes in 1 allocation (peak 1052672 "
-		       "bytes); CURESV_MODE=enforce would refuse it");
+	has_line(text, "curesv: w went past its budget of 1 MiB (1048576 bytes) in 1 allocation (peak "
+		       "1.0 MiB, 1052672 bytes); CURESV_MODE=enforce would refuse it");
 	has_line(text, "curesv: w also holds 8 KiB of pinned host memory (not charged to the device)");
-	has_line(text, "curesv: CURESV_ATTACH rule 'nobody*=w' matched no thread (name threads with "
-		       "pthread_setname_np or prctl(PR_SET_NAME))");
+	has_line(text, "curesv: CURESV_ATTACH rule 'nobody*=w' attached nothing: no thread with a "
+		       "matching name allocated (rules are matched at a thread's allocations; name it "
+		       "with pthread_setname_np or prctl(PR_SET_NAME) before its first one)");
 	unlink(path);
 	curesv_engine_destroy(&E);
 }

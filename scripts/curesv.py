@@ -1,0 +1,308 @@
+"""curesv's control API for Python programs (ctypes; the standard library only, no build step).
+
+curesv itself needs no cooperation: run the program under the `curesv` launcher (or with
+libcuresv.so in LD_PRELOAD) and every CUDA allocation is tracked. This module is for programs that
+want to create and attach reservations themselves, read their counters, or name their threads so
+that CURESV_ATTACH rules match them.
+
+    import curesv
+    curesv.name_thread("scan")                # works with or without curesv
+    if curesv.available():                    # libcuresv.so is loaded
+        curesv.reserve("scan", 1 << 30)       # 1 GiB on device 0
+        with curesv.attached("scan"):         # this thread's allocations are charged to "scan"
+            ...
+        print(curesv.stats("scan")["peak"])
+
+Without the library every control call raises Unavailable (a CuresvError), so a program can try
+them unconditionally. A call the library refuses raises CuresvError with the status's C name in
+`.name` ("CURESV_ERR_UNKNOWN_NAME") and its number in `.status`. Sizes are bytes. Every call is
+thread-safe; attachment is per OS thread. Documented in curesv(3) and README.md.
+"""
+import contextlib
+import ctypes
+import operator
+import os
+import threading
+
+__all__ = ["CuresvError", "Unavailable", "available", "reserve", "release", "attach",
+           "attached", "transfer", "attach_stream", "stats", "pool_stats", "report",
+           "name_thread"]
+__version__ = "0.1.0"
+
+# curesv_status (curesv.h)
+STATUS_NAMES = {
+    0: "CURESV_OK",
+    1: "CURESV_ERR_INVALID",
+    2: "CURESV_ERR_UNKNOWN_NAME",
+    3: "CURESV_ERR_NAME_TAKEN",
+    4: "CURESV_ERR_CAPACITY",
+    5: "CURESV_ERR_TABLE_FULL",
+    6: "CURESV_ERR_DISABLED",
+    7: "CURESV_ERR_UNKNOWN_POINTER",
+}
+_INVALID = 1
+_THREAD_NAME_MAX = 15  # bytes; the kernel's TASK_COMM_LEN less the NUL
+
+
+class CuresvError(Exception):
+    """A curesv control call failed. `call` is the C function, `status` the curesv_status number
+    (None for Unavailable) and `name` its C name, e.g. "CURESV_ERR_UNKNOWN_NAME"."""
+
+    def __init__(self, call, status, name, message):
+        super().__init__("%s: %s (%s)" % (call, message, name))
+        self.call, self.status, self.name = call, status, name
+
+
+class Unavailable(CuresvError):
+    """libcuresv.so is not loaded in this process (or lacks this call): nothing is tracked."""
+
+    def __init__(self, call, why="libcuresv.so is not loaded (run under the curesv launcher)"):
+        super().__init__(call, None, "unavailable", why)
+
+
+class _Stats(ctypes.Structure):
+    """curesv_stats_t"""
+    _fields_ = [("device", ctypes.c_int), ("released", ctypes.c_int),
+                ("size", ctypes.c_int64), ("allocated", ctypes.c_int64),
+                ("peak", ctypes.c_int64), ("caller_view", ctypes.c_int64),
+                ("host_allocated", ctypes.c_int64), ("allocs", ctypes.c_uint64),
+                ("frees", ctypes.c_uint64), ("cross_thread_frees", ctypes.c_uint64),
+                ("denied", ctypes.c_uint64), ("over_budget", ctypes.c_uint64),
+                ("transfers_in", ctypes.c_uint64), ("transfers_out", ctypes.c_uint64)]
+
+
+class _PoolStats(ctypes.Structure):
+    """curesv_pool_stats_t"""
+    _fields_ = [("device", ctypes.c_int), ("capacity", ctypes.c_int64),
+                ("reserved", ctypes.c_int64), ("orphan_bytes", ctypes.c_int64),
+                ("available", ctypes.c_int64), ("allocated", ctypes.c_int64),
+                ("peak", ctypes.c_int64), ("device_allocated", ctypes.c_int64),
+                ("allocs", ctypes.c_uint64), ("frees", ctypes.c_uint64),
+                ("cross_thread_frees", ctypes.c_uint64), ("denied", ctypes.c_uint64)]
+
+
+# The C functions: (argument types), looked up in the process's global scope, where a preloaded or
+# linked libcuresv.so puts them.
+_SIGNATURES = {
+    "curesv_reserve": (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int),
+    "curesv_release": (ctypes.c_char_p,),
+    "curesv_attach": (ctypes.c_char_p,),
+    "curesv_transfer": (ctypes.c_void_p, ctypes.c_char_p),
+    "curesv_attach_stream": (ctypes.c_void_p, ctypes.c_char_p),
+    "curesv_stats": (ctypes.c_char_p, ctypes.c_void_p),
+    "curesv_pool_stats": (ctypes.c_int, ctypes.c_void_p),
+    "curesv_report": (),
+}
+_functions = {}
+_lock = threading.Lock()
+
+
+def _function(name):
+    """The C function `name` of the loaded libcuresv.so, or None."""
+    with _lock:
+        if name not in _functions:
+            try:
+                fn = getattr(ctypes.CDLL(None), name)
+            except AttributeError:
+                fn = None
+            if fn is not None:
+                fn.argtypes = _SIGNATURES.get(name, ())
+                fn.restype = ctypes.c_int
+            _functions[name] = fn
+        return _functions[name]
+
+
+def _strerror(status):
+    fn = _function("curesv_strerror")
+    if fn is None:
+        return "status %d" % status
+    fn.argtypes, fn.restype = (ctypes.c_int,), ctypes.c_char_p
+    text = fn(status)
+    return text.decode("utf-8", "replace") if text else "status %d" % status
+
+
+def _call(name, *args):
+    fn = _function(name)
+    if fn is None:
+        if available():
+            raise Unavailable(name, "this libcuresv.so has no %s" % name)
+        raise Unavailable(name)
+    status = fn(*args)
+    if status != 0:
+        raise CuresvError(name, status, STATUS_NAMES.get(status, "CURESV_STATUS_%d" % status),
+                          _strerror(status))
+
+
+def _invalid(call, what):
+    return CuresvError(call, _INVALID, STATUS_NAMES[_INVALID], what)
+
+
+def _name(call, name, allow_none=False):
+    """A reservation name as the C API takes it (the library checks its characters)."""
+    if name is None and allow_none:
+        return None
+    if isinstance(name, str):
+        name = name.encode("utf-8", "surrogateescape")
+    if not isinstance(name, bytes):
+        raise TypeError("%s: the reservation name must be str or bytes, not %s"
+                        % (call, type(name).__name__))
+    if b"\0" in name:
+        raise _invalid(call, "a reservation name cannot hold a NUL character")
+    return name
+
+
+def _unsigned(call, value, what, bits):
+    value = operator.index(value)
+    if value < 0 or value >> bits:
+        raise _invalid(call, "%s %d is out of range" % (what, value))
+    return value
+
+
+def _address(call, obj, attributes):
+    """A device address: an int, or an object that carries one (torch.Tensor.data_ptr(), CUDA
+    Array Interface, cupy's .ptr, torch.cuda.Stream.cuda_stream)."""
+    if obj is None:
+        return 0
+    if not isinstance(obj, int):
+        for attribute in attributes:
+            if attribute == "__cuda_array_interface__" and hasattr(obj, attribute):
+                obj = getattr(obj, attribute)["data"][0]
+                break
+            value = getattr(obj, attribute, None)
+            if value is not None:
+                obj = value() if callable(value) else value
+                break
+    if not isinstance(obj, int):
+        raise TypeError("%s: expected an address (int) or an object with %s, not %s"
+                        % (call, " or ".join(attributes), type(obj).__name__))
+    return _unsigned(call, obj, "address", 64)
+
+
+def available():
+    """True when libcuresv.so is loaded in this process (its control API can be called)."""
+    return _function("curesv_reserve") is not None
+
+
+def _device(call, device):
+    device = operator.index(device)
+    if not -2**31 <= device < 2**31:
+        raise _invalid(call, "device %d is out of range" % device)
+    return device
+
+
+def reserve(name, size, device=0):
+    """Creates reservation `name` of `size` bytes on CUDA device `device` (curesv_reserve)."""
+    _call("curesv_reserve", _name("curesv_reserve", name),
+          _unsigned("curesv_reserve", size, "size", 64), _device("curesv_reserve", device))
+
+
+def release(name):
+    """Ends reservation `name`; its live bytes move to the orphan tier (curesv_release)."""
+    _call("curesv_release", _name("curesv_release", name))
+
+
+def attach(name):
+    """Attaches the calling OS thread to reservation `name`; None detaches it (curesv_attach).
+    From then on CURESV_ATTACH rules no longer apply to this thread."""
+    _call("curesv_attach", _name("curesv_attach", name, allow_none=True))
+    _attached.explicit = name
+
+
+# Per thread: what the last attach() of this module set.
+_attached = threading.local()
+
+
+@contextlib.contextmanager
+def attached(name):
+    """Attaches the calling thread to `name` for the `with` block. On leaving it, the thread is
+    attached again to what this module's attach() or an enclosing attached() block had set, or
+    detached when neither had (an attachment by a CURESV_ATTACH rule is not restored)."""
+    outer = getattr(_attached, "explicit", None)
+    attach(name)
+    try:
+        yield
+    finally:
+        attach(outer)
+
+
+def transfer(ptr, name):
+    """Moves live allocation `ptr` (an address, or a tensor/array owning its allocation) to
+    reservation `name` (curesv_transfer)."""
+    _call("curesv_transfer",
+          _address("curesv_transfer", ptr, ("data_ptr", "__cuda_array_interface__", "ptr")),
+          _name("curesv_transfer", name))
+
+
+def attach_stream(stream, name):
+    """Attaches CUDA stream `stream` (its address, or an object with .cuda_stream such as
+    torch.cuda.Stream, or .ptr such as cupy.cuda.Stream) to reservation `name`: stream-ordered
+    allocations on it are charged there; None detaches it (curesv_attach_stream). Raises
+    Unavailable when the loaded libcuresv.so has no such call."""
+    _call("curesv_attach_stream",
+          _address("curesv_attach_stream", stream, ("cuda_stream", "ptr")),
+          _name("curesv_attach_stream", name, allow_none=True))
+
+
+def _as_dict(struct):
+    return {field: getattr(struct, field) for field, _ in struct._fields_}
+
+
+def _filled(call, cls, *args):
+    # Room to spare: a newer library may have grown the structure.
+    raw = ctypes.create_string_buffer(ctypes.sizeof(cls) + 256)
+    _call(call, *args, raw)
+    return _as_dict(cls.from_buffer(raw))
+
+
+def stats(name):
+    """Reservation `name`'s counters as a dict with curesv_stats_t's field names (bytes and
+    counts): device, released, size, allocated, peak, caller_view, host_allocated, allocs, frees,
+    cross_thread_frees, denied, over_budget, transfers_in, transfers_out."""
+    return _filled("curesv_stats", _Stats, _name("curesv_stats", name))
+
+
+def pool_stats(device=0):
+    """Device `device`'s capacity and shared pool as a dict with curesv_pool_stats_t's field
+    names: device, capacity, reserved, orphan_bytes, available, allocated, peak,
+    device_allocated, allocs, frees, cross_thread_frees, denied (-1: capacity not known yet)."""
+    return _filled("curesv_pool_stats", _PoolStats, _device("curesv_pool_stats", device))
+
+
+def report():
+    """Writes the report now, as configured (curesv_report)."""
+    _call("curesv_report")
+
+
+_libc = None
+
+
+def name_thread(name=None):
+    """Names the calling OS thread `name` (default: the Python thread's name), cut to 15 bytes as
+    the kernel keeps it; returns the name set. Python does not name OS threads itself, so without
+    this every thread is called after the process ("python3") and CURESV_ATTACH rules match
+    nothing. Works with or without curesv (which re-reads the name at the thread's next
+    allocation)."""
+    global _libc
+    if name is None:
+        name = threading.current_thread().name
+    raw = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else bytes(name)
+    if b"\0" in raw:
+        raise ValueError("a thread name cannot hold a NUL character")
+    raw = raw[:_THREAD_NAME_MAX]
+    while raw and isinstance(name, str):
+        try:
+            raw.decode("utf-8")
+            break
+        except UnicodeDecodeError:  # cut inside a character: drop its first bytes
+            raw = raw[:-1]
+    if _libc is None:
+        libc = ctypes.CDLL(None)
+        libc.pthread_self.restype = ctypes.c_ulong
+        libc.pthread_self.argtypes = ()
+        libc.pthread_setname_np.argtypes = (ctypes.c_ulong, ctypes.c_char_p)
+        libc.pthread_setname_np.restype = ctypes.c_int
+        _libc = libc
+    err = _libc.pthread_setname_np(_libc.pthread_self(), raw)
+    if err:
+        raise OSError(err, "pthread_setname_np: %s" % os.strerror(err))
+    return raw.decode("utf-8", "surrogateescape")

@@ -1,0 +1,85 @@
+/* libcuresv.so run as a program, as libc.so.6 can be:
+ *
+ *     libcuresv.so --version     prints "curesv VERSION"
+ *     libcuresv.so --check       checks the CURESV_* environment with the parser the library uses
+ *                                when preloaded: every problem on stderr, a summary on stdout;
+ *                                exit status 0 when clean, 1 with warnings only, 2 with errors
+ *
+ * The launcher's --version and --check (and its check before starting a program) come here, so
+ * what they say is what the preloaded library will do. Only write(2) and _exit(2): the C library
+ * was not started the usual way (no __libc_start_main), so neither stdio nor exit handlers are
+ * used. A TSan build cannot run this way (its runtime needs the usual start-up); the launcher then
+ * skips its check. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "curesv.h"
+#include "log.h"
+#include "shim.h"
+
+#ifndef CURESV_INTERP
+#define CURESV_INTERP "/lib64/ld-linux-x86-64.so.2"
+#endif
+
+/* What makes the kernel start the dynamic loader for this file when it is executed. */
+__attribute__((used, section(".interp"))) static const char interp[] = CURESV_INTERP;
+
+static void say(int fd, const char *text)
+{
+	size_t n = strlen(text);
+	while (n > 0) {
+		ssize_t w = write(fd, text, n);
+		if (w <= 0)
+			return;
+		text += w;
+		n -= (size_t)w;
+	}
+}
+
+/* The configuration's verdict, as the preloaded library would print it at its first CUDA call. */
+static int check(char **envp)
+{
+	static curesv_config cfg;
+	static curesv_diag diag;
+	unsigned errors = curesv_config_load(&cfg, envp, &diag);
+	curesv_log_set_level(CURESV_LOG_DEBUG);
+	curesv_diag_log(&diag);
+	char line[256];
+	if (!cfg.enable && !errors)
+		snprintf(line, sizeof line, "curesv: CURESV_ENABLE=0: curesv is off, nothing else is "
+			 "read\n");
+	else if (errors || diag.warnings)
+		snprintf(line, sizeof line, "curesv: configuration: %u error%s, %u warning%s%s\n",
+			 errors, errors == 1 ? "" : "s", diag.warnings, diag.warnings == 1 ? "" : "s",
+			 errors ? ": curesv would be off and the program run unchanged" : "");
+	else
+		snprintf(line, sizeof line, "curesv: configuration ok: CURESV_MODE=%s, %u reservation%s, "
+			 "%u attach rule%s\n", cfg.mode == CURESV_MODE_ENFORCE ? "enforce" : "observe",
+			 cfg.n_reservations, cfg.n_reservations == 1 ? "" : "s", cfg.n_rules,
+			 cfg.n_rules == 1 ? "" : "s");
+	say(1, line);
+	return errors ? 2 : diag.warnings ? 1 : 0;
+}
+
+/* Called by curesv_entry with the initial stack: argc, argv[], NULL, envp[], NULL. */
+CURESV_HIDDEN __attribute__((noreturn)) void curesv_main(long *stack);
+void curesv_main(long *stack)
+{
+	int argc = (int)stack[0];
+	char **argv = (char **)(stack + 1);
+	char **envp = argv + argc + 1;
+	/* this file is the main program now: its dlsym trampoline serves the whole process */
+	curesv_resolve_dlsym();
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		say(1, "curesv " CURESV_VERSION "\n");
+		_exit(0);
+	}
+	if (argc == 2 && strcmp(argv[1], "--check") == 0)
+		_exit(check(envp));
+	say(2, "usage: libcuresv.so --version | --check\n"
+	       "libcuresv.so is preloaded into CUDA programs (LD_PRELOAD, or the curesv launcher);\n"
+	       "run as a program it prints its version or checks the CURESV_* environment.\n");
+	_exit(2);
+}
