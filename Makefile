@@ -228,8 +228,14 @@ bench: deps-build
 		$(BUILD)/plain/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/bench --stack sim --bin $(BUILD)/plain
 
-$(O)/table_bench: tests/bench/table_bench.c $(O)/libcuresv_core.a
-	$(CC) $(CFLAGS_ALL) $^ $(LDFLAGS_ALL) -o $@
+# The table's peers are C++ designs (std::unordered_map, std::map): written in C++.
+CXX ?= c++
+$(O)/tests/bench/peers.o: tests/bench/peers.cc tests/bench/peers.h Makefile
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -g -pthread -c $< -o $@
+
+$(O)/table_bench: tests/bench/table_bench.c $(O)/tests/bench/peers.o $(O)/libcuresv_core.a
+	$(CC) $(CFLAGS_ALL) -Itests/bench $^ $(LDFLAGS_ALL) -lstdc++ -o $@
 
 $(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LINKS)
 	$(IT_CC) $< $(IT_DYN) -o $@

@@ -439,9 +439,9 @@ HOT void device_add(curesv_ledger *l, int shard, int device, int64_t delta)
 		device_flush(d, mine, n);
 }
 
-/* caller_view under origin attribution moves only where a free crosses accounts: by `delta` on
- * account t, in the thread's cell. */
-COLD void view_move(curesv_ledger *l, int shard, const struct target *t, int64_t delta)
+/* caller_view under origin attribution (the per-thread scheme's figure, a diagnostic): charges
+ * add to the origin's, frees take from the freeing thread's account, in the thread's cell. */
+HOT void view_add(curesv_ledger *l, int shard, const struct target *t, int64_t delta)
 {
 	struct curesv_cell *c = cell_of(l, shard, t->account);
 	if (!c) {
@@ -514,8 +514,10 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 			c->fell_back = true;
 			continue;
 		}
-		if (!caller_books)
+		if (!caller_books) {
 			c->books = after;
+			view_add(l, shard, &t, b);
+		}
 		c->budget = budget_of(l, &t);
 		c->over = c->books > c->budget;
 		device_add(l, shard, device, b);
@@ -615,8 +617,12 @@ void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c)
 		device_add(l, shard, c->device, -bytes);
 	bool live = take_off(l, c->origin, c->device, c->kind, bytes, shard, &t);
 	/* A released account's caller_view is frozen: its slot may already hold a new reservation. */
-	if (live && tier_of(c->kind) == CURESV_TIER_DEVICE && l->attribution == CURESV_ATTRIBUTION_CALLER)
-		add64(&t.a->caller_view, -bytes);
+	if (live && tier_of(c->kind) == CURESV_TIER_DEVICE) {
+		if (l->attribution == CURESV_ATTRIBUTION_CALLER)
+			add64(&t.a->caller_view, -bytes);
+		else
+			view_add(l, shard, &t, -bytes);
+	}
 }
 
 void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
@@ -677,21 +683,16 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref cal
 	/* The per-thread scheme debits whatever the freeing thread is attached to. A caller whose
 	 * reservation dies right here may leave this one debit on its released account:
 	 * diagnostic only. */
-	if (curesv_ref_handle(caller) == e->origin && l->attribution != CURESV_ATTRIBUTION_CALLER)
-		return; /* the same account: caller_view follows the live bytes */
-	struct target ct;
-	caller_target(l, caller, e->device, &ct);
-	if (l->attribution == CURESV_ATTRIBUTION_CALLER) {
-		add64(&ct.a->caller_view, -bytes);
+	if (live && curesv_ref_handle(caller) == e->origin && l->attribution != CURESV_ATTRIBUTION_CALLER) {
+		view_add(l, shard, &t, -bytes); /* the same account: its cell is at hand */
 		return;
 	}
-	if (ct.handle == e->origin)
-		return;
-	/* The origin's live bytes dropped, its caller_view must not (frozen when released); the
-	 * caller's caller_view drops although its live bytes did not. */
-	if (live)
-		view_move(l, shard, &t, bytes);
-	view_move(l, shard, &ct, -bytes);
+	struct target ct;
+	caller_target(l, caller, e->device, &ct);
+	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
+		add64(&ct.a->caller_view, -bytes);
+	else
+		view_add(l, shard, &ct, -bytes);
 }
 
 /* ---- transfer ------------------------------------------------------------------------------------- */
@@ -719,8 +720,7 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 	}
 	if (f != FLUSHED)
 		return f == OVER ? CURESV_ERR_CAPACITY : CURESV_ERR_UNKNOWN_NAME;
-	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
-		add64(&t.a->caller_view, bytes);
+	add64(&t.a->caller_view, bytes);
 	return CURESV_OK;
 }
 
@@ -741,8 +741,7 @@ static bool word_take(curesv_ledger *l, uint32_t handle, const curesv_entry *e, 
 void curesv_ledger_transfer_cancel(curesv_ledger *l, const curesv_entry *e, curesv_ref to)
 {
 	struct target t;
-	if (word_take(l, curesv_ref_handle(to), e, &t) && tier_of(e->kind) == CURESV_TIER_DEVICE &&
-	    l->attribution == CURESV_ATTRIBUTION_CALLER)
+	if (word_take(l, curesv_ref_handle(to), e, &t) && tier_of(e->kind) == CURESV_TIER_DEVICE)
 		add64(&t.a->caller_view, -(int64_t)e->bytes);
 }
 
@@ -758,7 +757,7 @@ void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, cure
 					       : curesv_ledger_origin_bytes(l, t.handle, e->device));
 	if (word_take(l, e->origin, e, &from)) {
 		bump(&from.a->transfers_out);
-		if (tier_of(e->kind) == CURESV_TIER_DEVICE && l->attribution == CURESV_ATTRIBUTION_CALLER)
+		if (tier_of(e->kind) == CURESV_TIER_DEVICE)
 			add64(&from.a->caller_view, -(int64_t)e->bytes);
 	}
 	bump(&t.a->transfers_in);
@@ -815,14 +814,6 @@ void curesv_books_release(curesv_ledger *l, unsigned slot, uint64_t serial, unsi
 		reclaim(l, &t);
 	}
 	struct curesv_device *d = &l->dev[device];
-	/* Under origin attribution caller_view is live bytes plus what cross-account frees moved;
-	 * from now on it is frozen at what it reads at the release. */
-	if (l->attribution == CURESV_ATTRIBUTION_ORIGIN) {
-		struct sums s;
-		sum_cells(l, slot, serial, &s);
-		int64_t origin = curesv_word_bytes(loadu(&r->acct.word[0])) + s.d;
-		add64(&r->acct.caller_view, origin + s.view);
-	}
 	int64_t live = retire_word(&r->acct.word[CURESV_TIER_DEVICE]);
 	int64_t host = retire_word(&r->acct.word[CURESV_TIER_HOST]);
 	int64_t size = (int64_t)loadu(&r->size);
@@ -959,9 +950,8 @@ static void account_stats(curesv_ledger *l, struct curesv_account *a, const stru
 			  bool live, curesv_stats_t *out)
 {
 	int64_t origin = live ? curesv_word_bytes(loadu(&a->word[0])) + s->d : 0;
-	out->caller_view = load64(&a->caller_view);
-	if (l->attribution == CURESV_ATTRIBUTION_ORIGIN && live)
-		out->caller_view += origin + s->view;
+	out->caller_view = load64(&a->caller_view) +
+			   (l->attribution == CURESV_ATTRIBUTION_CALLER ? 0 : s->view);
 	out->allocated = l->attribution == CURESV_ATTRIBUTION_CALLER ? out->caller_view : origin;
 	out->host_allocated = live ? curesv_word_bytes(loadu(&a->word[1])) + s->host : 0;
 	out->peak = load64(&a->peak);

@@ -71,8 +71,8 @@ enum curesv_tier { CURESV_TIER_DEVICE = 0, CURESV_TIER_HOST = 1, CURESV_TIERS = 
 struct curesv_cell {
 	_Atomic uint64_t books;         /* serial (bits 24..63) | device bytes + 2^23 (bits 0..23) */
 	_Atomic int64_t host;           /* pinned host bytes */
-	_Atomic int64_t view;           /* what this thread's cross-account frees moved caller_view
-					   by (origin attribution): caller_view = live bytes + views */
+	_Atomic int64_t view;           /* caller_view (origin attribution): this thread's charges
+					   to the account less its frees while attached to it */
 	_Atomic uint64_t allocs, frees, cross_thread_frees, over_budget;
 	_Atomic int32_t device;         /* the account's device: where its bytes go once released */
 } __attribute__((aligned(64)));
@@ -91,9 +91,8 @@ struct curesv_account {
 	_Atomic uint32_t draining;      /* a reclaim is under way: frees flush instead of leasing */
 	/* What threads without a shard add, and what no cell keeps: */
 	_Alignas(64) _Atomic int64_t caller_view;       /* caller attribution: the books; origin
-							   attribution: what cross-account frees
-							   moved (live), the frozen figure
-							   (released) */
+							   attribution: transfers and threads
+							   without a shard (cells keep the rest) */
 	_Atomic uint64_t allocs, frees, cross_thread_frees, denied, over_budget;
 	_Atomic uint64_t transfers_in, transfers_out;
 } __attribute__((aligned(64)));

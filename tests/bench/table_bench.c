@@ -1,31 +1,54 @@
-/* Origin-table benchmark: insert+remove cost after long churn at 75% live load, over distinct
- * 2 MiB-aligned addresses (what real device pointers look like), at 1 and 2 threads, against the
- * design it replaces (a fixed registry scanned slot by slot). Prints one table taken in one run.
+/* Origin-table benchmark, one run, printed as tables of ratios:
  *
- *   table_bench [slots] [cycles]        defaults: 65536 slots, 1000000 cycles per thread */
+ * 1. Throughput: insert+remove pairs per second at 1, 2, 4, 8, 16 threads (as many as the machine
+ *    has cores), 75% of the slots live, each thread churning its own range of distinct 2 MiB-aligned
+ *    addresses (remove the oldest, insert a new one), for the origin table and its peers
+ *    (peers.cc): 16 shards of unordered_map under mutexes, one map under a reader-writer lock, a
+ *    256-slot registry scanned under one lock (at 75% of its 256 slots).
+ * 2. Cost of one pair at 1 thread, 75% load, after 10^6 churn cycles, at 2^16 and 2^24 slots, with
+ *    the longest probes.
+ *
+ *   table_bench [seconds per throughput cell]        default 0.3 */
+#define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "peers.h"
 #include "table.h"
 
 #define STRIDE (UINT64_C(2) << 20)
+#define SLOTS (UINT64_C(1) << 16)
+#define MAX_THREADS 16
 
-static double now_ns(void)
+enum subject { TABLE, SHARDS, RWMAP, SCAN, SUBJECTS };
+static const char *const subject_name[SUBJECTS] = {
+	"curesv table", "16-shard mutex map", "map + rw lock", "256-slot scan"
+};
+
+static double now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-struct churn {
-	curesv_table *t;
-	uint64_t base;          /* this thread's address range starts here */
-	uint64_t live, cycles;
-	double ns;
+struct run {
+	enum subject what;
+	curesv_table *table;
+	struct peer_map *peer;
+	atomic_int stop;
+	pthread_barrier_t start;
+};
+
+struct worker {
+	struct run *run;
+	uint64_t base, live, cycles;
 };
 
 static curesv_entry entry_at(uint64_t ptr)
@@ -33,97 +56,135 @@ static curesv_entry entry_at(uint64_t ptr)
 	return (curesv_entry){ .ptr = ptr, .bytes = STRIDE, .origin = 0, .thread = 1, .device = 0 };
 }
 
-/* Keeps `live` entries in a FIFO window: each cycle removes the oldest and inserts a new address. */
-static void *churn_run(void *arg)
+static bool put(struct run *r, uint64_t key)
 {
-	struct churn *c = arg;
-	for (uint64_t i = 0; i < c->live; i++) {
-		curesv_entry e = entry_at(c->base + i * STRIDE);
-		if (!curesv_table_insert(c->t, &e))
-			abort();
+	if (r->what == TABLE) {
+		curesv_entry e = entry_at(key);
+		return curesv_table_insert(r->table, &e);
 	}
-	double t0 = now_ns();
-	for (uint64_t i = 0; i < c->cycles; i++) {
-		if (!curesv_table_remove(c->t, c->base + i * STRIDE, NULL))
+	return peer_insert(r->peer, key);
+}
+
+static bool take(struct run *r, uint64_t key)
+{
+	return r->what == TABLE ? curesv_table_remove(r->table, key, NULL) : peer_remove(r->peer, key);
+}
+
+/* Keeps `live` keys in a FIFO window until told to stop: each cycle removes the oldest and inserts
+ * a new address. */
+static void *churn(void *arg)
+{
+	struct worker *w = arg;
+	struct run *r = w->run;
+	for (uint64_t i = 0; i < w->live; i++)
+		if (!put(r, w->base + i * STRIDE))
 			abort();
-		curesv_entry e = entry_at(c->base + (i + c->live) * STRIDE);
-		if (!curesv_table_insert(c->t, &e))
-			abort();
-	}
-	c->ns = (now_ns() - t0) / (double)c->cycles;
+	pthread_barrier_wait(&r->start);
+	uint64_t i = 0;
+	while (!atomic_load_explicit(&r->stop, memory_order_relaxed))
+		for (int k = 0; k < 64; k++, i++)
+			if (!take(r, w->base + i * STRIDE) || !put(r, w->base + (i + w->live) * STRIDE))
+				abort();
+	w->cycles = i;
 	return NULL;
 }
 
-static double run_table(uint64_t slots, uint64_t cycles, int threads, curesv_table_stats_t *st)
+/* Pairs per second of `what` at `threads` threads over `seconds`. */
+static double throughput(enum subject what, int threads, double seconds)
+{
+	struct run r = { .what = what };
+	curesv_table t;
+	uint64_t slots = what == SCAN ? 256 : SLOTS;
+	if (what == TABLE) {
+		if (!curesv_table_init(&t, SLOTS))
+			abort();
+		r.table = &t;
+	} else {
+		r.peer = peer_create(what == SHARDS ? PEER_SHARDS : what == RWMAP ? PEER_RWMAP : PEER_SCAN);
+	}
+	pthread_barrier_init(&r.start, NULL, (unsigned)threads + 1);
+	struct worker w[MAX_THREADS];
+	pthread_t tid[MAX_THREADS];
+	for (int k = 0; k < threads; k++) {
+		w[k] = (struct worker){ &r, UINT64_C(0x7f0000000000) + (uint64_t)k * (UINT64_C(1) << 44),
+					slots * 3 / 4 / (uint64_t)threads, 0 };
+		pthread_create(&tid[k], NULL, churn, &w[k]);
+	}
+	pthread_barrier_wait(&r.start);
+	double t0 = now_s();
+	usleep((useconds_t)(seconds * 1e6));
+	atomic_store(&r.stop, 1);
+	uint64_t cycles = 0;
+	for (int k = 0; k < threads; k++) {
+		pthread_join(tid[k], NULL);
+		cycles += w[k].cycles;
+	}
+	double elapsed = now_s() - t0;
+	if (what == TABLE)
+		curesv_table_destroy(&t);
+	else
+		peer_destroy(r.peer);
+	pthread_barrier_destroy(&r.start);
+	return (double)cycles / elapsed;
+}
+
+/* ns per pair at 1 thread, 75% load, measured over 10^6 cycles after 10^6 cycles of churn. */
+static double latency(uint64_t slots, curesv_table_stats_t *st)
 {
 	curesv_table t;
 	if (!curesv_table_init(&t, slots))
 		abort();
-	struct churn c[8];
-	pthread_t tid[8];
-	uint64_t live = slots * 3 / 4 / (uint64_t)threads;
-	for (int k = 0; k < threads; k++) {
-		c[k] = (struct churn){ &t, UINT64_C(0x7f0000000000) + (uint64_t)k * (UINT64_C(1) << 44),
-				       live, cycles, 0 };
-		pthread_create(&tid[k], NULL, churn_run, &c[k]);
+	uint64_t live = slots * 3 / 4, base = UINT64_C(0x7f0000000000), cycles = 1000000;
+	for (uint64_t i = 0; i < live; i++) {
+		curesv_entry e = entry_at(base + i * STRIDE);
+		if (!curesv_table_insert(&t, &e))
+			abort();
 	}
-	double ns = 0;
-	for (int k = 0; k < threads; k++) {
-		pthread_join(tid[k], NULL);
-		ns += c[k].ns;
+	double t0 = 0;
+	for (uint64_t i = 0; i < 2 * cycles; i++) {
+		if (i == cycles)
+			t0 = now_s();
+		curesv_entry e = entry_at(base + (i + live) * STRIDE);
+		if (!curesv_table_remove(&t, base + i * STRIDE, NULL) || !curesv_table_insert(&t, &e))
+			abort();
 	}
+	double ns = (now_s() - t0) * 1e9 / (double)cycles;
 	curesv_table_stats(&t, st);
 	curesv_table_destroy(&t);
-	return ns / threads;
-}
-
-/* The design to beat: a fixed array, unregister scans every slot for the pointer. */
-#define REG_SLOTS 256
-static uint64_t reg[REG_SLOTS];
-
-static double run_registry(uint64_t cycles)
-{
-	uint64_t live = REG_SLOTS * 3 / 4, base = UINT64_C(0x7f0000000000);
-	memset(reg, 0, sizeof reg);
-	for (uint64_t i = 0; i < live; i++)
-		reg[i] = base + i * STRIDE;
-	double t0 = now_ns();
-	for (uint64_t i = 0; i < cycles; i++) {
-		uint64_t gone = base + i * STRIDE, fresh = base + (i + live) * STRIDE;
-		for (int k = 0; k < REG_SLOTS; k++)
-			if (*(volatile uint64_t *)&reg[k] == gone) {
-				reg[k] = 0;
-				break;
-			}
-		for (int k = 0; k < REG_SLOTS; k++)
-			if (*(volatile uint64_t *)&reg[k] == 0) {
-				reg[k] = fresh;
-				break;
-			}
-	}
-	return (now_ns() - t0) / (double)cycles;
+	return ns;
 }
 
 int main(int argc, char **argv)
 {
-	uint64_t slots = argc > 1 ? strtoull(argv[1], NULL, 0) : 65536;
-	uint64_t cycles = argc > 2 ? strtoull(argv[2], NULL, 0) : 1000000;
-	curesv_table_stats_t s1, s2, s256;
-	double one = run_table(slots, cycles, 1, &s1);
-	double two = run_table(slots, cycles, 2, &s2);
-	double small = run_table(REG_SLOTS, cycles, 1, &s256);
-	double scan = run_registry(cycles);
-	printf("origin table: %" PRIu64 " cycles of remove+insert per thread at 75%% live load, "
-	       "distinct 2 MiB-aligned addresses\n", cycles);
-	printf("%-34s %10s %12s %12s %10s\n", "case", "ns/cycle", "probe_max", "bound_max",
-	       "ratio");
-	printf("%-34s %10.1f %12" PRIu64 " %12" PRIu64 " %10.2f\n", "curesv table, 1 thread", one,
-	       s1.probe_max, s1.bound_max, 1.0);
-	printf("%-34s %10.1f %12" PRIu64 " %12" PRIu64 " %10.2f\n", "curesv table, 2 threads", two,
-	       s2.probe_max, s2.bound_max, two / one);
-	printf("%-34s %10.1f %12" PRIu64 " %12" PRIu64 " %10.2f\n", "curesv table, 256 slots", small,
-	       s256.probe_max, s256.bound_max, small / one);
-	printf("%-34s %10.1f %12s %12s %10.2f\n", "scanned 256-slot registry", scan, "-", "-",
-	       scan / one);
+	double seconds = argc > 1 ? atof(argv[1]) : 0.3;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int counts[] = { 1, 2, 4, 8, 16 }, ncounts = 0;
+	while (ncounts < 5 && counts[ncounts] <= (cores > 1 ? cores : 1))
+		ncounts++;
+	double mps[5][SUBJECTS];
+	for (int c = 0; c < ncounts; c++)
+		for (int s = 0; s < SUBJECTS; s++)
+			mps[c][s] = throughput((enum subject)s, counts[c], seconds) / 1e6;
+	printf("origin table against its peers: Mpairs/s (insert+remove), 75%% live, %ld cores\n", cores);
+	printf("%-8s", "threads");
+	for (int s = 0; s < SUBJECTS; s++)
+		printf(" %19s", subject_name[s]);
+	printf(" %10s %9s %9s %9s\n", "table/1thr", "/shards", "/rwmap", "/scan");
+	for (int c = 0; c < ncounts; c++) {
+		printf("%-8d", counts[c]);
+		for (int s = 0; s < SUBJECTS; s++)
+			printf(" %19.2f", mps[c][s]);
+		printf(" %10.2f %9.2f %9.2f %9.2f\n", mps[c][TABLE] / mps[0][TABLE],
+		       mps[c][TABLE] / mps[c][SHARDS], mps[c][TABLE] / mps[c][RWMAP],
+		       mps[c][TABLE] / mps[c][SCAN]);
+	}
+	curesv_table_stats_t s16, s24;
+	double small = latency(UINT64_C(1) << 16, &s16), large = latency(UINT64_C(1) << 24, &s24);
+	printf("\norigin table, 1 thread, 75%% live, after 10^6 churn cycles\n");
+	printf("%-10s %12s %10s %10s %8s\n", "slots", "ns per pair", "probe_max", "bound_max", "ratio");
+	printf("%-10s %12.1f %10" PRIu64 " %10" PRIu64 " %8.2f\n", "2^16", small, s16.probe_max,
+	       s16.bound_max, 1.0);
+	printf("%-10s %12.1f %10" PRIu64 " %10" PRIu64 " %8.2f\n", "2^24", large, s24.probe_max,
+	       s24.bound_max, large / small);
 	return 0;
 }
