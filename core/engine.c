@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "report.h"
+#include "trace.h"
 
 bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 {
@@ -17,15 +18,21 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 		return false;
 	}
 	curesv_ledger_init(&e->ledger, cfg->attribution);
+	curesv_trace_open(cfg);
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
 		bool set;
 		uint64_t cap = curesv_config_capacity(cfg, d, &set);
-		if (set)
-			curesv_ledger_set_capacity(&e->ledger, d, cap, true);
+		if (!set)
+			continue;
+		curesv_ledger_set_capacity(&e->ledger, d, cap, true);
+		CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)d, .bytes = cap);
 	}
 	for (unsigned i = 0; i < cfg->n_reservations; i++) {
 		const struct curesv_reservation_spec *r = &cfg->reservations[i];
-		curesv_status st = curesv_ledger_reserve(&e->ledger, r->name, r->size, r->device, NULL);
+		uint32_t h = 0;
+		curesv_trace_hold();
+		curesv_status st = curesv_ledger_reserve(&e->ledger, r->name, r->size, r->device, &h);
+		curesv_trace_reserved(st, h, r->name, r->size, r->device);
 		if (st != CURESV_OK)
 			curesv_log(CURESV_LOG_ERROR, "CURESV_RESERVATIONS: '%s': %s", r->name,
 				   curesv_strerror(st));
@@ -36,6 +43,7 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 
 void curesv_engine_destroy(curesv_engine *e)
 {
+	curesv_trace_close();
 	curesv_table_destroy(&e->table);
 	curesv_ledger_destroy(&e->ledger);
 }
@@ -93,6 +101,9 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 		return true;
 	if (!charge(e, op, device, bytes, kind, true)) {
 		log_denial(e, &op->charge);
+		CURESV_TRACE(.action = CURESV_TRACE_REFUSED, .bytes = bytes, .device = (int16_t)device,
+			     .kind = (uint8_t)kind, .origin = op->charge.origin,
+			     .stream = 0 /* no stream in begin/end yet */);
 		return false;
 	}
 	op->charged = true;
@@ -129,6 +140,8 @@ static void evict_stale(curesv_engine *e, uint64_t ptr)
 		return;
 	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
 	curesv_ledger_debit(&e->ledger, &old, old.origin, old.thread);
+	CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = ptr, .bytes = old.bytes, .device = old.device,
+		     .kind = old.kind, .origin = old.origin, .stream = 0 /* no stream known */);
 	curesv_log(CURESV_LOG_DEBUG, "address 0x%" PRIx64 " reallocated before curesv saw it freed",
 		   ptr);
 }
@@ -139,6 +152,10 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 	if (!ok || ptr == 0) {
 		if (op->charged)
 			curesv_ledger_uncharge(&e->ledger, c);
+		if (!ok)
+			CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes,
+				     .device = (int16_t)c->device, .kind = c->kind, .origin = op->origin,
+				     .stream = 0 /* no stream in begin/end yet */);
 		return true;
 	}
 	if (op->untracked) {
@@ -154,11 +171,17 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 			       .kind = c->kind };
 	if (curesv_table_insert(&e->table, &entry)) {
 		curesv_ledger_commit(&e->ledger, c);
+		CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
+			     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+			     .stream = 0 /* no stream in begin/end yet */);
 		return true;
 	}
 	curesv_ledger_uncharge(&e->ledger, c);
 	if (e->cfg.table_full == CURESV_TABLE_FULL_FAIL) {
 		atomic_fetch_add_explicit(&e->table_full_failures, 1, memory_order_relaxed);
+		CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes, .device = (int16_t)c->device,
+			     .kind = c->kind, .origin = c->origin,
+			     .stream = 0 /* no stream in begin/end yet */);
 		CURESV_LOG_ONCE(CURESV_LOG_ERROR, "origin table full (%" PRIu64 " slots): failing "
 				"allocations (CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS",
 				e->table.mask + 1);
@@ -175,6 +198,7 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
 {
 	op->tracked = ptr != 0 && curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
+	op->trace_ts = op->tracked ? curesv_trace_start() : 0; /* before the address can be reused */
 	if (!op->tracked && ptr != 0)
 		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
 }
@@ -185,10 +209,14 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 		return;
 	if (!ok) {
 		curesv_table_restore(&e->table, &op->ticket);
+		curesv_trace_cancel(op->trace_ts);
 		return;
 	}
 	curesv_table_commit(&e->table, &op->ticket);
 	curesv_ledger_debit(&e->ledger, &op->entry, curesv_thread_origin(), curesv_thread_serial());
+	CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
+		     .device = op->entry.device, .kind = op->entry.kind, .origin = op->entry.origin,
+		     .stream = 0 /* no stream in begin/end yet */, .ts = op->trace_ts);
 }
 
 curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t bytes, int device)
@@ -196,7 +224,10 @@ curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t
 	int devices = atomic_load_explicit(&e->devices, memory_order_relaxed);
 	if (devices > 0 && device >= devices)
 		return CURESV_ERR_INVALID;
-	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, NULL);
+	uint32_t h = 0;
+	curesv_trace_hold();
+	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, &h);
+	curesv_trace_reserved(st, h, name, bytes, device);
 	if (st == CURESV_OK)
 		curesv_attach_invalidate(); /* CURESV_ATTACH rules may name it */
 	return st;
@@ -204,7 +235,10 @@ curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t
 
 curesv_status curesv_engine_release(curesv_engine *e, const char *name)
 {
-	return curesv_ledger_release(&e->ledger, name);
+	curesv_trace_hold();
+	curesv_status st = curesv_ledger_release(&e->ledger, name);
+	curesv_trace_released(st, name);
+	return st;
 }
 
 curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char *name)
@@ -227,6 +261,9 @@ curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char 
 			return st;
 		if (curesv_table_retag(&e->table, &tk, to)) {
 			curesv_ledger_transfer_finish(&e->ledger, &ent, to);
+			CURESV_TRACE(.action = CURESV_TRACE_TRANSFER, .ptr = ptr, .bytes = ent.bytes,
+				     .device = ent.device, .kind = ent.kind, .origin = ent.origin,
+				     .to = to);
 			return CURESV_OK;
 		}
 		/* Freed, reallocated or moved since the peek: undo and look again. */
@@ -258,6 +295,7 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 	if (curesv_engine_device_known(e, device))
 		return;
 	uint64_t cap = curesv_ledger_set_capacity(&e->ledger, device, total_bytes, false);
+	CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)device, .bytes = cap);
 	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);
 	if (reserved > cap)
 		curesv_log(CURESV_LOG_WARN, "device %d: reservations total %" PRIu64 " bytes, more "

@@ -59,6 +59,7 @@ typedef struct curesv_free_op {
 	curesv_entry entry;
 	curesv_ticket ticket;
 	bool tracked;
+	uint64_t trace_ts;      /* when the entry left the table, for the trace (0: not tracing) */
 } curesv_free_op;
 
 /* Before the real free of `ptr`: takes its entry out of the table (an unknown non-NULL pointer is

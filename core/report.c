@@ -11,7 +11,6 @@
 
 #include "log.h"
 
-#define VERSION "0.1.0"
 #define LEAKS_LISTED 10
 
 /* ---- buffered output to a file descriptor (no stdio: the report also runs in exit paths) ----- */
@@ -362,8 +361,9 @@ static void text_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
 
 static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
 {
-	out_printf(o, "curesv: ======== report for pid %ld (CURESV_MODE=%s, CURESV_ATTRIBUTION=%s) "
-		   "========\n", pid, mode_name(e), attribution_name(e));
+	out_printf(o, "curesv: ======== report for pid %ld%s%s (CURESV_MODE=%s, CURESV_ATTRIBUTION=%s) "
+		   "========\n", pid, e->cfg.rank[0] ? ", rank " : "", e->cfg.rank, mode_name(e),
+		   attribution_name(e));
 	if (s->nrows == 0)
 		out_printf(o, "curesv: no device allocations seen\n");
 	for (unsigned i = 0; i < s->nrows; i++) {
@@ -492,8 +492,11 @@ static void json_leaks(curesv_engine *e, struct out *o, const struct leaks *lk)
 
 static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
 {
-	out_printf(o, "{\n  \"curesv\": \"%s\", \"pid\": %ld, \"mode\": \"%s\", \"attribution\": \"%s\",\n",
-		   VERSION, pid, mode_name(e), attribution_name(e));
+	out_printf(o, "{\n  \"curesv\": \"%s\", \"pid\": %ld, \"rank\": %s, \"host\": ",
+		   CURESV_VERSION, pid, e->cfg.rank[0] ? e->cfg.rank : "null");
+	out_json_string(o, e->cfg.host);
+	out_printf(o, ", \"mode\": \"%s\", \"attribution\": \"%s\",\n", mode_name(e),
+		   attribution_name(e));
 	json_devices(e, o, s);
 	json_reservations(o, s);
 	json_shared(o, s);

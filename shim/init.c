@@ -8,6 +8,7 @@
 
 #include "report.h"
 #include "shim.h"
+#include "trace.h"
 
 enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
 
@@ -24,6 +25,7 @@ static bool fork_locked;
 static void before_fork(void)
 {
 	fork_locked = atomic_load_explicit(&state, memory_order_acquire) == ACTIVE;
+	curesv_trace_fork_prepare(); /* first: a reservation holds it while taking the ledger's */
 	if (fork_locked)
 		curesv_report_fork_prepare(&engine);
 }
@@ -32,12 +34,14 @@ static void after_fork_parent(void)
 {
 	if (fork_locked)
 		curesv_report_fork_done(&engine);
+	curesv_trace_fork_parent();
 }
 
 static void after_fork_child(void)
 {
 	if (fork_locked)
 		curesv_report_fork_done(&engine);
+	curesv_trace_fork_child();
 	/* A thread that was initialising the engine does not exist in the child: start again. */
 	int busy = INITIALISING;
 	atomic_compare_exchange_strong_explicit(&state, &busy, UNINIT, memory_order_relaxed,
@@ -109,26 +113,28 @@ bool curesv_shim_report_now(void)
 {
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE)
 		return false;
+	curesv_trace_flush();
 	return curesv_report_emit(&engine, (long)getpid()) == CURESV_OK;
 }
 
-/* The exit report: written once, by the process that owns the books, even while other threads are
- * still allocating (the report reads everything atomically). Runs after the program's own
- * destructors that were initialised later, so their frees are counted. */
+/* The exit report and the end of the trace: written once, by the process that owns the books,
+ * even while other threads are still allocating (the report reads everything atomically; the
+ * trace drains what every thread had recorded). Runs after the program's own destructors that
+ * were initialised later, so their frees are counted. */
 __attribute__((destructor)) static void report_at_exit(void)
 {
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE ||
 	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
 	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
 		return;
-	if (engine.cfg.report == CURESV_REPORT_OFF)
-		return;
 	/* exit() called from a signal handler that interrupted curesv on this very thread: its locks
 	 * are held below us, and waiting for them would hang the exit. */
 	if (curesv_locks_held()) {
 		curesv_log(CURESV_LOG_ERROR, "exit() interrupted curesv itself (from a signal handler?): "
-			   "no report");
+			   "no report%s", engine.cfg.trace_file[0] ? ", and the trace is cut short" : "");
 		return;
 	}
-	curesv_report_emit(&engine, (long)getpid());
+	curesv_trace_close();
+	if (engine.cfg.report != CURESV_REPORT_OFF)
+		curesv_report_emit(&engine, (long)getpid());
 }
