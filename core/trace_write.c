@@ -7,13 +7,14 @@
  * has no word for transfers, reservations or releases, and logs device memory only: those, and
  * pinned host memory, are left out of the CSV.
  *
- * Chrome: {"traceEvents": [...]} with one counter ("ph": "C", arg "bytes") per account, named
- * after it (the reservation's name; "shared pool (device N)", "orphan tier (device N)",
- * "device N", "pinned host"), and thread-scoped instant events ("ph": "i") for refusals, failed
- * allocations, transfers, reservations, releases and device capacities. Timestamps are
- * microseconds since the Unix epoch, so traces of several processes line up; they never go
- * backwards in the file (an event drained late takes the time of the last one written), so each
- * counter's samples are its running sum in time order. */
+ * Chrome: {"traceEvents": [...]}. Counter events ("ph": "C") are named "device N" (or "pinned
+ * host") and carry one series per account, in bytes: each reservation's name, "(shared pool)",
+ * "(orphan tier)" and "(total)"; Perfetto shows each as its own track, "device 0 scan". Each
+ * event that moves bytes writes the series it moved. Thread-scoped instant events ("ph": "i")
+ * mark refusals, failed allocations, transfers, reservations, releases and device capacities.
+ * Timestamps are microseconds since the Unix epoch, so traces of several processes line up; they
+ * never go backwards in the file (an event drained late takes the time of the last one written),
+ * so each series' samples are its running sum in time order. */
 #include "trace_write.h"
 
 #include <errno.h>
@@ -263,7 +264,7 @@ static const char *handle_name(uint32_t handle, int d)
 	unsigned slot = curesv_handle_slot(handle);
 	(void)d;
 	if (handle == CURESV_SHARED)
-		return "shared pool";
+		return "(shared pool)";
 	if (slot <= CURESV_MAX_RESERVATIONS && w.res[slot].handle == handle)
 		return w.res[slot].a.name;
 	return "?";
@@ -562,14 +563,14 @@ void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
 	memcpy(w.rank, cfg->rank, sizeof w.rank);
 	memcpy(w.host, cfg->host, sizeof w.host);
 	name_group(&w.host_group, "pinned host", pid);
-	name_account(&w.host_acct, "total");
+	name_account(&w.host_acct, "(total)");
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
 		char name[32];
 		snprintf(name, sizeof name, "device %d", d);
 		name_group(&w.dev[d].group, name, pid);
-		name_account(&w.dev[d].shared, "shared pool");
-		name_account(&w.dev[d].orphan, "orphan tier");
-		name_account(&w.dev[d].total, "total");
+		name_account(&w.dev[d].shared, "(shared pool)");
+		name_account(&w.dev[d].orphan, "(orphan tier)");
+		name_account(&w.dev[d].total, "(total)");
 	}
 	struct timespec mono, wall;
 	clock_gettime(CLOCK_MONOTONIC, &mono);

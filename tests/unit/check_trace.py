@@ -35,11 +35,11 @@ def expected_counters(report):
         host += r["host_allocated"]
     for d in report["devices"]:
         n = d["device"]
-        want["device %d total" % n] = d["allocated"]
-        want["device %d shared pool" % n] = d["shared"]["allocated"]
-        want["device %d orphan tier" % n] = d["orphan_bytes"]
+        want["device %d (total)" % n] = d["allocated"]
+        want["device %d (shared pool)" % n] = d["shared"]["allocated"]
+        want["device %d (orphan tier)" % n] = d["orphan_bytes"]
         host += d["shared"]["host_allocated"]
-    want["pinned host total"] = host
+    want["pinned host (total)"] = host
     return want
 
 

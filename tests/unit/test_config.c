@@ -34,6 +34,9 @@ static void assert_defaults(const curesv_config *c)
 	cr_assert_str_eq(c->report_file, "");
 	cr_assert_eq(c->log_level, CURESV_LOG_WARN);
 	cr_assert_not(c->strict);
+	cr_assert_str_eq(c->trace_file, "");
+	cr_assert_eq(c->trace_format, CURESV_TRACE_RMM);
+	cr_assert_str_eq(c->rank, "");
 }
 
 /* The load produced no diagnostic at all. */
@@ -590,21 +593,29 @@ Test(config, report_file)
 	cr_assert_str_eq(cfg.report_file, "");
 
 	bad("CURESV_REPORT_FILE=/tmp/%d.json",
-	    "CURESV_REPORT_FILE: '/tmp/%d.json': unknown %-sequence (only %p and %%)");
-	bad("CURESV_REPORT_FILE=/tmp/x%", "CURESV_REPORT_FILE: '/tmp/x%': unknown %-sequence (only %p "
+	    "CURESV_REPORT_FILE: '/tmp/%d.json': unknown %-sequence (only %p, %r, %h and %%)");
+	bad("CURESV_REPORT_FILE=/tmp/x%", "CURESV_REPORT_FILE: '/tmp/x%': unknown %-sequence (only %p, "
+	    "%r, %h and %%)");
+	bad("CURESV_REPORT_FILE=%P", "CURESV_REPORT_FILE: '%P': unknown %-sequence (only %p, %r, %h "
 	    "and %%)");
-	bad("CURESV_REPORT_FILE=%P", "CURESV_REPORT_FILE: '%P': unknown %-sequence (only %p and %%)");
-	bad("CURESV_REPORT_FILE=%%%s", "CURESV_REPORT_FILE: '%%%s': unknown %-sequence (only %p and "
-	    "%%)");
+	bad("CURESV_REPORT_FILE=%%%s", "CURESV_REPORT_FILE: '%%%s': unknown %-sequence (only %p, %r, "
+	    "%h and %%)");
 
-	/* %p is checked with the longest pid at once, not when the report is due */
+	/* %p, %r and %h are checked at their longest at once, not when the report is due */
 	static char pidenv[2048], pidwant[4096];
 	int m = snprintf(pidenv, sizeof pidenv, "CURESV_REPORT_FILE=/");
 	memset(pidenv + m, 'p', 1010);
 	strcpy(pidenv + m + 1010, "-%p");
-	snprintf(pidwant, sizeof pidwant, "CURESV_REPORT_FILE: '%.96s...': path too long once %%p is "
-		 "expanded (at most 1023 bytes)", pidenv + strlen("CURESV_REPORT_FILE="));
+	snprintf(pidwant, sizeof pidwant, "CURESV_REPORT_FILE: '%.96s...': path too long once %%p, "
+		 "%%r and %%h are expanded (at most 1023 bytes)", pidenv + strlen("CURESV_REPORT_FILE="));
 	bad(pidenv, pidwant);
+	memcpy(pidenv + m + 1010, "-%h", 3); /* 64 bytes of host name do not fit */
+	snprintf(pidwant, sizeof pidwant, "CURESV_REPORT_FILE: '%.96s...': path too long once %%p, "
+		 "%%r and %%h are expanded (at most 1023 bytes)", pidenv + strlen("CURESV_REPORT_FILE="));
+	bad(pidenv, pidwant);
+	pidenv[m + 1000] = '\0'; /* 20 digits of rank or pid do */
+	strcat(pidenv, "-%r");
+	good(pidenv);
 
 	/* 1023 bytes fit; 1024 do not (the quoted path is cut at 96 bytes, so the reason shows) */
 	static char env[2048], want[4096];
@@ -617,6 +628,68 @@ Test(config, report_file)
 	snprintf(want, sizeof want, "CURESV_REPORT_FILE: '%.96s...': path too long (at most 1023 "
 		 "bytes)", env + strlen("CURESV_REPORT_FILE="));
 	bad(env, want);
+}
+
+/* ---- %r, %h, CURESV_TRACE ---------------------------------------------------------------------- */
+
+Test(config, rank_and_host_in_paths)
+{
+	char path[CURESV_PATH_MAX], host[CURESV_HOST_MAX];
+	cr_assert_eq(gethostname(host, sizeof host), 0);
+	assert_clean(LOAD("CURESV_REPORT_FILE=/r/%r-%h-%p.json"));
+	cr_assert_str_eq(cfg.rank, "");
+	cr_assert_str_eq(cfg.host, host);
+	cr_assert(curesv_config_report_path(&cfg, 42, path, sizeof path));
+	char want[CURESV_PATH_MAX];
+	snprintf(want, sizeof want, "/r/42-%s-42.json", host); /* no rank: %r is the pid */
+	cr_assert_str_eq(path, want);
+
+	/* the first rank variable set wins, in the order torchrun, Open MPI, PMI, Slurm */
+	assert_clean(LOAD("CURESV_REPORT_FILE=%r", "SLURM_PROCID=4", "PMI_RANK=3",
+			  "OMPI_COMM_WORLD_RANK=2", "RANK=1"));
+	cr_assert(curesv_config_report_path(&cfg, 42, path, sizeof path));
+	cr_assert_str_eq(path, "1");
+	assert_clean(LOAD("CURESV_REPORT_FILE=%r", "SLURM_PROCID=4", "PMI_RANK=3"));
+	cr_assert_str_eq(cfg.rank, "3");
+	assert_clean(LOAD("SLURM_PROCID=0"));
+	cr_assert_str_eq(cfg.rank, "0");
+	assert_clean(LOAD("RANK=007"));
+	cr_assert_str_eq(cfg.rank, "7", "a JSON number has no leading zeros");
+
+	/* a rank variable set to anything but a rank is skipped with a warning: it goes into paths */
+	unsigned errors = LOAD("RANK=../x", "OMPI_COMM_WORLD_RANK=5");
+	cr_assert_eq(errors, 0);
+	cr_assert_eq(diag.warnings, 1);
+	cr_assert_str_eq(diag.line[0].text, "RANK: '../x': not a rank (a non-negative integer of at "
+			 "most 20 digits); ignored");
+	cr_assert_str_eq(cfg.rank, "5");
+	errors = LOAD("RANK=", "SLURM_PROCID=123456789012345678901");
+	cr_assert_eq(diag.warnings, 2);
+	cr_assert_str_eq(cfg.rank, "");
+
+	/* the buffer: exactly enough, one byte short */
+	assert_clean(LOAD("CURESV_REPORT_FILE=r%r", "RANK=12"));
+	cr_assert(curesv_config_report_path(&cfg, 1, path, 4));
+	cr_assert_str_eq(path, "r12");
+	cr_assert_not(curesv_config_report_path(&cfg, 1, path, 3));
+}
+
+Test(config, trace)
+{
+	good("CURESV_TRACE=/tmp/trace-%r-%p.csv");
+	cr_assert_str_eq(cfg.trace_file, "/tmp/trace-%r-%p.csv");
+	cr_assert_eq(cfg.trace_format, CURESV_TRACE_RMM);
+	char path[CURESV_PATH_MAX];
+	cr_assert(curesv_config_expand_path(&cfg, cfg.trace_file, 9, path, sizeof path));
+	cr_assert_str_eq(path, "/tmp/trace-9-9.csv");
+	good("CURESV_TRACE_FORMAT=chrome");
+	cr_assert_eq(cfg.trace_format, CURESV_TRACE_CHROME);
+	good("CURESV_TRACE_FORMAT=RMM");
+	cr_assert_eq(cfg.trace_format, CURESV_TRACE_RMM);
+	bad("CURESV_TRACE_FORMAT=perfetto",
+	    "CURESV_TRACE_FORMAT: 'perfetto': expected rmm or chrome");
+	bad("CURESV_TRACE=/tmp/%t", "CURESV_TRACE: '/tmp/%t': unknown %-sequence (only %p, %r, %h "
+	    "and %%)");
 }
 
 /* ---- unknown variables, several problems at once --------------------------------------------------- */
@@ -718,7 +791,8 @@ Test(config, everything_at_once)
 			  "CURESV_ATTACH=scan-*=scan,pipe-*=pipe", "CURESV_MODE=enforce",
 			  "CURESV_ATTRIBUTION=caller", "CURESV_TABLE_SLOTS=4096",
 			  "CURESV_TABLE_FULL=fail", "CURESV_REPORT=json",
-			  "CURESV_REPORT_FILE=/tmp/r-%p.json", "CURESV_LOG=info", "CURESV_STRICT=1"));
+			  "CURESV_REPORT_FILE=/tmp/r-%p.json", "CURESV_LOG=info", "CURESV_STRICT=1",
+			  "CURESV_TRACE=/tmp/t-%r.json", "CURESV_TRACE_FORMAT=chrome", "RANK=2"));
 	cr_assert(cfg.enable);
 	cr_assert_eq(cfg.capacity[0], 80 * GiB);
 	cr_assert_eq(cfg.capacity[1], 40 * GiB);
@@ -733,6 +807,9 @@ Test(config, everything_at_once)
 	cr_assert_str_eq(cfg.report_file, "/tmp/r-%p.json");
 	cr_assert_eq(cfg.log_level, CURESV_LOG_INFO);
 	cr_assert(cfg.strict);
+	cr_assert_str_eq(cfg.trace_file, "/tmp/t-%r.json");
+	cr_assert_eq(cfg.trace_format, CURESV_TRACE_CHROME);
+	cr_assert_str_eq(cfg.rank, "2");
 }
 
 /* A bad value cannot forge log lines or push the reason out of its line. */
