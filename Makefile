@@ -50,7 +50,7 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-unit check-integration test deps deps-build demo bench clean
+.PHONY: all core unit check-unit check-integration check-tools test deps deps-build demo bench clean
 all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
@@ -131,6 +131,12 @@ check-integration: $(O)/libcuresv.so sim
 		--lib $(O)/libcuresv.so --bin $(IT_BIN) --stack sim \
 		$(if $(SAN_RUNTIME),--sanitizer-runtime $(SAN_RUNTIME))
 
+# The scripts that read curesv's output (curesv-plot, curesv-merge), on output made under the shim.
+check-tools: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
+		--lib $(O)/libcuresv.so --bin $(IT_BIN)
+
 # ---- the demo ---------------------------------------------------------------------------------------
 demo: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so $(BUILD)/plain/it/handoff
@@ -144,16 +150,19 @@ deps-build:
 	@scripts/install-deps build
 
 test: deps
-	$(MAKE) VARIANT=plain check-unit check-integration sim-selftest
+	$(MAKE) VARIANT=plain check-unit check-integration check-tools sim-selftest
 	$(MAKE) VARIANT=asan check-unit check-integration
 	$(MAKE) VARIANT=tsan check-unit check-integration
 
 bench: deps-build
-	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/alloc_bench \
-		$(BUILD)/plain/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/trace_bench \
+		$(BUILD)/plain/alloc_bench $(BUILD)/plain/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/bench --stack sim --bin $(BUILD)/plain
 
 $(O)/table_bench: tests/bench/table_bench.c $(O)/libcuresv_core.a
+	$(CC) $(CFLAGS_ALL) $^ $(LDFLAGS_ALL) -o $@
+
+$(O)/trace_bench: tests/bench/trace_bench.c $(O)/libcuresv_core.a
 	$(CC) $(CFLAGS_ALL) $^ $(LDFLAGS_ALL) -o $@
 
 $(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LINKS)
