@@ -46,6 +46,8 @@ struct ring {
 	struct curesv_trace_event ev[CURESV_TRACE_BUFFER];
 };
 
+_Static_assert(sizeof(struct curesv_trace_event) == 48, "README states 48 bytes an event");
+
 /* A thread whose ring is gone (it is exiting) or could not be made: its events are written one
  * by one under the lock. */
 #define NO_RING ((struct ring *)1)
