@@ -54,8 +54,8 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-unit check-integration check-install test deps deps-build demo bench \
-	clean install uninstall
+.PHONY: all core unit check-unit check-integration check-install check-tools test deps deps-build \
+	demo bench clean install uninstall
 all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
@@ -206,6 +206,12 @@ check-install: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/check_install.py \
 		--bin $(IT_BIN) --sim $(SIM_DIR)
 
+# The scripts that read curesv's output (curesv-plot, curesv-merge), on output made under the shim.
+check-tools: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
+		--lib $(O)/libcuresv.so --bin $(IT_BIN)
+
 # ---- the demo ---------------------------------------------------------------------------------------
 demo: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so $(BUILD)/plain/it/handoff
@@ -219,13 +225,13 @@ deps-build:
 	@scripts/install-deps build
 
 test: deps
-	$(MAKE) VARIANT=plain check-unit check-integration check-install sim-selftest
+	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools sim-selftest
 	$(MAKE) VARIANT=asan check-unit check-integration
 	$(MAKE) VARIANT=tsan check-unit check-integration
 
 bench: deps-build
-	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/alloc_bench \
-		$(BUILD)/plain/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/trace_bench \
+		$(BUILD)/plain/alloc_bench $(BUILD)/plain/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/bench --stack sim --bin $(BUILD)/plain
 
 # The table's peers are C++ designs (std::unordered_map, std::map): written in C++.
@@ -236,6 +242,9 @@ $(O)/tests/bench/peers.o: tests/bench/peers.cc tests/bench/peers.h Makefile
 
 $(O)/table_bench: tests/bench/table_bench.c $(O)/tests/bench/peers.o $(O)/libcuresv_core.a
 	$(CC) $(CFLAGS_ALL) -Itests/bench $^ $(LDFLAGS_ALL) -lstdc++ -o $@
+
+$(O)/trace_bench: tests/bench/trace_bench.c $(O)/libcuresv_core.a
+	$(CC) $(CFLAGS_ALL) $^ $(LDFLAGS_ALL) -o $@
 
 $(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LINKS)
 	$(IT_CC) $< $(IT_DYN) -o $@

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "report.h"
 
@@ -405,23 +406,37 @@ static bool parse_table_slots(const char *v, curesv_config *c, struct bad *bad)
 	return true;
 }
 
-static bool parse_report_file(const char *v, curesv_config *c, struct bad *bad)
+/* Longest expansion of each %-sequence of an output path, checked when the path is read rather
+ * than at exit, when the report would be lost. */
+static size_t expansion_max(char c)
 {
-	size_t len = strlen(v);
-	if (len >= sizeof c->report_file)
-		return failf(bad, v, len, "path too long (at most %zu bytes)",
-			     sizeof c->report_file - 1);
-	size_t pids = 0;
-	for (const char *s = v; (s = strchr(s, '%')); s += 2) {
-		if (s[1] != 'p' && s[1] != '%')
-			return fail(bad, v, len, "unknown %-sequence (only %p and %%)");
-		pids += s[1] == 'p';
+	switch (c) {
+	case 'p': return sizeof "-9223372036854775808" - 1;
+	case 'r': return CURESV_RANK_MAX;
+	case 'h': return CURESV_HOST_MAX - 1;
+	default: return 1; /* %% */
 	}
-	/* Checked now, with the longest pid, rather than at exit when the report would be lost. */
-	if (len + pids * (sizeof "-9223372036854775808" - 3) >= sizeof c->report_file)
-		return failf(bad, v, len, "path too long once %%p is expanded (at most %zu bytes)",
-			     sizeof c->report_file - 1);
-	memcpy(c->report_file, v, len + 1);
+}
+
+/* An output path (CURESV_REPORT_FILE, CURESV_TRACE): stored unexpanded into dst[CURESV_PATH_MAX]. */
+static bool parse_path(const char *v, char *dst, struct bad *bad)
+{
+	size_t len = strlen(v), longest = 0;
+	if (len >= CURESV_PATH_MAX)
+		return failf(bad, v, len, "path too long (at most %d bytes)", CURESV_PATH_MAX - 1);
+	for (const char *s = v; *s; s++) {
+		if (*s != '%') {
+			longest++;
+			continue;
+		}
+		if (!s[1] || !strchr("prh%", s[1]))
+			return fail(bad, v, len, "unknown %-sequence (only %p, %r, %h and %%)");
+		longest += expansion_max(*++s);
+	}
+	if (longest >= CURESV_PATH_MAX)
+		return failf(bad, v, len, "path too long once %%p, %%r and %%h are expanded (at most "
+			     "%d bytes)", CURESV_PATH_MAX - 1);
+	memcpy(dst, v, len + 1);
 	return true;
 }
 
@@ -443,6 +458,19 @@ static bool parse_error_exitcode(const char *v, curesv_config *c, struct bad *ba
 	return true;
 }
 
+static bool parse_report_file(const char *v, curesv_config *c, struct bad *bad)
+{
+	return parse_path(v, c->report_file, bad);
+}
+
+static bool parse_trace(const char *v, curesv_config *c, struct bad *bad)
+{
+	return parse_path(v, c->trace_file, bad);
+}
+
+KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format, "rmm or chrome", "rmm",
+	       "chrome")
+
 /* `cosmetic`: the variable only shapes what curesv prints, so a bad value is a warning and the
  * default (`shown` in the warning) applies; tracking goes on. */
 static const struct option options[] = {
@@ -459,6 +487,8 @@ static const struct option options[] = {
 	{ "CURESV_LOG", "warn", parse_log, true, "warn" },
 	{ "CURESV_STRICT", "0", parse_strict, false, NULL },
 	{ "CURESV_ERROR_EXITCODE", "0", parse_error_exitcode, false, NULL },
+	{ "CURESV_TRACE", "", parse_trace, true, "none" },
+	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, true, "rmm" },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -675,6 +705,55 @@ static void warn_unresolved_rules(const curesv_config *c, curesv_diag *d)
 	}
 }
 
+/* The launchers' rank variables, in the order they are looked at (torchrun, Open MPI, MPICH and
+ * Intel MPI, Slurm): not curesv's, so never warned about as unknown. */
+static const char *const rank_names[] = { "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+					  "SLURM_PROCID" };
+
+static bool valid_rank(const char *v)
+{
+	size_t n = strlen(v);
+	if (n == 0 || n > CURESV_RANK_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (v[i] < '0' || v[i] > '9')
+			return false;
+	return true;
+}
+
+/* The first rank variable set to a rank; one that is set to anything else is warned about and
+ * skipped, since it would otherwise become part of a file name. */
+static void load_rank(curesv_config *c, char *const *envp, curesv_diag *d)
+{
+	for (size_t i = 0; i < sizeof rank_names / sizeof *rank_names; i++) {
+		const char *v = option_value(envp, rank_names[i]);
+		if (!v)
+			continue;
+		if (valid_rank(v)) {
+			/* "007" is rank 7: a JSON number has no leading zeros */
+			while (v[0] == '0' && v[1])
+				v++;
+			memcpy(c->rank, v, strlen(v) + 1);
+			return;
+		}
+		char shown[128];
+		quote(v, strlen(v), shown, sizeof shown);
+		diag_add(d, CURESV_LOG_WARN, "%s: '%s': not a rank (a non-negative integer of at most "
+			 "%d digits); ignored", rank_names[i], shown, CURESV_RANK_MAX);
+	}
+}
+
+/* The host name as it may appear in a file name: '/' and control characters become '_'. */
+static void load_host(curesv_config *c)
+{
+	if (gethostname(c->host, sizeof c->host) != 0)
+		snprintf(c->host, sizeof c->host, "unknown");
+	c->host[sizeof c->host - 1] = '\0';
+	for (char *s = c->host; *s; s++)
+		if (*s == '/' || (unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '_';
+}
+
 void curesv_config_defaults(curesv_config *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
@@ -734,6 +813,8 @@ unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *
 		if (!cfg->enable)
 			return diag->errors;
 	}
+	load_rank(cfg, envp, diag);
+	load_host(cfg);
 	check_capacity(cfg, diag);
 	if (option_value(envp, "CURESV_RESERVATIONS") || !reservations_misspelt(envp))
 		warn_unresolved_rules(cfg, diag);
@@ -766,14 +847,21 @@ uint64_t curesv_config_capacity(const curesv_config *cfg, int device, bool *set)
 	return 0;
 }
 
-bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n)
+bool curesv_config_expand_path(const curesv_config *cfg, const char *pattern, long pid, char *out,
+			       size_t n)
 {
 	size_t o = 0;
-	for (const char *s = cfg->report_file; *s; s++) {
-		char tmp[24];
+	for (const char *s = pattern; *s; s++) {
+		char tmp[32];
 		const char *piece = tmp;
-		if (s[0] == '%' && s[1] == 'p') {
+		if (s[0] == '%' && (s[1] == 'p' || (s[1] == 'r' && !cfg->rank[0]))) {
 			snprintf(tmp, sizeof tmp, "%ld", pid);
+			s++;
+		} else if (s[0] == '%' && s[1] == 'r') {
+			piece = cfg->rank;
+			s++;
+		} else if (s[0] == '%' && s[1] == 'h') {
+			piece = cfg->host;
 			s++;
 		} else if (s[0] == '%' && s[1] == '%') {
 			tmp[0] = '%', tmp[1] = '\0';
@@ -791,4 +879,9 @@ bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, si
 		return false;
 	out[o] = '\0';
 	return true;
+}
+
+bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n)
+{
+	return curesv_config_expand_path(cfg, cfg->report_file, pid, out, n);
 }

@@ -12,6 +12,8 @@
 
 #include "log.h"
 
+#define CURESV_VERSION "0.1.0"
+
 #define CURESV_MAX_DEVICES 64           /* device ordinals 0..63 */
 #define CURESV_MAX_RESERVATIONS 255     /* live reservations at once */
 #define CURESV_NAME_MAX 32              /* reservation name, NUL included */
@@ -27,6 +29,10 @@ enum curesv_mode { CURESV_MODE_OBSERVE, CURESV_MODE_ENFORCE };
 enum curesv_attribution { CURESV_ATTRIBUTION_ORIGIN, CURESV_ATTRIBUTION_CALLER };
 enum curesv_table_full { CURESV_TABLE_FULL_PASSTHROUGH, CURESV_TABLE_FULL_FAIL };
 enum curesv_report_format { CURESV_REPORT_TEXT, CURESV_REPORT_JSON, CURESV_REPORT_OFF };
+enum curesv_trace_format { CURESV_TRACE_RMM, CURESV_TRACE_CHROME };
+
+#define CURESV_RANK_MAX 20              /* digits of a rank (RANK, OMPI_COMM_WORLD_RANK, ...) */
+#define CURESV_HOST_MAX 65              /* host name, NUL included (HOST_NAME_MAX + 1) */
 
 struct curesv_reservation_spec {
 	char name[CURESV_NAME_MAX];
@@ -61,6 +67,13 @@ typedef struct curesv_config {
 	enum curesv_log_level log_level;                /* CURESV_LOG */
 	bool strict;                                    /* CURESV_STRICT */
 	int error_exitcode;                             /* CURESV_ERROR_EXITCODE, 1..255; 0 = none */
+	char trace_file[CURESV_PATH_MAX];               /* CURESV_TRACE; "" = no trace */
+	enum curesv_trace_format trace_format;          /* CURESV_TRACE_FORMAT */
+	/* The process's place in a multi-process job: the first of RANK, OMPI_COMM_WORLD_RANK,
+	 * PMI_RANK, SLURM_PROCID that is set to a non-negative integer ("" when none), and the host
+	 * name (gethostname, '/' and control characters replaced by '_'). */
+	char rank[CURESV_RANK_MAX + 1];
+	char host[CURESV_HOST_MAX];
 } curesv_config;
 
 /* Diagnostics gathered while parsing: at most CURESV_DIAG_LINES lines, each "VAR: 'text': reason"
@@ -112,7 +125,13 @@ bool curesv_config_overcommit(const curesv_config *cfg, int device, uint64_t cap
  * of `device`; false when it has none. */
 bool curesv_config_capacity_shown(const curesv_config *cfg, int device, char *out, size_t n);
 
-/* Expands CURESV_REPORT_FILE's "%p" (pid) and "%%" into `out`. Returns false when it does not fit. */
+/* Expands an output path of the configuration (CURESV_REPORT_FILE, CURESV_TRACE) into `out`: "%p"
+ * the pid, "%r" the rank (the pid when no rank is set), "%h" the host name, "%%" a '%'. Returns
+ * false when it does not fit in `n` bytes. */
+bool curesv_config_expand_path(const curesv_config *cfg, const char *pattern, long pid, char *out,
+			       size_t n);
+
+/* curesv_config_expand_path of CURESV_REPORT_FILE. */
 bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "report.h"
+#include "trace.h"
 
 bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 {
@@ -27,11 +28,15 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 		curesv_table_destroy(&e->table);
 		return false;
 	}
+	curesv_trace_open(cfg);
 	/* Reservations first, capacities after: CURESV_RESERVATIONS past a configured capacity are all
 	 * kept with one warning (the configuration's), as they are when the capacity is the driver's. */
 	for (unsigned i = 0; i < cfg->n_reservations; i++) {
 		const struct curesv_reservation_spec *r = &cfg->reservations[i];
-		curesv_status st = curesv_ledger_reserve(&e->ledger, r->name, r->size, r->device, NULL);
+		uint32_t h = 0;
+		curesv_trace_hold();
+		curesv_status st = curesv_ledger_reserve(&e->ledger, r->name, r->size, r->device, &h);
+		curesv_trace_reserved(st, h, r->name, r->size, r->device);
 		if (st != CURESV_OK)
 			curesv_log(CURESV_LOG_ERROR, "CURESV_RESERVATIONS: '%s': %s", r->name,
 				   curesv_strerror(st));
@@ -39,8 +44,10 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
 		bool set;
 		uint64_t cap = curesv_config_capacity(cfg, d, &set);
-		if (set)
-			curesv_ledger_set_capacity(&e->ledger, d, cap, true);
+		if (!set)
+			continue;
+		curesv_ledger_set_capacity(&e->ledger, d, cap, true);
+		CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)d, .bytes = cap);
 	}
 	curesv_attach_configure(&e->ledger, cfg->rules, cfg->n_rules);
 	return true;
@@ -48,6 +55,7 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 
 void curesv_engine_destroy(curesv_engine *e)
 {
+	curesv_trace_close();
 	curesv_streams_destroy(&e->streams);
 	curesv_table_destroy(&e->table);
 	curesv_ledger_destroy(&e->ledger);
@@ -93,10 +101,24 @@ static void log_denial(curesv_engine *e, const curesv_charge *c)
 		   c->first_denial ? "; further refusals are counted in the report" : "");
 }
 
+static void trace_refused(const curesv_alloc_op *op)
+{
+	const curesv_charge *c = &op->charge;
+	CURESV_TRACE(.action = CURESV_TRACE_REFUSED, .bytes = c->bytes, .device = (int16_t)c->device,
+		     .kind = c->kind, .origin = c->origin, .stream = op->stream);
+}
+
 bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			curesv_alloc_op *op)
 {
+	return curesv_alloc_begin_on(e, device, 0, bytes, kind, op);
+}
+
+bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
+			   enum curesv_kind kind, curesv_alloc_op *op)
+{
 	op->state = CURESV_OP_IDLE;
+	op->stream = stream;
 	op->charge.device = device;
 	op->charge.bytes = bytes;
 	op->charge.kind = (uint8_t)kind;
@@ -115,6 +137,7 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 		/* Past every budget: refused like any request past its budget, and counted. */
 		curesv_ledger_refuse(&e->ledger, op->origin, device, bytes, kind, &op->charge);
 		log_denial(e, &op->charge);
+		trace_refused(op);
 		return false;
 	}
 	if (!enforcing(e))
@@ -127,8 +150,10 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 		curesv_shard_publish(shard, op);
 	}
 	curesv_section_leave(shard);
-	if (!ok)
+	if (!ok) {
 		log_denial(e, &op->charge);
+		trace_refused(op);
+	}
 	return ok;
 }
 
@@ -169,6 +194,9 @@ static void settle_stale(curesv_engine *e, const curesv_entry *old)
 	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
 	curesv_ledger_debit(&e->ledger, old, curesv_ledger_handle_ref(&e->ledger, old->origin),
 			    old->thread);
+	CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = old->ptr, .bytes = old->bytes,
+		     .device = old->device, .kind = old->kind, .origin = old->origin,
+		     .stream = 0 /* the unseen free's stream is not known */);
 	curesv_log(CURESV_LOG_DEBUG, "address 0x%" PRIx64 " reallocated before curesv saw it freed",
 		   old->ptr);
 }
@@ -193,6 +221,10 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 	if (!ok || ptr == 0) {
 		if (op->charged)
 			curesv_ledger_uncharge(&e->ledger, c);
+		if (!ok)
+			CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes,
+				     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+				     .stream = op->stream);
 		return true;
 	}
 	if (op->untracked) {
@@ -209,11 +241,16 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		if (stale.ptr)
 			settle_stale(e, &stale);
 		curesv_ledger_commit(&e->ledger, c);
+		CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
+			     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+			     .stream = op->stream);
 		return true;
 	}
 	curesv_ledger_uncharge(&e->ledger, c);
 	if (e->cfg.table_full == CURESV_TABLE_FULL_FAIL) {
 		atomic_fetch_add_explicit(&e->table_full_failures, 1, memory_order_relaxed);
+		CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes, .device = (int16_t)c->device,
+			     .kind = c->kind, .origin = c->origin, .stream = op->stream);
 		CURESV_LOG_ONCE(CURESV_LOG_ERROR, "origin table full (%" PRIu64 " slots): failing "
 				"allocations (CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS",
 				e->table.mask + 1);
@@ -229,13 +266,20 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
 {
+	curesv_free_begin_on(e, ptr, 0, op);
+}
+
+void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, curesv_free_op *op)
+{
 	op->state = CURESV_OP_IDLE;
+	op->stream = stream;
 	if (ptr == 0) {
 		op->tracked = false;
 		return;
 	}
 	int shard = curesv_section_enter();
 	op->tracked = curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
+	op->trace_ts = op->tracked ? curesv_trace_start() : 0; /* before the address can be reused */
 	if (op->tracked) {
 		op->state = CURESV_OP_TAKEN;
 		curesv_shard_publish(shard, op);
@@ -256,9 +300,13 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 	int shard = curesv_section_enter();
 	if (!ok) {
 		curesv_table_restore(&e->table, &op->ticket);
+		curesv_trace_cancel(op->trace_ts);
 	} else {
 		curesv_table_commit(&e->table, &op->ticket);
 		curesv_ledger_debit(&e->ledger, &op->entry, caller, serial);
+		CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
+			     .device = op->entry.device, .kind = op->entry.kind,
+			     .origin = op->entry.origin, .stream = op->stream, .ts = op->trace_ts);
 	}
 	op->state = CURESV_OP_IDLE;
 	curesv_shard_publish(shard, NULL);
@@ -316,7 +364,10 @@ curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t
 	int devices = atomic_load_explicit(&e->devices, memory_order_relaxed);
 	if (devices > 0 && device >= devices)
 		return CURESV_ERR_INVALID;
-	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, NULL);
+	uint32_t h = 0;
+	curesv_trace_hold();
+	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, &h);
+	curesv_trace_reserved(st, h, name, bytes, device);
 	if (st == CURESV_OK)
 		curesv_attach_invalidate(); /* CURESV_ATTACH rules may name it */
 	return st;
@@ -324,7 +375,10 @@ curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t
 
 curesv_status curesv_engine_release(curesv_engine *e, const char *name)
 {
-	return curesv_ledger_release(&e->ledger, name);
+	curesv_trace_hold();
+	curesv_status st = curesv_ledger_release(&e->ledger, name);
+	curesv_trace_released(st, name);
+	return st;
 }
 
 static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref);
@@ -359,6 +413,9 @@ static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref)
 			return st;
 		if (curesv_table_retag(&e->table, &tk, to)) {
 			curesv_ledger_transfer_finish(&e->ledger, &ent, to_ref);
+			CURESV_TRACE(.action = CURESV_TRACE_TRANSFER, .ptr = ptr, .bytes = ent.bytes,
+				     .device = ent.device, .kind = ent.kind, .origin = ent.origin,
+				     .to = to);
 			return CURESV_OK;
 		}
 		/* Freed, reallocated or moved since the peek: undo and look again. */
@@ -390,6 +447,7 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 	if (curesv_engine_device_known(e, device))
 		return;
 	uint64_t cap = curesv_ledger_set_capacity(&e->ledger, device, total_bytes, false);
+	CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)device, .bytes = cap);
 	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);
 	if (reserved <= cap)
 		return;

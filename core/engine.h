@@ -47,6 +47,8 @@ typedef struct curesv_alloc_op {
 	enum curesv_op_state state;     /* first member: what curesv_engine_fork_child reads */
 	curesv_charge charge;
 	curesv_ref origin;      /* the allocating thread's reservation */
+	uint64_t stream;        /* a stream-ordered allocation's stream (0: none, or the legacy
+				   default stream), for the trace */
 	bool charged;           /* on the books already (enforce mode charges before the call) */
 	bool untracked;         /* too large to account: passed through */
 } curesv_alloc_op;
@@ -56,6 +58,9 @@ typedef struct curesv_alloc_op {
  * which is past every budget). */
 bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			curesv_alloc_op *op);
+/* The same for a stream-ordered allocation on `stream` (its device is `device`). */
+bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
+			   enum curesv_kind kind, curesv_alloc_op *op);
 /* The allocation turned out to be `bytes` long (a pitched allocation's pitch * height, known only
  * after the call): call between the real allocation and curesv_alloc_end. */
 void curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
@@ -68,11 +73,15 @@ typedef struct curesv_free_op {
 	curesv_entry entry;
 	curesv_ticket ticket;
 	bool tracked;
+	uint64_t stream;        /* a stream-ordered free's stream, for the trace */
+	uint64_t trace_ts;      /* when the entry left the table, for the trace (0: not tracing) */
 } curesv_free_op;
 
 /* Before the real free of `ptr`: takes its entry out of the table (an unknown non-NULL pointer is
  * counted in unknown_frees and passed through). */
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op);
+/* The same for a stream-ordered free on `stream`. */
+void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, curesv_free_op *op);
 /* After it: debits the origin when `ok`, else puts the entry back. */
 void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok);
 

@@ -409,8 +409,9 @@ static void text_leaks(curesv_engine *e, struct out *o, const struct snapshot *s
 
 static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
 {
-	out_printf(o, "curesv: ======== report for pid %ld (CURESV_MODE=%s, CURESV_ATTRIBUTION=%s) "
-		   "========\n", pid, mode_name(e), attribution_name(e));
+	out_printf(o, "curesv: ======== report for pid %ld%s%s (CURESV_MODE=%s, CURESV_ATTRIBUTION=%s) "
+		   "========\n", pid, e->cfg.rank[0] ? ", rank " : "", e->cfg.rank, mode_name(e),
+		   attribution_name(e));
 	text_driver(e, o);
 	if (s->nrows == 0)
 		out_printf(o, "curesv: no device allocations seen\n");
@@ -541,8 +542,11 @@ static void json_leaks(curesv_engine *e, struct out *o, const struct snapshot *s
 
 static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
 {
-	out_printf(o, "{\n  \"curesv\": \"%s\", \"pid\": %ld, \"mode\": \"%s\", \"attribution\": \"%s\",\n",
-		   VERSION, pid, mode_name(e), attribution_name(e));
+	out_printf(o, "{\n  \"curesv\": \"%s\", \"pid\": %ld, \"rank\": %s, \"host\": ",
+		   CURESV_VERSION, pid, e->cfg.rank[0] ? e->cfg.rank : "null");
+	out_json_string(o, e->cfg.host);
+	out_printf(o, ", \"mode\": \"%s\", \"attribution\": \"%s\",\n", mode_name(e),
+		   attribution_name(e));
 	json_devices(e, o, s);
 	json_reservations(o, s);
 	json_shared(o, s);

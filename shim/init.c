@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "report.h"
+#include "trace.h"
 #include "shim.h"
 
 enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
@@ -24,30 +25,34 @@ static _Atomic pid_t owner;
 static bool fork_locked;
 
 /* The sections first: no thread holds a curesv lock while inside one, so taking the locks after
- * cannot wait on a thread held at a section's entry. */
+ * cannot wait on a thread held at a section's entry. Then the trace's writer lock (a reservation
+ * holds it while taking the ledger's), then the report's and the ledger's. */
 static void before_fork(void)
 {
 	fork_locked = atomic_load_explicit(&state, memory_order_acquire) == ACTIVE;
-	if (fork_locked) {
+	if (fork_locked)
 		curesv_shard_fork_prepare();
+	curesv_trace_fork_prepare();
+	if (fork_locked)
 		curesv_report_fork_prepare(&engine);
-	}
 }
 
 static void after_fork_parent(void)
 {
-	if (fork_locked) {
+	if (fork_locked)
 		curesv_report_fork_done(&engine);
+	curesv_trace_fork_parent();
+	if (fork_locked)
 		curesv_shard_fork_parent();
-	}
 }
 
 static void after_fork_child(void)
 {
-	if (fork_locked) {
+	if (fork_locked)
 		curesv_report_fork_done(&engine);
+	curesv_trace_fork_child();
+	if (fork_locked)
 		curesv_engine_fork_child(&engine);
-	}
 	/* A thread that was initialising the engine does not exist in the child: start again. */
 	int busy = INITIALISING;
 	atomic_compare_exchange_strong_explicit(&state, &busy, UNINIT, memory_order_relaxed,
@@ -181,10 +186,11 @@ bool curesv_shim_report_now(void)
 {
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE)
 		return false;
+	curesv_trace_flush();
 	return curesv_report_emit(&engine, (long)getpid()) == CURESV_OK;
 }
 
-/* The exit report: written once, by the process that owns the books, even while other threads are
+/* The exit report and the end of the trace: written once, by the process that owns the books, even while other threads are
  * still allocating (the report reads everything atomically). Runs after the program's own
  * destructors that were initialised later, so their frees are counted. */
 __attribute__((destructor)) static void report_at_exit(void)
@@ -193,15 +199,17 @@ __attribute__((destructor)) static void report_at_exit(void)
 	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
 	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
 		return;
-	if (engine.cfg.report == CURESV_REPORT_OFF && !engine.cfg.error_exitcode)
+	if (engine.cfg.report == CURESV_REPORT_OFF && !engine.cfg.error_exitcode &&
+	    !engine.cfg.trace_file[0])
 		return;
 	/* exit() called from a signal handler that interrupted curesv on this very thread: its locks
 	 * are held below us, and waiting for them would hang the exit. */
 	if (curesv_locks_held()) {
 		curesv_log(CURESV_LOG_ERROR, "exit() interrupted curesv itself (from a signal handler?): "
-			   "no report");
+			   "no report%s", engine.cfg.trace_file[0] ? ", and the trace is cut short" : "");
 		return;
 	}
+	curesv_trace_close();
 	if (engine.cfg.report != CURESV_REPORT_OFF)
 		curesv_report_emit(&engine, (long)getpid());
 	judge_exit();

@@ -16,6 +16,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit"))
+import check_trace  # noqa: E402  (tests/unit/check_trace.py)
+
 KiB = 1024
 HANDOFF_ENV = {
     "CURESV_CAPACITY": "400K",
@@ -28,10 +31,13 @@ class Case:
     """One program run under the shim. `same_output`: stdout must match a run without the shim.
     `report`: True (check the JSON one), "text" (check the text one), False (ignore it) or "absent"
     (none may be written). `shim`: False runs the program without libcuresv.so. `setup`: called
-    before the run, returns more environment."""
+    before the run, returns more environment. `trace`: "rmm" or "chrome": the run writes a
+    CURESV_TRACE too, checked against the report (its final values too when `quiescent`: nothing
+    ran on after the report)."""
     def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
                  report=True, timeout=300, same_output=False, sanitized=True, preload=(),
-                 shim=True, setup=None):
+                 shim=True, setup=None, trace=None, quiescent=True):
+        self.trace, self.quiescent = trace, quiescent
         self.sanitized = sanitized  # False: only with the plain shim (its own LD_PRELOAD order)
         self.preload = preload      # libraries preloaded before libcuresv.so
         self.name, self.argv, self.check = name, argv, check
@@ -456,6 +462,30 @@ def cases(stack, bindir):
                              "CURESV_ATTRIBUTION": attribution}))
     out.append(Case("timeline 6 (32 freers racing release)", [b("timelines"), "6", "origin", "500"],
                     check_timeline(6), env={"CURESV_CAPACITY": "400K"}))
+    out.append(Case("trace: hand-off in Chrome JSON", [b("handoff")], check_handoff("device"),
+                    env=HANDOFF_ENV, trace="chrome"))
+    out.append(Case("trace: hand-off in RMM CSV", [b("handoff")], check_handoff("device"),
+                    env=HANDOFF_ENV, trace="rmm"))
+    threads, rounds = (8, 20000) if stack == "sim" else (8, 1000)
+    out.append(Case("trace: stress %dx%d in RMM CSV" % (threads, rounds),
+                    [b("stress"), str(threads), str(rounds)], check_stress(threads, rounds),
+                    trace="rmm"))
+    out.append(Case("trace: stress %dx%d in Chrome JSON" % (threads, rounds),
+                    [b("stress"), str(threads), str(rounds)], check_stress(threads, rounds),
+                    trace="chrome"))
+    out.append(Case("trace: timeline 3 (release with a live buffer)", [b("timelines"), "3"],
+                    check_timeline(3), env={"CURESV_CAPACITY": "400K"}, trace="chrome"))
+    out.append(Case("trace: timeline 4 (transfer)", [b("timelines"), "4"], check_timeline(4),
+                    env={"CURESV_CAPACITY": "400K"}, trace="chrome"))
+    out.append(Case("trace: refusals", [b("handoff")], check_enforce_denied,
+                    env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=64K,pipe=200K",
+                             CURESV_MODE="enforce"), exit_code=1, trace="rmm"))
+    out.append(Case("trace: exit while threads allocate", [b("busy_exit")], check_busy_exit,
+                    stacks=("sim",), trace="chrome", quiescent=False))
+    out.append(Case("trace: a path that cannot be opened", [b("handoff")],
+                    check_stderr("curesv: CURESV_TRACE: '/nonexistent/dir/trace': No such file or "
+                                 "directory; no trace is written"),
+                    env=dict(HANDOFF_ENV, CURESV_TRACE="/nonexistent/dir/trace")))
     here = os.path.dirname(os.path.abspath(__file__))
     scripts_dir = os.path.abspath(os.path.join(here, "..", "..", "scripts"))
     gpu_py = lambda script: ["python3", os.path.join(here, "..", "gpu", script)]
@@ -651,6 +681,9 @@ def run_case(case, lib, stack, first=""):
                     "CURESV_REPORT_FILE": path})
         if not case.shim:
             del env["LD_PRELOAD"]
+        trace = os.path.join(tmp, "trace")
+        if case.trace:
+            env.update({"CURESV_TRACE": trace, "CURESV_TRACE_FORMAT": case.trace})
         try:
             p = subprocess.run(case.argv, env=env, capture_output=True, text=True,
                                timeout=case.timeout)
@@ -689,6 +722,10 @@ def run_case(case, lib, stack, first=""):
             counts = case.check(report, out)
         except AssertionError as err:
             return False, ("-", "-", "-"), str(err), leaks
+        if case.trace:
+            problems = check_trace.check(trace, report, final=case.quiescent)
+            if problems:
+                return False, ("-", "-", "-"), "trace: " + "; ".join(problems[:3]), "-"
         return True, counts, "", leaks
 
 

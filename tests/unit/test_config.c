@@ -27,6 +27,9 @@ static void assert_scalar_defaults(const curesv_config *c)
 	cr_assert_eq(c->log_level, CURESV_LOG_WARN);
 	cr_assert_not(c->strict);
 	cr_assert_eq(c->error_exitcode, 0);
+	cr_assert_str_eq(c->trace_file, "");
+	cr_assert_eq(c->trace_format, CURESV_TRACE_RMM);
+	cr_assert_str_eq(c->rank, "");
 }
 
 /* Every field at its documented default. */
@@ -314,7 +317,7 @@ Test(config, cosmetic_and_real_errors_together)
 	cr_assert_str_eq(diag.line[0].text, "CURESV_MODE: 'strict': expected observe or enforce");
 	cr_assert_eq(diag.line[0].level, CURESV_LOG_ERROR);
 	cr_assert_str_eq(diag.line[1].text, "CURESV_REPORT_FILE: 'r%q.json': unknown %-sequence (only "
-			 "%p and %%); using the default (stderr)");
+			 "%p, %r, %h and %%); using the default (stderr)");
 	cr_assert_str_eq(diag.line[2].text, "CURESV_LOG: 'verbose': expected error, warn, info or "
 			 "debug; using the default (warn)");
 	cr_assert_eq(diag.line[2].level, CURESV_LOG_WARN);
@@ -763,23 +766,31 @@ Test(config, report_file)
 
 	/* cosmetic: a warning, and the report goes to stderr */
 	bad_cosmetic("CURESV_REPORT_FILE=/tmp/%d.json", "CURESV_REPORT_FILE: '/tmp/%d.json': unknown "
-		     "%-sequence (only %p and %%); using the default (stderr)");
+		     "%-sequence (only %p, %r, %h and %%); using the default (stderr)");
 	bad_cosmetic("CURESV_REPORT_FILE=/tmp/x%", "CURESV_REPORT_FILE: '/tmp/x%': unknown "
-		     "%-sequence (only %p and %%); using the default (stderr)");
-	bad_cosmetic("CURESV_REPORT_FILE=%P", "CURESV_REPORT_FILE: '%P': unknown %-sequence (only %p "
-		     "and %%); using the default (stderr)");
+		     "%-sequence (only %p, %r, %h and %%); using the default (stderr)");
+	bad_cosmetic("CURESV_REPORT_FILE=%P", "CURESV_REPORT_FILE: '%P': unknown %-sequence (only %p, "
+		     "%r, %h and %%); using the default (stderr)");
 	bad_cosmetic("CURESV_REPORT_FILE=%%%s", "CURESV_REPORT_FILE: '%%%s': unknown %-sequence (only "
-		     "%p and %%); using the default (stderr)");
+		     "%p, %r, %h and %%); using the default (stderr)");
 
-	/* %p is checked with the longest pid at once, not when the report is due */
+	/* %p, %r and %h are checked at their longest at once, not when the report is due */
 	static char pidenv[2048], pidwant[4096];
 	int m = snprintf(pidenv, sizeof pidenv, "CURESV_REPORT_FILE=/");
 	memset(pidenv + m, 'p', 1010);
 	strcpy(pidenv + m + 1010, "-%p");
-	snprintf(pidwant, sizeof pidwant, "CURESV_REPORT_FILE: '%.96s...': path too long once %%p is "
-		 "expanded (at most 1023 bytes); using the default (stderr)",
+	snprintf(pidwant, sizeof pidwant, "CURESV_REPORT_FILE: '%.96s...': path too long once %%p, "
+		 "%%r and %%h are expanded (at most 1023 bytes); using the default (stderr)",
 		 pidenv + strlen("CURESV_REPORT_FILE="));
 	bad_cosmetic(pidenv, pidwant);
+	memcpy(pidenv + m + 1010, "-%h", 3); /* 64 bytes of host name do not fit */
+	snprintf(pidwant, sizeof pidwant, "CURESV_REPORT_FILE: '%.96s...': path too long once %%p, "
+		 "%%r and %%h are expanded (at most 1023 bytes); using the default (stderr)",
+		 pidenv + strlen("CURESV_REPORT_FILE="));
+	bad_cosmetic(pidenv, pidwant);
+	pidenv[m + 1000] = '\0'; /* 20 digits of rank or pid do */
+	strcat(pidenv, "-%r");
+	good(pidenv);
 
 	/* 1023 bytes fit; 1024 do not (the quoted path is cut at 96 bytes, so the reason shows) */
 	static char env[2048], want[4096];
@@ -792,6 +803,69 @@ Test(config, report_file)
 	snprintf(want, sizeof want, "CURESV_REPORT_FILE: '%.96s...': path too long (at most 1023 "
 		 "bytes); using the default (stderr)", env + strlen("CURESV_REPORT_FILE="));
 	bad_cosmetic(env, want);
+}
+
+/* ---- %r, %h, CURESV_TRACE ---------------------------------------------------------------------- */
+
+Test(config, rank_and_host_in_paths)
+{
+	char path[CURESV_PATH_MAX], host[CURESV_HOST_MAX];
+	cr_assert_eq(gethostname(host, sizeof host), 0);
+	assert_clean(LOAD("CURESV_REPORT_FILE=/r/%r-%h-%p.json"));
+	cr_assert_str_eq(cfg.rank, "");
+	cr_assert_str_eq(cfg.host, host);
+	cr_assert(curesv_config_report_path(&cfg, 42, path, sizeof path));
+	char want[CURESV_PATH_MAX];
+	snprintf(want, sizeof want, "/r/42-%s-42.json", host); /* no rank: %r is the pid */
+	cr_assert_str_eq(path, want);
+
+	/* the first rank variable set wins, in the order torchrun, Open MPI, PMI, Slurm */
+	assert_clean(LOAD("CURESV_REPORT_FILE=%r", "SLURM_PROCID=4", "PMI_RANK=3",
+			  "OMPI_COMM_WORLD_RANK=2", "RANK=1"));
+	cr_assert(curesv_config_report_path(&cfg, 42, path, sizeof path));
+	cr_assert_str_eq(path, "1");
+	assert_clean(LOAD("CURESV_REPORT_FILE=%r", "SLURM_PROCID=4", "PMI_RANK=3"));
+	cr_assert_str_eq(cfg.rank, "3");
+	assert_clean(LOAD("SLURM_PROCID=0"));
+	cr_assert_str_eq(cfg.rank, "0");
+	assert_clean(LOAD("RANK=007"));
+	cr_assert_str_eq(cfg.rank, "7", "a JSON number has no leading zeros");
+
+	/* a rank variable set to anything but a rank is skipped with a warning: it goes into paths */
+	unsigned errors = LOAD("RANK=../x", "OMPI_COMM_WORLD_RANK=5");
+	cr_assert_eq(errors, 0);
+	cr_assert_eq(diag.warnings, 1);
+	cr_assert_str_eq(diag.line[0].text, "RANK: '../x': not a rank (a non-negative integer of at "
+			 "most 20 digits); ignored");
+	cr_assert_str_eq(cfg.rank, "5");
+	errors = LOAD("RANK=", "SLURM_PROCID=123456789012345678901");
+	cr_assert_eq(diag.warnings, 2);
+	cr_assert_str_eq(cfg.rank, "");
+
+	/* the buffer: exactly enough, one byte short */
+	assert_clean(LOAD("CURESV_REPORT_FILE=r%r", "RANK=12"));
+	cr_assert(curesv_config_report_path(&cfg, 1, path, 4));
+	cr_assert_str_eq(path, "r12");
+	cr_assert_not(curesv_config_report_path(&cfg, 1, path, 3));
+}
+
+Test(config, trace)
+{
+	good("CURESV_TRACE=/tmp/trace-%r-%p.csv");
+	cr_assert_str_eq(cfg.trace_file, "/tmp/trace-%r-%p.csv");
+	cr_assert_eq(cfg.trace_format, CURESV_TRACE_RMM);
+	char path[CURESV_PATH_MAX];
+	cr_assert(curesv_config_expand_path(&cfg, cfg.trace_file, 9, path, sizeof path));
+	cr_assert_str_eq(path, "/tmp/trace-9-9.csv");
+	good("CURESV_TRACE_FORMAT=chrome");
+	cr_assert_eq(cfg.trace_format, CURESV_TRACE_CHROME);
+	good("CURESV_TRACE_FORMAT=RMM");
+	cr_assert_eq(cfg.trace_format, CURESV_TRACE_RMM);
+	/* cosmetic: a warning, the default, and tracking goes on */
+	bad_cosmetic("CURESV_TRACE_FORMAT=perfetto",
+		     "CURESV_TRACE_FORMAT: 'perfetto': expected rmm or chrome; using the default (rmm)");
+	bad_cosmetic("CURESV_TRACE=/tmp/%t", "CURESV_TRACE: '/tmp/%t': unknown %-sequence (only %p, "
+		     "%r, %h and %%); using the default (none)");
 }
 
 /* ---- unknown variables, several problems at once --------------------------------------------------- */
@@ -896,7 +970,8 @@ Test(config, everything_at_once)
 			  "CURESV_ATTACH=scan-*=scan,pipe-*=pipe", "CURESV_MODE=enforce",
 			  "CURESV_ATTRIBUTION=caller", "CURESV_TABLE_SLOTS=4096",
 			  "CURESV_TABLE_FULL=fail", "CURESV_REPORT=json",
-			  "CURESV_REPORT_FILE=/tmp/r-%p.json", "CURESV_LOG=info", "CURESV_STRICT=1"));
+			  "CURESV_REPORT_FILE=/tmp/r-%p.json", "CURESV_LOG=info", "CURESV_STRICT=1",
+			  "CURESV_TRACE=/tmp/t-%r.json", "CURESV_TRACE_FORMAT=chrome", "RANK=2"));
 	cr_assert(cfg.enable);
 	cr_assert_eq(cfg.capacity[0], 80 * GiB);
 	cr_assert_eq(cfg.capacity[1], 40 * GiB);
@@ -911,6 +986,9 @@ Test(config, everything_at_once)
 	cr_assert_str_eq(cfg.report_file, "/tmp/r-%p.json");
 	cr_assert_eq(cfg.log_level, CURESV_LOG_INFO);
 	cr_assert(cfg.strict);
+	cr_assert_str_eq(cfg.trace_file, "/tmp/t-%r.json");
+	cr_assert_eq(cfg.trace_format, CURESV_TRACE_CHROME);
+	cr_assert_str_eq(cfg.rank, "2");
 }
 
 /* A bad value cannot forge log lines or push the reason out of its line. */

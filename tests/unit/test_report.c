@@ -485,3 +485,27 @@ Test(report, odd_name_exact_overage_idle_rule_host_memory, .timeout = 60)
 	unlink(path);
 	curesv_engine_destroy(&E);
 }
+
+/* The process's place in a job: pid, rank (null without one) and host, in the JSON report and
+ * the text report's first line. */
+Test(report, pid_rank_and_host, .timeout = 60)
+{
+	char path[128], want[256];
+	temp_path(path, sizeof path, ".json");
+	ENGINE(&E, "OMPI_COMM_WORLD_RANK=12");
+	report_to(path, CURESV_REPORT_JSON);
+	snprintf(want, sizeof want, "\"pid\": 4242, \"rank\": 12, \"host\": \"%s\",", E.cfg.host);
+	cr_assert_not_null(strstr(read_file(path), want), "%s", read_file(path));
+	report_to(path, CURESV_REPORT_TEXT);
+	has_line(read_file(path), "curesv: ======== report for pid 4242, rank 12 (CURESV_MODE=observe, "
+		 "CURESV_ATTRIBUTION=origin) ========");
+	curesv_engine_destroy(&E);
+
+	ENGINE(&E, "CURESV_LOG=warn");
+	report_to(path, CURESV_REPORT_JSON);
+	snprintf(want, sizeof want, "\"pid\": 4242, \"rank\": null, \"host\": \"%s\",", E.cfg.host);
+	cr_assert_not_null(strstr(read_file(path), want), "%s", read_file(path));
+	cr_assert_gt(strlen(E.cfg.host), 0);
+	unlink(path);
+	curesv_engine_destroy(&E);
+}

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Checks the two scripts that read curesv's output, on output made under the shim:
+
+  scripts/curesv-plot    renders Chrome and RMM traces to SVG and PNG (valid files, the series
+                         and marks expected), reads a trace cut short, names a bad input in one
+                         line, and says in one line that gnuplot is missing;
+  scripts/curesv-merge   joins the reports of two processes started as torchrun starts them
+                         (RANK=0 and 1, report-%r.json, trace-%r.json), as text and --json, and
+                         names a malformed and a truncated report in one line each.
+
+    tools.py --lib build/plain/libcuresv.so --bin build/plain/it
+
+Prints one table and "N passed, N failed".
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
+PLOT = os.path.join(SCRIPTS, "curesv-plot")
+MERGE = os.path.join(SCRIPTS, "curesv-merge")
+HANDOFF_ENV = {"CURESV_CAPACITY": "400K", "CURESV_RESERVATIONS": "scan=100K,pipe=200K",
+               "CURESV_ATTACH": "scan=scan,pipe=pipe"}
+
+
+def expect(what, got, want):
+    if got != want:
+        raise AssertionError("%s: got %r, want %r" % (what, got, want))
+
+
+def run_shim(args, argv, env, code=0):
+    e = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), **env)
+    p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=120)
+    expect("%s exit status (%s)" % (os.path.basename(argv[0]), p.stderr.strip()[-200:]),
+           p.returncode, code)
+    return p
+
+
+def run_script(argv, env=None):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **(env or {})))
+
+
+def one_line(p, want_code, contains):
+    """A script that failed as it should: the exit status, one line on stderr, no traceback."""
+    expect("exit status", p.returncode, want_code)
+    lines = p.stderr.strip().splitlines()
+    if len(lines) != 1 or contains not in lines[0] or "Traceback" in p.stderr:
+        raise AssertionError("want one line with %r, got %r" % (contains, p.stderr))
+
+
+# ---- curesv-plot -----------------------------------------------------------------------------------
+
+def svg_texts(path):
+    root = ET.parse(path).getroot()
+    expect("SVG root", root.tag, "{http://www.w3.org/2000/svg}svg")
+    return {"".join(t.itertext()).strip() for t in root.iter("{http://www.w3.org/2000/svg}text")}
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    expect("PNG signature", head[:8], b"\x89PNG\r\n\x1a\n")
+    expect("PNG first chunk", head[12:16], b"IHDR")
+    return struct.unpack(">II", head[16:24])
+
+
+def plot_chrome(args, tmp):
+    trace = os.path.join(tmp, "tl4.json")
+    run_shim(args, [os.path.join(args.bin, "timelines"), "4"],
+             {"CURESV_CAPACITY": "400K", "CURESV_TRACE": trace, "CURESV_TRACE_FORMAT": "chrome",
+              "CURESV_REPORT": "off"})
+    svg = os.path.join(tmp, "tl4.svg")
+    p = run_script([PLOT, trace, "-o", svg])
+    expect("curesv-plot exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+    series = ["(orphan tier)", "(shared pool)", "device 0 total", "pipe", "scan"]
+    expect("summary", p.stdout.strip(), "curesv-plot: wrote %s: 5 series (%s), 4 budget lines, "
+           "0 refusal marks" % (svg, ", ".join(series)))
+    texts = svg_texts(svg)
+    for want in series + ["scan budget", "pipe budget", "(shared pool) budget",
+                          "device 0 capacity", "live bytes (KiB)"]:
+        if want not in texts:
+            raise AssertionError("the SVG has no %r (has %r)" % (want, sorted(texts)))
+    png = os.path.join(tmp, "tl4.png")
+    p = run_script([PLOT, trace, "-o", png])
+    expect("curesv-plot exit status", p.returncode, 0)
+    expect("PNG size", png_size(png), (1200, 700))
+    return "5 series, 4 budgets"
+
+
+def plot_refusals_and_rmm(args, tmp):
+    env = dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=64K,pipe=200K", CURESV_MODE="enforce",
+               CURESV_REPORT="off")
+    chrome, csv = os.path.join(tmp, "deny.json"), os.path.join(tmp, "deny.csv")
+    run_shim(args, [os.path.join(args.bin, "handoff")],
+             dict(env, CURESV_TRACE=chrome, CURESV_TRACE_FORMAT="chrome"), code=1)
+    run_shim(args, [os.path.join(args.bin, "handoff")], dict(env, CURESV_TRACE=csv), code=1)
+    p = run_script([PLOT, chrome, "-o", os.path.join(tmp, "deny.svg")])
+    expect("exit status", p.returncode, 0)
+    if not p.stdout.rstrip().endswith(", 1 refusal mark"):
+        raise AssertionError("the refusal is not marked: %r" % p.stdout)
+    if "refused / failed (live + asked)" not in svg_texts(os.path.join(tmp, "deny.svg")):
+        raise AssertionError("no refusal legend in the SVG")
+    # an RMM log: the total and the "allocate failure" row
+    stress = os.path.join(tmp, "stress.csv")
+    run_shim(args, [os.path.join(args.bin, "stress"), "4", "2000"],
+             {"CURESV_TRACE": stress, "CURESV_REPORT": "off"})
+    with open(csv) as f:
+        failure = f.read().splitlines()[1].split(",")
+    expect("the refusal's row", failure[2:5], ["allocate failure", "(nil)", str(80 * 1024)])
+    with open(stress) as f:
+        last = f.read().splitlines()[-1].split(",")
+    with open(stress, "a") as f:  # the refusal once more, at the end of the stress run
+        f.write(",".join(last[:2] + failure[2:]) + "\n")
+    out = os.path.join(tmp, "stress.png")
+    p = run_script([PLOT, stress, "-o", out])
+    expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+    expect("summary", p.stdout.strip(), "curesv-plot: wrote %s: 1 series (live (all devices)), "
+           "0 budget lines, 1 refusal mark" % out)
+    expect("PNG size", png_size(out), (1200, 700))
+    return "marks in both formats"
+
+
+def plot_cut_short_and_bad_input(args, tmp):
+    trace = os.path.join(tmp, "cut.json")
+    run_shim(args, [os.path.join(args.bin, "timelines"), "3"],
+             {"CURESV_CAPACITY": "400K", "CURESV_TRACE": trace, "CURESV_TRACE_FORMAT": "chrome",
+              "CURESV_REPORT": "off"})
+    with open(trace) as f:
+        text = f.read()
+    with open(trace, "w") as f:
+        f.write(text[:text.rindex("]") - 40])  # killed mid-event: no closing lines
+    p = run_script([PLOT, trace, "-o", os.path.join(tmp, "cut.svg")])
+    expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+    junk = os.path.join(tmp, "junk.txt")
+    with open(junk, "w") as f:
+        f.write("not a trace\n")
+    one_line(run_script([PLOT, junk, "-o", os.path.join(tmp, "junk.svg")]), 1,
+             "junk.txt: neither a Chrome trace nor an RMM log")
+    one_line(run_script([PLOT, os.path.join(tmp, "none.json")]), 1, "none.json: No such file")
+    one_line(run_script([PLOT, trace, "-o", os.path.join(tmp, "x.jpg")]), 2,
+             "the output must end in .png or .svg")
+    return "3 bad inputs named"
+
+
+def plot_without_gnuplot(args, tmp):
+    bare = os.path.join(tmp, "bin")
+    os.makedirs(bare, exist_ok=True)
+    os.symlink(sys.executable, os.path.join(bare, "python3"))
+    p = run_script([sys.executable, PLOT, os.path.join(tmp, "tl4.json")], {"PATH": bare})
+    one_line(p, 3, "curesv-plot: gnuplot not found; install it (Debian/Ubuntu: apt-get install "
+             "gnuplot-nox)")
+    return "one line"
+
+
+# ---- curesv-merge -----------------------------------------------------------------------------------
+
+def torchrun_pair(args, tmp):
+    """Two processes started as torchrun starts its workers (RANK, LOCAL_RANK, WORLD_SIZE)."""
+    for rank in (0, 1):
+        env = dict(HANDOFF_ENV, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT="29500", CURESV_REPORT="json",
+                   CURESV_REPORT_FILE=os.path.join(tmp, "report-%r.json"),
+                   CURESV_TRACE=os.path.join(tmp, "trace-%r-%h.json"),
+                   CURESV_TRACE_FORMAT="chrome")
+        run_shim(args, [os.path.join(args.bin, "handoff"), str(80 * 1024 + rank * 4096)], env)
+    return [os.path.join(tmp, "report-%d.json" % r) for r in (0, 1)]
+
+
+def merge_two_ranks(args, tmp):
+    reports = torchrun_pair(args, tmp)
+    host = None
+    for rank, path in enumerate(reports):
+        with open(path) as f:
+            report = json.load(f)
+        expect("rank", report["rank"], rank)
+        host = report["host"]
+        if not os.path.exists(os.path.join(tmp, "trace-%d-%s.json" % (rank, host))):
+            raise AssertionError("no trace-%d-%s.json" % (rank, host))
+    p = run_script([MERGE, "--json"] + reports)
+    expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+    merged = json.loads(p.stdout)
+    groups = {(g["host"], g["device"], g["account"]): g for g in merged["groups"]}
+    expect("groups", sorted(groups), sorted((host, 0, a) for a in
+                                            ("scan", "pipe", "(shared pool)", "(device total)")))
+    scan = groups[(host, 0, "scan")]
+    for key, want in (("processes", 2), ("allocs", 2), ("frees", 2), ("cross_thread_frees", 2),
+                      ("denied", 0), ("live_at_exit", 0), ("peak_max", 86016),
+                      ("reservation", "scan")):
+        expect("scan " + key, scan[key], want)
+    expect("scan peaks", [(x["rank"], x["peak"]) for x in scan["peaks"]], [(0, 81920), (1, 86016)])
+    expect("shared reservation", groups[(host, 0, "(shared pool)")]["reservation"], None)
+    expect("device total peak", groups[(host, 0, "(device total)")]["peak_max"], 86016)
+    expect("ranks", [x["rank"] for x in merged["processes"]], [0, 1])
+    p = run_script([MERGE] + reports)
+    expect("exit status", p.returncode, 0)
+    lines = p.stdout.splitlines()
+    expect("first line", lines[0], "curesv-merge: 2 reports (ranks 0, 1) from 1 host (%s)" % host)
+    row = [x for x in lines if x.split()[2:3] == ["scan"]]
+    if len(row) != 1 or row[0].split()[3:8] != ["2", "2", "2", "2", "0"] or \
+            not row[0].endswith("r0:80 KiB r1:84 KiB"):
+        raise AssertionError("scan row: %r" % row)
+    expect("last line", lines[-1], "curesv-merge: 0 leaks (0 B), 2 cross-thread frees, 0 refusals "
+           "in all")
+    return "2 ranks"
+
+
+def merge_skips_bad_inputs(args, tmp):
+    good = torchrun_pair(args, os.path.join(tmp))
+    cut = os.path.join(tmp, "cut.json")
+    with open(good[1]) as f:
+        text = f.read()
+    with open(cut, "w") as f:
+        f.write(text[:len(text) // 2])
+    bad = os.path.join(tmp, "bad.json")
+    with open(bad, "w") as f:
+        json.dump({"curesv": "0.1.0", "pid": 7, "reservations": "none"}, f)
+    p = run_script([MERGE, good[0], cut, bad])
+    expect("exit status", p.returncode, 1)
+    lines = p.stderr.strip().splitlines()
+    if len(lines) != 2 or "Traceback" in p.stderr:
+        raise AssertionError("want one line per bad input: %r" % p.stderr)
+    if not (lines[0].startswith("curesv-merge: %s: not JSON (cut short?): " % cut) and
+            lines[0].endswith("; skipped")):
+        raise AssertionError(lines[0])
+    expect("bad line", lines[1], "curesv-merge: %s: no 'leaks'; skipped" % bad)
+    if not p.stdout.startswith("curesv-merge: 1 report (ranks 0) from 1 host"):
+        raise AssertionError("the good report is not merged: %r" % p.stdout[:200])
+    p = run_script([MERGE, cut])
+    expect("exit status with nothing merged", p.returncode, 2)
+    if "Traceback" in p.stderr or len(p.stderr.strip().splitlines()) != 2:
+        raise AssertionError(p.stderr)
+    return "2 named"
+
+
+CASES = [
+    ("curesv-plot: Chrome trace to SVG and PNG", plot_chrome),
+    ("curesv-plot: refusals; an RMM CSV", plot_refusals_and_rmm),
+    ("curesv-plot: a trace cut short; bad input", plot_cut_short_and_bad_input),
+    ("curesv-plot: gnuplot missing", plot_without_gnuplot),
+    ("curesv-merge: two ranks, as torchrun starts them", merge_two_ranks),
+    ("curesv-merge: malformed and truncated reports", merge_skips_bad_inputs),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--bin", required=True)
+    args = ap.parse_args()
+    if not shutil.which("gnuplot"):
+        print("tools.py: gnuplot not found (scripts/install-deps test installs it)",
+              file=sys.stderr)
+        return 1
+    failed, rows = 0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, fn in CASES:
+            sub = os.path.join(tmp, fn.__name__)
+            os.makedirs(sub)
+            try:
+                rows.append((name, "pass", fn(args, sub)))
+            except (AssertionError, OSError, ValueError, subprocess.SubprocessError) as err:
+                failed += 1
+                rows.append((name, "FAIL", str(err)))
+    width = max(len(r[0]) for r in rows)
+    for r in rows:
+        print("%-*s  %-6s %s" % (width, r[0], r[1], r[2]))
+    print("%d passed, %d failed" % (len(rows) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+/* The event trace: RMM CSV rows exactly as RMM writes them, Chrome counters that end on the
+ * report's figures (checked by check_trace.py, next to this file) also under concurrency and a
+ * release racing frees, buffers that wrap and drain at thread exit, and the failures (a file that
+ * cannot be opened or written) that leave one warning and the program running. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine_helpers.h"
+#include "report.h"
+#include "trace.h"
+
+static curesv_engine E;
+static char dir[64], trace_path[128], report_path[128];
+static char trace_env[200];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/curesv-trace-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(trace_path, sizeof trace_path, "%s/trace", dir);
+	snprintf(report_path, sizeof report_path, "%s/report.json", dir);
+	snprintf(trace_env, sizeof trace_env, "CURESV_TRACE=%s", trace_path);
+}
+
+static void teardown(void)
+{
+	unlink(trace_path);
+	unlink(report_path);
+	rmdir(dir);
+}
+
+TestSuite(trace, .init = setup, .fini = teardown, .timeout = 120);
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *buf = malloc((size_t)n + 1);
+	cr_assert_not_null(buf);
+	size_t got = fread(buf, 1, (size_t)n, f);
+	buf[got] = '\0';
+	fclose(f);
+	if (len)
+		*len = got;
+	return buf;
+}
+
+/* The JSON report of E now, for check_trace.py. */
+static void write_report(void)
+{
+	int fd = open(report_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert(curesv_report_write(&E, fd, CURESV_REPORT_JSON, (long)getpid()));
+	close(fd);
+}
+
+/* check_trace.py on the trace and the report; its complaints go to stderr. */
+static int check_trace(void)
+{
+	char here[512], cmd[1024];
+	snprintf(here, sizeof here, "%s", __FILE__);
+	char *slash = strrchr(here, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		snprintf(here, sizeof here, ".");
+	snprintf(cmd, sizeof cmd, "python3 '%s/check_trace.py' '%s' '%s' >&2", here, trace_path,
+		 report_path);
+	int st = system(cmd);
+	cr_assert(WIFEXITED(st), "python3 did not run: %d", st);
+	return WEXITSTATUS(st);
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* ---- RMM CSV ----------------------------------------------------------------------------------------- */
+
+/* Line `i` (0 = header) of `text`, copied. */
+static const char *line_at(const char *text, int i)
+{
+	static char line[512];
+	for (; i > 0 && text; i--) {
+		text = strchr(text, '\n');
+		text = text ? text + 1 : NULL;
+	}
+	cr_assert_not_null(text);
+	size_t n = strcspn(text, "\n");
+	cr_assert_lt(n, sizeof line);
+	memcpy(line, text, n);
+	line[n] = '\0';
+	return line;
+}
+
+/* Row `line` is tid,<local HH:MM:SS.ffffff within a minute of now>,rest. */
+static void expect_row(const char *line, const char *rest)
+{
+	char want[256];
+	int prefix = snprintf(want, sizeof want, "%ld,", (long)syscall(SYS_gettid));
+	cr_assert_eq(strncmp(line, want, (size_t)prefix), 0, "%s", line);
+	regex_t re;
+	cr_assert_eq(regcomp(&re, "^[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\\.[0-9]{6},", REG_EXTENDED), 0);
+	cr_assert_eq(regexec(&re, line + prefix, 0, NULL, 0), 0, "time in %s", line);
+	regfree(&re);
+	time_t now = time(NULL);
+	struct tm tm;
+	localtime_r(&now, &tm);
+	int h, m, s;
+	cr_assert_eq(sscanf(line + prefix, "%d:%d:%d", &h, &m, &s), 3);
+	long apart = labs((long)(h * 3600 + m * 60 + s) - (tm.tm_hour * 3600 + tm.tm_min * 60 +
+							   tm.tm_sec));
+	cr_assert(apart < 60 || apart > 86340, "%s is not the local time %02d:%02d:%02d", line,
+		  tm.tm_hour, tm.tm_min, tm.tm_sec);
+	cr_assert_str_eq(line + prefix + 16, rest, "%s", line);
+}
+
+Test(trace, rmm_rows_are_rmm_logging_resource_adaptor_rows)
+{
+	ENGINE(&E, trace_env, "CURESV_MODE=enforce", "CURESV_CAPACITY=1M",
+	       "CURESV_RESERVATIONS=scan=64K");
+	cr_assert_eq(curesv_thread_attach("scan"), CURESV_OK);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 16 * KiB), GRANTED);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 60 * KiB), DENIED);
+	cr_assert_eq(eng_alloc_ex(&E, 0, fake_ptr(3), 8 * KiB, CURESV_KIND_DEVICE, false), REAL_FAILED);
+	cr_assert_eq(eng_alloc_ex(&E, 0, fake_ptr(4), 4 * KiB, CURESV_KIND_HOST, true), GRANTED);
+	cr_assert_eq(eng_alloc_ex(&E, 0, fake_ptr(5), 4 * KiB, CURESV_KIND_MANAGED, true), GRANTED);
+	cr_assert(eng_free(&E, fake_ptr(1)));
+	cr_assert(eng_free(&E, fake_ptr(4)));
+	cr_assert(eng_free(&E, fake_ptr(5)));
+	cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(9), "scan"), CURESV_ERR_UNKNOWN_POINTER);
+	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
+	curesv_engine_destroy(&E);
+
+	char *csv = slurp(trace_path, NULL);
+	cr_assert_str_eq(line_at(csv, 0), "Thread,Time,Action,Pointer,Size,Stream");
+	expect_row(line_at(csv, 1), "allocate,0x7f0000200000,16384,0");
+	expect_row(line_at(csv, 2), "allocate failure,(nil),61440,0");
+	expect_row(line_at(csv, 3), "allocate failure,(nil),8192,0");
+	/* pinned host memory is not in RMM's log of device memory; managed memory is */
+	expect_row(line_at(csv, 4), "allocate,0x7f0000a00000,4096,0");
+	expect_row(line_at(csv, 5), "free,0x7f0000200000,16384,0");
+	expect_row(line_at(csv, 6), "free,0x7f0000a00000,4096,0");
+	cr_assert_eq(count_lines(csv), 7, "%s", csv);
+	free(csv);
+}
+
+/* ---- Chrome ------------------------------------------------------------------------------------------ */
+
+Test(trace, chrome_counters_end_on_the_reports_figures)
+{
+	ENGINE(&E, trace_env, "CURESV_TRACE_FORMAT=chrome", "CURESV_CAPACITY=400K",
+	       "CURESV_RESERVATIONS=scan=100K,pipe=200K");
+	struct actor scan, pipe_;
+	stages_start(&E, &scan, &pipe_);
+	/* the hand-off, a transfer, a release with a live buffer, a late free, a leak, pinned host */
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(1), 80 * KiB), GRANTED);
+	cr_assert(actor_free(&pipe_, fake_ptr(1)));
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(2), 20 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(2), "pipe"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(3), 30 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(4), 10 * KiB), GRANTED);
+	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
+	cr_assert(actor_free(&pipe_, fake_ptr(3)));
+	cr_assert_eq(actor_alloc_ex(&pipe_, 0, fake_ptr(5), 8 * KiB, CURESV_KIND_HOST, true), GRANTED);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(6), 4 * KiB), GRANTED);
+	stages_stop(&scan, &pipe_);
+	EXPECT_DEV(&E, 0, .allocated = 34 * KiB, .peak = 80 * KiB, .orphan = 10 * KiB,
+		   .reserved = 200 * KiB, .headroom = 186 * KiB, .orphan_frees = 1);
+	write_report();
+	curesv_engine_destroy(&E);
+	cr_assert_eq(check_trace(), 0, "%s", slurp(trace_path, NULL));
+
+	char *json = slurp(trace_path, NULL);
+	static const char *const wanted[] = {
+		"\"name\":\"thread_name\"", "\"args\":{\"name\":\"scan-thread\"}",
+		"\"args\":{\"name\":\"pipe-thread\"}",
+		"\"name\":\"reserve\"", "\"reservation\":\"scan\",\"device\":0,\"size\":102400}",
+		"\"name\":\"transfer\"", "\"from\":\"scan\",\"to\":\"pipe\"",
+		"\"name\":\"release\"", "\"reservation\":\"scan\",\"device\":0,\"orphaned\":40960}",
+		"\"args\":{\"scan\":0,\"(orphan tier)\":40960}",
+		"\"args\":{\"(orphan tier)\":10240,\"(total)\":30720}",
+		"\"name\":\"capacity\"", "\"args\":{\"device\":0,\"capacity\":409600}",
+		"\"name\":\"pinned host\"", "\"args\":{\"(total)\":8192}",
+	};
+	for (size_t i = 0; i < sizeof wanted / sizeof *wanted; i++)
+		cr_assert_not_null(strstr(json, wanted[i]), "no %s in\n%s", wanted[i], json);
+	free(json);
+}
+
+Test(trace, refusals_and_failures_are_instants_in_chrome)
+{
+	ENGINE(&E, trace_env, "CURESV_TRACE_FORMAT=chrome", "CURESV_MODE=enforce",
+	       "CURESV_CAPACITY=64K");
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 80 * KiB), DENIED);
+	cr_assert_eq(eng_alloc_ex(&E, 0, fake_ptr(2), 8 * KiB, CURESV_KIND_DEVICE, false), REAL_FAILED);
+	write_report();
+	curesv_engine_destroy(&E);
+	cr_assert_eq(check_trace(), 0);
+	char *json = slurp(trace_path, NULL);
+	cr_assert_not_null(strstr(json, "\"name\":\"refused\""), "%s", json);
+	cr_assert_not_null(strstr(json, "\"account\":\"(shared pool)\",\"device\":0,\"bytes\":81920,"
+				  "\"kind\":\"device\""), "%s", json);
+	cr_assert_not_null(strstr(json, "\"name\":\"allocation failed\""), "%s", json);
+	cr_assert_not_null(strstr(json, "\"bytes\":8192,\"kind\":\"device\""), "%s", json);
+	free(json);
+}
+
+/* ---- concurrency ------------------------------------------------------------------------------------- */
+
+#define WORKERS 4
+
+struct worker {
+	int id;
+	uint64_t pairs;
+};
+
+/* Each worker allocates and frees on addresses of its own, then leaves 3 allocations live. */
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	char name[16];
+	snprintf(name, sizeof name, "worker-%d", w->id);
+	pthread_setname_np(pthread_self(), name);
+	for (uint64_t i = 0; i < w->pairs; i++) {
+		uint64_t ptr = fake_ptr((uint64_t)w->id * 1000000 + i % 64);
+		if (eng_alloc(&E, ptr, 4096 + (i % 7) * 512) != GRANTED || !eng_free(&E, ptr))
+			cr_log_error("worker %d: pair %lu", w->id, (unsigned long)i);
+	}
+	for (uint64_t k = 0; k < 3; k++)
+		eng_alloc(&E, fake_ptr((uint64_t)w->id * 1000000 + 500 + k), 1024);
+	return NULL;
+}
+
+static void run_workers(uint64_t pairs)
+{
+	pthread_t t[WORKERS];
+	struct worker w[WORKERS];
+	for (int k = 0; k < WORKERS; k++) {
+		w[k] = (struct worker){ k, pairs };
+		pthread_create(&t[k], NULL, worker_main, &w[k]);
+	}
+	for (int k = 0; k < WORKERS; k++)
+		pthread_join(t[k], NULL); /* each thread's ring is drained as it exits */
+}
+
+Test(trace, threads_wrap_their_buffers_and_nothing_is_lost)
+{
+	uint64_t pairs = test_scale(5 * CURESV_TRACE_BUFFER + 17);
+	ENGINE(&E, trace_env);
+	run_workers(pairs);
+	write_report();
+	curesv_engine_destroy(&E);
+	cr_assert_eq(check_trace(), 0);
+	char *csv = slurp(trace_path, NULL);
+	cr_assert_eq(count_lines(csv), 1 + WORKERS * (2 * pairs + 3));
+	free(csv);
+}
+
+Test(trace, threads_in_chrome)
+{
+	ENGINE(&E, trace_env, "CURESV_TRACE_FORMAT=chrome", "CURESV_RESERVATIONS=pool=1G",
+	       "CURESV_ATTACH=worker-[02]=pool");
+	run_workers(test_scale(3 * CURESV_TRACE_BUFFER));
+	write_report();
+	curesv_engine_destroy(&E);
+	cr_assert_eq(check_trace(), 0);
+}
+
+/* Frees racing the release of their reservation: each lands on its side of the release in the
+ * ledger; the trace's counters, kept from the events alone, end on the same figures. */
+Test(trace, release_racing_frees_keeps_the_counters_exact)
+{
+	ENGINE(&E, trace_env, "CURESV_TRACE_FORMAT=chrome", "CURESV_CAPACITY=64M");
+	static struct release_race r;
+	r = (struct release_race){ .e = &E, .victim = "victim", .per = 2, .rounds = test_scale(60) };
+	release_race_start(&r);
+	for (uint64_t round = 0; round < r.rounds; round++) {
+		cr_assert_eq(curesv_engine_reserve(&E, "victim", 4 * MiB, 0), CURESV_OK);
+		cr_assert_eq(curesv_thread_attach("victim"), CURESV_OK);
+		for (int k = 0; k < RACE_FREERS * 2; k++) {
+			r.ptr[k] = fake_ptr(1 + (uint64_t)k);
+			cr_assert_eq(eng_alloc(&E, r.ptr[k], 1 + (uint64_t)k * 100), GRANTED);
+		}
+		cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK);
+		release_race_round(&r, round);
+	}
+	release_race_stop(&r);
+	cr_assert_gt(atomic_load(&E.ledger.dev[0].orphan_frees), 0);
+	write_report();
+	curesv_engine_destroy(&E);
+	cr_assert_eq(check_trace(), 0);
+}
+
+/* ---- failures ------------------------------------------------------------------------------------------- */
+
+/* A trace whose writes fail: one warning, the program goes on, later events are dropped. */
+Test(trace, a_trace_that_cannot_be_written_warns_once)
+{
+	signal(SIGXFSZ, SIG_IGN);
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &(struct rlimit){ 64 * 1024, 64 * 1024 }), 0);
+	ENGINE(&E, trace_env);
+	struct capture cap;
+	char log[4096], want[512];
+	capture_start(&cap);
+	for (uint64_t i = 0; i < 20000; i++) {
+		cr_assert_eq(eng_alloc(&E, fake_ptr(i % 8), 4096), GRANTED);
+		cr_assert(eng_free(&E, fake_ptr(i % 8)));
+	}
+	curesv_engine_destroy(&E);
+	capture_stop(&cap, log, sizeof log);
+	snprintf(want, sizeof want, "curesv: CURESV_TRACE: '%s': File too large; the trace stops here, "
+		 "the program runs on\n", trace_path);
+	cr_assert_str_eq(log, want);
+	cr_assert_eq(atomic_load(&curesv_trace_on), 0);
+}
+
+/* Paths that are not regular files, or are reached through a symbolic link, are not opened. */
+static void expect_refused(const char *path, const char *why)
+{
+	char env[300], log[1024], want[512];
+	snprintf(env, sizeof env, "CURESV_TRACE=%s", path);
+	struct capture cap;
+	capture_start(&cap);
+	ENGINE(&E, env);
+	capture_stop(&cap, log, sizeof log);
+	snprintf(want, sizeof want, "curesv: CURESV_TRACE: '%s': %s; no trace is written\n", path, why);
+	cr_assert_str_eq(log, want);
+	cr_assert_eq(atomic_load(&curesv_trace_on), 0);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 4096), GRANTED, "the program runs on");
+	cr_assert(eng_free(&E, fake_ptr(1)));
+	curesv_engine_destroy(&E);
+}
+
+Test(trace, paths_that_are_not_regular_files_are_refused)
+{
+	char link[160], fifo[160], missing[160], target[160];
+	snprintf(target, sizeof target, "%s/target", dir);
+	snprintf(link, sizeof link, "%s/link", dir);
+	snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+	snprintf(missing, sizeof missing, "%s/no/such/dir/trace", dir);
+	close(open(target, O_WRONLY | O_CREAT, 0644));
+	cr_assert_eq(symlink(target, link), 0);
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	expect_refused(link, "a symbolic link (not followed)");
+	expect_refused(fifo, "No such device or address"); /* no reader: never waits for one */
+	expect_refused(dir, "Is a directory");
+	expect_refused(missing, "No such file or directory");
+	struct stat st;
+	cr_assert_eq(stat(target, &st), 0);
+	cr_assert_eq(st.st_size, 0, "the link's target is untouched");
+	unlink(link);
+	unlink(fifo);
+	unlink(target);
+}
+
+Test(trace, the_path_expands_pid_rank_and_host)
+{
+	char env[300], path[300];
+	snprintf(env, sizeof env, "CURESV_TRACE=%s/t-%%r-%%p-%%h.csv", dir);
+	ENGINE(&E, env, "RANK=3");
+	curesv_engine_destroy(&E);
+	snprintf(path, sizeof path, "%s/t-3-%ld-%s.csv", dir, (long)getpid(), E.cfg.host);
+	char *csv = slurp(path, NULL);
+	cr_assert_str_eq(csv, "Thread,Time,Action,Pointer,Size,Stream\n");
+	free(csv);
+	unlink(path);
+}
+
+Test(trace, off_records_nothing)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1M");
+	cr_assert_eq(atomic_load(&curesv_trace_on), 0);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 4096), GRANTED);
+	cr_assert(eng_free(&E, fake_ptr(1)));
+	curesv_engine_destroy(&E);
+	struct stat st;
+	cr_assert_neq(stat(trace_path, &st), 0);
+}
