@@ -749,3 +749,38 @@ Test(config, offending_text_is_escaped_and_cut)
 		 env + strlen("CURESV_REPORT="));
 	bad(env, want);
 }
+
+/* Names and patterns from the environment are escaped in diagnostics as values are: an unknown
+ * variable's name (anything but '=' and NUL) and a CURESV_ATTACH pattern cannot forge a line. */
+Test(config, names_and_patterns_in_diagnostics_are_escaped)
+{
+	unsigned e = LOAD("CURESV_X\ncuresv: FAKE\r\x1b[2K=1", "CURESV_\xff\xfe=2",
+			  "CURESV_ATTACH=a\ncuresv: leaks: none*=nosuch");
+	cr_assert_eq(e, 0);
+	cr_assert_eq(diag.warnings, 3);
+	cr_assert_eq(diag.count, 3);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_ATTACH: 'a\\ncuresv: leaks: none*=nosuch': no "
+			 "reservation 'nosuch' in CURESV_RESERVATIONS; matching threads use the shared "
+			 "pool until it is created");
+	cr_assert_str_eq(diag.line[1].text,
+			 "CURESV_X\\ncuresv: FAKE\\x0d\\x1b[2K: unknown variable, ignored");
+	cr_assert_str_eq(diag.line[2].text, "CURESV_\\xff\\xfe: unknown variable, ignored");
+
+	struct capture cap;
+	char log[4096];
+	capture_start(&cap);
+	curesv_diag_log(&diag);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: CURESV_ATTACH: 'a\\ncuresv: leaks: none*=nosuch': no "
+			 "reservation 'nosuch' in CURESV_RESERVATIONS; matching threads use the shared "
+			 "pool until it is created\n"
+			 "curesv: CURESV_X\\ncuresv: FAKE\\x0d\\x1b[2K: unknown variable, ignored\n"
+			 "curesv: CURESV_\\xff\\xfe: unknown variable, ignored\n");
+}
+
+/* Bytes that are not UTF-8 in a bad value print as \xNN too, well-formed UTF-8 as it is. */
+Test(config, offending_text_keeps_utf8_and_escapes_the_rest)
+{
+	bad("CURESV_MODE=caf\xc3\xa9\xed\xa0\x80\xc2\x85", "CURESV_MODE: 'caf\xc3\xa9\\xed\\xa0\\x80"
+	    "\\xc2\\x85': expected observe or enforce");
+}
