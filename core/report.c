@@ -1,7 +1,6 @@
 #include "report.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +10,7 @@
 
 #include "escape.h"
 #include "log.h"
+#include "outfile.h"
 
 #define VERSION "0.1.0"
 #define LEAKS_LISTED 10
@@ -575,11 +575,12 @@ curesv_status curesv_report_emit(curesv_engine *e, long pid)
 				   e->cfg.report_file);
 			return CURESV_ERR_INVALID;
 		}
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		char why[160];
+		fd = curesv_outfile_open(path, why, sizeof why);
 		if (fd < 0) {
 			/* A report on stderr beats none: the run cannot be repeated for it. */
 			curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': %s; the report goes to "
-				   "stderr instead", path, strerror(errno));
+				   "stderr instead", path, why);
 			curesv_report_write(e, 2, e->cfg.report, pid);
 			return CURESV_ERR_INVALID;
 		}

@@ -577,6 +577,82 @@ static void emit_dir(char dir[32])
 	E.cfg.report = CURESV_REPORT_TEXT;
 }
 
+/* A FIFO nobody reads would block the exit for ever: refused at once. */
+Test(report, emit_refuses_a_fifo_without_blocking, .timeout = 30)
+{
+	char dir[32], path[64];
+	emit_dir(dir);
+	snprintf(path, sizeof path, "%s/fifo", dir);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	refused(emit_to(path), path, "not a regular file (a FIFO)");
+	struct stat st;
+	cr_assert_eq(lstat(path, &st), 0);
+	cr_assert(S_ISFIFO(st.st_mode));
+	/* with a reader it opens, but is still not a regular file */
+	int rd = open(path, O_RDONLY | O_NONBLOCK);
+	cr_assert_geq(rd, 0);
+	refused(emit_to(path), path, "not a regular file (a FIFO)");
+	char b;
+	cr_assert_leq(read(rd, &b, 1), 0, "nothing written into the FIFO");
+	close(rd);
+	unlink(path);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+/* A symbolic link is not followed: its target keeps its contents, a dangling one creates nothing. */
+Test(report, emit_does_not_follow_symbolic_links, .timeout = 30)
+{
+	char dir[32], link[64], target[64];
+	emit_dir(dir);
+	snprintf(link, sizeof link, "%s/report", dir);
+	snprintf(target, sizeof target, "%s/target", dir);
+	write_file(target, "keep me\n");
+	cr_assert_eq(symlink(target, link), 0);
+	refused(emit_to(link), link, "a symbolic link (not followed)");
+	cr_assert_str_eq(read_file(target), "keep me\n");
+	unlink(target);
+	refused(emit_to(link), link, "a symbolic link (not followed)");
+	struct stat st;
+	cr_assert_neq(lstat(target, &st), 0, "the dangling link's target was created");
+	unlink(link);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+Test(report, emit_refuses_a_directory_and_a_device, .timeout = 30)
+{
+	char dir[32];
+	emit_dir(dir);
+	refused(emit_to(dir), dir, "not a regular file (a directory)");
+	refused(emit_to("/dev/null"), "/dev/null", "not a regular file (a character device)");
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+/* A new file is created with mode 0644 (less the umask); an existing one is truncated. */
+Test(report, emit_creates_0644_and_truncates, .timeout = 30)
+{
+	char dir[32], path[64];
+	emit_dir(dir);
+	snprintf(path, sizeof path, "%s/r.txt", dir);
+	mode_t old = umask(0);
+	snprintf(E.cfg.report_file, sizeof E.cfg.report_file, "%s", path);
+	cr_assert_eq(curesv_report_emit(&E, 7), CURESV_OK);
+	umask(old);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0644, "mode %o", st.st_mode & 07777);
+	write_file(path, "old contents, longer than nothing at all");
+	cr_assert_eq(curesv_report_emit(&E, 8), CURESV_OK);
+	const char *text = read_file(path);
+	cr_assert_eq(strncmp(text, "curesv: ======== report for pid 8 ", 34), 0, "%s", text);
+	cr_assert_null(strstr(text, "old contents"));
+	unlink(path);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
 /* A path holding a newline cannot forge a line of the error it is named in. */
 Test(report, emit_escapes_the_path, .timeout = 30)
 {
