@@ -68,6 +68,9 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 		return "negative size";
 	if (text[0] < '0' || text[0] > '9')
 		return "not a number";
+	/* Leading zeros say nothing: skipped, so that only significant digits count below. */
+	while (len > 1 && text[0] == '0' && text[1] >= '0' && text[1] <= '9')
+		text++, len--;
 	/* strtoull needs a terminated string; a SIZE longer than this is junk or overflow anyway. */
 	char buf[64];
 	if (len >= sizeof buf)

@@ -180,6 +180,19 @@ Test(config, size_grammar)
 	size_bad("1000000000000000000000000000000000000000000000000000000000000000000000",
 		 "too large (limit 64T)");
 
+	/* leading zeros say nothing, however many (found by fuzz_config: 64 or more characters
+	 * used to read as too large) */
+	static char zeros[200];
+	memset(zeros, '0', 150);
+	strcpy(zeros + 150, "1K");
+	size_ok(zeros, KiB);
+	zeros[150] = '\0';
+	size_ok(zeros, 0);
+	strcpy(zeros + 150, "70368744177665");
+	size_bad(zeros, "too large (limit 64T)");
+	size_ok("00", 0);
+	size_ok("0000K", 0);
+
 	/* `len` bounds the text: what follows is not read */
 	uint64_t got;
 	cr_assert_null(curesv_parse_size("12Kjunk", 3, &got));
