@@ -4,6 +4,7 @@
 #   make test       install what the tests need, then run every test: plain, ASan+UBSan, TSan
 #   make demo       run the hand-off demo under the shim (real GPU if there is one, else simulated)
 #   make bench      print the benchmark tables
+#   make fuzz       run each libFuzzer harness of tests/fuzz for FUZZ_RUNS inputs (clang)
 #
 # VARIANT selects a build flavour, each in its own folder: plain (default), asan, tsan.
 
@@ -50,7 +51,7 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-unit check-integration test deps deps-build demo bench clean
+.PHONY: all core unit check-unit check-integration test deps deps-build demo bench fuzz clean
 all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
@@ -147,6 +148,34 @@ test: deps
 	$(MAKE) VARIANT=plain check-unit check-integration sim-selftest
 	$(MAKE) VARIANT=asan check-unit check-integration
 	$(MAKE) VARIANT=tsan check-unit check-integration
+	$(MAKE) -j2 fuzz
+
+# ---- fuzzing: libFuzzer harnesses over core/, built with clang, ASan and UBSan --------------------------
+# Each runs FUZZ_RUNS inputs from its seeds (tests/fuzz/seeds/NAME) and the corpus it grew before
+# (build/fuzz/corpus-NAME); a failing input is saved as build/fuzz/crash-*. FUZZ_ARGS adds libFuzzer
+# options (e.g. FUZZ_ARGS=-jobs=2).
+FUZZ_CC ?= clang
+FUZZ_RUNS ?= 100000
+FUZZ := $(BUILD)/fuzz
+FUZZERS := config report
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -Icore -Ishim \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+
+$(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/oracles.h $(CORE_SRC) $(wildcard core/*.h) Makefile
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(CORE_SRC) -o $@
+
+# One run per harness, so that make -j2 fuzz runs both at once (not .PHONY: make would not look
+# for their pattern rule).
+fuzz: $(FUZZERS:%=fuzz-%)
+
+fuzz-%: $(FUZZ)/fuzz_%
+	@mkdir -p $(FUZZ)/corpus-$*
+	@$(FUZZ)/fuzz_$* -runs=$(FUZZ_RUNS) -artifact_prefix=$(FUZZ)/ \
+		$(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) $(FUZZ_ARGS) \
+		$(FUZZ)/corpus-$* tests/fuzz/seeds/$* >$(FUZZ)/$*.log 2>&1 || \
+		{ tail -n 40 $(FUZZ)/$*.log; echo "fuzz_$* failed (all of it: $(FUZZ)/$*.log)"; exit 1; }
+	@echo "fuzz_$*: $$(grep -a '^Done' $(FUZZ)/$*.log)"
 
 bench: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/alloc_bench \
