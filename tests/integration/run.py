@@ -337,6 +337,13 @@ def refused_report_file(kind):
     return make
 
 
+def check_only_output(text):
+    def check(report, out):
+        expect("all the output", out, text)
+        return "-", "-", "-"
+    return check
+
+
 def check_timeline(n):
     def check(report, out):
         if "timelines: %d ok" % n not in out:
@@ -403,6 +410,11 @@ def cases(stack, bindir):
                     [launcher, "--capacity", "400K", "--reserve=scan=100K", "--reserve", "pipe=200K",
                      "--attach", "scan=scan", "--attach=pipe=pipe", "--", b("handoff")],
                     check_handoff("device"), sanitized=False))
+    out.append(Case("launcher: an option holding a newline stays on its line",
+                    [launcher, "--x\ncuresv: FAKE\x1b[1m", "--", b("handoff")],
+                    check_only_output("curesv: unknown option '--x\\ncuresv: FAKE\\x1b[1m' (see "
+                                      "curesv --help)\n"),
+                    exit_code=2, report="absent", sanitized=False))
     out.append(Case("reservation on a device the driver lacks", [b("handoff")],
                     check_stderr("curesv: CURESV_RESERVATIONS: 'far' is on device 3, but the driver "
                                  "reports 1 device: nothing can be charged to it"),
