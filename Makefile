@@ -152,8 +152,8 @@ test: deps
 
 # ---- fuzzing: libFuzzer harnesses over core/, built with clang, ASan and UBSan --------------------------
 # Each runs FUZZ_RUNS inputs from its seeds (tests/fuzz/seeds/NAME) and the corpus it grew before
-# (build/fuzz/corpus-NAME); a failing input is saved as build/fuzz/crash-*. FUZZ_ARGS adds libFuzzer
-# options (e.g. FUZZ_ARGS=-jobs=2).
+# (build/fuzz/corpus-NAME); an input that fails an oracle, or runs past 60 s, is saved in build/fuzz/.
+# FUZZ_ARGS adds libFuzzer options (e.g. FUZZ_ARGS=-max_total_time=600).
 FUZZ_CC ?= clang
 FUZZ_RUNS ?= 100000
 FUZZ := $(BUILD)/fuzz
@@ -171,7 +171,7 @@ fuzz: $(FUZZERS:%=fuzz-%)
 
 fuzz-%: $(FUZZ)/fuzz_%
 	@mkdir -p $(FUZZ)/corpus-$*
-	@$(FUZZ)/fuzz_$* -runs=$(FUZZ_RUNS) -artifact_prefix=$(FUZZ)/ \
+	@$(FUZZ)/fuzz_$* -runs=$(FUZZ_RUNS) -timeout=60 -artifact_prefix=$(FUZZ)/ \
 		$(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) $(FUZZ_ARGS) \
 		$(FUZZ)/corpus-$* tests/fuzz/seeds/$* >$(FUZZ)/$*.log 2>&1 || \
 		{ tail -n 40 $(FUZZ)/$*.log; echo "fuzz_$* failed (all of it: $(FUZZ)/$*.log)"; exit 1; }

@@ -121,6 +121,7 @@ static void load_config(struct input *in, curesv_config *cfg)
 
 /* ---- the program ------------------------------------------------------------------------------ */
 
+#define MAX_INPUT 32768 /* bytes; an allocation takes 5 */
 #define MAX_LIVE 256
 #define MAX_THREADS 8
 
@@ -140,12 +141,15 @@ static void op_alloc(struct input *in)
 	int device = byte(in) % 3;
 	uint8_t f = byte(in);
 	uint64_t bytes = ((uint64_t)word(in) + 1) * 16;
+	/* Large ones: up to 16 GiB, or past the 64 TiB curesv accounts (untracked). The live bytes of
+	 * one account stay below 2^47 in sum (MAX_INPUT holds fewer than 8192 allocations): the
+	 * ledger's word holds no more, and a charge past that does not return. */
 	if (f & 0x80)
-		bytes <<= 27; /* up to 128 TiB: past what curesv accounts */
+		bytes = f & 0x40 ? CURESV_SIZE_LIMIT + bytes : bytes << 14;
 	curesv_alloc_op op;
 	if (!curesv_alloc_begin(&S.e, device, bytes, (enum curesv_kind)(f & 3), &op))
 		return; /* refused (enforce) */
-	if (f & 0x40)
+	if ((f & 0xc0) == 0x40)
 		curesv_alloc_resize(&S.e, &op, bytes + (uint64_t)(f & 0x3f) * 512); /* pitched */
 	bool real_ok = (f & 0x38) != 0x38;
 	uint64_t ptr = UINT64_C(0x7f0000000000) + ++S.next_ptr * (UINT64_C(2) << 20);
@@ -239,6 +243,8 @@ ORACLE static void check_reports(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	if (size > MAX_INPUT)
+		return -1;
 	memset(&S.live, 0, sizeof S.live);
 	S.nlive = 0;
 	S.in = (struct input){ data, size };
