@@ -166,8 +166,9 @@ $(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/oracles.h $(CORE_SRC) $(wildcard 
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(CORE_SRC) -o $@
 
 # One run per harness, so that make -j2 fuzz runs both at once (not .PHONY: make would not look
-# for their pattern rule).
+# for their pattern rule). The harnesses are kept, not removed as intermediate files.
 fuzz: $(FUZZERS:%=fuzz-%)
+.SECONDARY: $(FUZZERS:%=$(FUZZ)/fuzz_%)
 
 fuzz-%: $(FUZZ)/fuzz_%
 	@mkdir -p $(FUZZ)/corpus-$*
