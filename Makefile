@@ -5,6 +5,7 @@
 #   make demo       run the hand-off demo under the shim (real GPU if there is one, else simulated)
 #   make bench      print the benchmark tables
 #   make install    install under PREFIX (default /usr/local; DESTDIR for staging); make uninstall
+#   make fuzz       run each libFuzzer harness of tests/fuzz for FUZZ_RUNS inputs (clang)
 #
 # VARIANT selects a build flavour, each in its own folder: plain (default), asan, tsan.
 
@@ -55,7 +56,7 @@ export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
 .PHONY: all core unit check-unit check-integration check-install check-tools test deps deps-build \
-	demo bench clean install uninstall
+	demo bench fuzz clean install uninstall
 all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
@@ -111,7 +112,7 @@ IT_STATIC := $(SIM_LIBCUDART_STATIC) -L$(SIM_DIR) -lcuda -ldl
 SIM_LINKS := $(SIM_DIR)/libcudart.so $(SIM_DIR)/libcuda.so
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
-	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so)
+	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames)
 
 $(IT)/%: tests/integration/%.c $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -228,6 +229,35 @@ test: deps
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools sim-selftest
 	$(MAKE) VARIANT=asan check-unit check-integration
 	$(MAKE) VARIANT=tsan check-unit check-integration
+	$(MAKE) -j2 fuzz
+
+# ---- fuzzing: libFuzzer harnesses over core/, built with clang, ASan and UBSan --------------------------
+# Each runs FUZZ_RUNS inputs from its seeds (tests/fuzz/seeds/NAME) and the corpus it grew before
+# (build/fuzz/corpus-NAME); an input that fails an oracle, or runs past 60 s, is saved in build/fuzz/.
+# FUZZ_ARGS adds libFuzzer options (e.g. FUZZ_ARGS=-max_total_time=600).
+FUZZ_CC ?= clang
+FUZZ_RUNS ?= 100000
+FUZZ := $(BUILD)/fuzz
+FUZZERS := config report
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -Icore -Ishim \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+
+$(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/oracles.h $(CORE_SRC) $(wildcard core/*.h) Makefile
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(CORE_SRC) -o $@
+
+# One run per harness, so that make -j2 fuzz runs both at once (not .PHONY: make would not look
+# for their pattern rule). The harnesses are kept, not removed as intermediate files.
+fuzz: $(FUZZERS:%=fuzz-%)
+.SECONDARY: $(FUZZERS:%=$(FUZZ)/fuzz_%)
+
+fuzz-%: $(FUZZ)/fuzz_%
+	@mkdir -p $(FUZZ)/corpus-$*
+	@$(FUZZ)/fuzz_$* -runs=$(FUZZ_RUNS) -timeout=60 -artifact_prefix=$(FUZZ)/ \
+		$(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) $(FUZZ_ARGS) \
+		$(FUZZ)/corpus-$* tests/fuzz/seeds/$* >$(FUZZ)/$*.log 2>&1 || \
+		{ tail -n 40 $(FUZZ)/$*.log; echo "fuzz_$* failed (all of it: $(FUZZ)/$*.log)"; exit 1; }
+	@echo "fuzz_$*: $$(grep -a '^Done' $(FUZZ)/$*.log)"
 
 bench: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/trace_bench \

@@ -14,6 +14,8 @@
 
 #include "report.h"
 
+#include "escape.h"
+
 extern char **environ;
 
 /* A parser reports a problem by filling `bad`: the offending text (all or part of the value) and the
@@ -75,6 +77,9 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 		return "negative size";
 	if (text[0] < '0' || text[0] > '9')
 		return "not a number";
+	/* Leading zeros say nothing: skipped, so that only significant digits count below. */
+	while (len > 1 && text[0] == '0' && text[1] >= '0' && text[1] <= '9')
+		text++, len--;
 	/* strtoull needs a terminated string; a SIZE longer than this is junk or overflow anyway. */
 	char buf[64];
 	if (len >= sizeof buf)
@@ -512,24 +517,18 @@ static void diag_add(curesv_diag *d, enum curesv_log_level level, const char *fm
 	d->count++;
 }
 
-/* The offending text as it goes into an error line: control characters escaped (a value must not
- * print lines of its own), and cut at 96 bytes with "..." so the reason always fits. */
+/* The offending text as it goes into an error line: escaped (escape.h: a value must not print lines
+ * of its own), and cut after 96 bytes or about 120 characters with "..." so the reason always fits. */
 static void quote(const char *text, size_t len, char *out, size_t n)
 {
-	size_t o = 0;
-	for (size_t i = 0; i < len && o + 8 < n; i++) {
-		unsigned char c = (unsigned char)text[i];
-		if (i == 96) {
-			o += (size_t)snprintf(out + o, n - o, "...");
-			break;
-		}
-		if (c == '\n')
-			o += (size_t)snprintf(out + o, n - o, "\\n");
-		else if (c < 0x20 || c == 0x7f)
-			o += (size_t)snprintf(out + o, n - o, "\\x%02x", c);
-		else
-			out[o++] = (char)c;
+	size_t o = 0, i = 0;
+	while (i < len && i < 96 && o + CURESV_ESCAPE_MAX + 4 <= n) {
+		size_t used;
+		o += curesv_escape_char(text + i, len - i, out + o, &used);
+		i += used;
 	}
+	if (i < len)
+		memcpy(out + o, "...", 3), o += 3;
 	out[o] = '\0';
 }
 
@@ -606,7 +605,9 @@ static void warn_unknown(char *const *envp, curesv_diag *d)
 		if (known_name(*envp, n))
 			continue;
 		const char *near = suggestion(*envp, n);
-		diag_add(d, CURESV_LOG_WARN, "%.*s: unknown variable, ignored%s%s%s", (int)n, *envp,
+		char shown[128];
+		quote(*envp, n, shown, sizeof shown);
+		diag_add(d, CURESV_LOG_WARN, "%s: unknown variable, ignored%s%s%s", shown,
 			 near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
 	}
 }
@@ -697,11 +698,14 @@ static void warn_unresolved_rules(const curesv_config *c, curesv_diag *d)
 		bool found = was_refused(c->rules[i].name);
 		for (unsigned j = 0; j < c->n_reservations && !found; j++)
 			found = strcmp(c->rules[i].name, c->reservations[j].name) == 0;
-		if (!found)
-			diag_add(d, CURESV_LOG_WARN,
-				 "CURESV_ATTACH: '%s=%s': no reservation '%s' in CURESV_RESERVATIONS; "
-				 "matching threads use the shared pool until it is created",
-				 c->rules[i].glob, c->rules[i].name, c->rules[i].name);
+		if (found)
+			continue;
+		char glob[128];
+		quote(c->rules[i].glob, strlen(c->rules[i].glob), glob, sizeof glob);
+		diag_add(d, CURESV_LOG_WARN,
+			 "CURESV_ATTACH: '%s=%s': no reservation '%s' in CURESV_RESERVATIONS; "
+			 "matching threads use the shared pool until it is created",
+			 glob, c->rules[i].name, c->rules[i].name);
 	}
 }
 

@@ -3,7 +3,10 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "escape.h"
 
 static _Atomic int log_level = CURESV_LOG_WARN;
 static _Thread_local int log_busy;
@@ -38,17 +41,20 @@ void curesv_log(enum curesv_log_level level, const char *fmt, ...)
 		return;
 	log_busy = 1;
 	int saved_errno = errno;
-	char line[1024];
-	static const char prefix[] = "curesv: ";
-	size_t n = sizeof prefix - 1;
-	for (size_t i = 0; i < n; i++)
-		line[i] = prefix[i];
+	char msg[1024], line[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	int k = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+	int k = vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	if (k > 0)
-		n += (size_t)k < sizeof line - n - 1 ? (size_t)k : sizeof line - n - 2;
+	size_t len = k < 0 ? 0 : (size_t)k < sizeof msg ? (size_t)k : sizeof msg - 1;
+	if (len > 0 && msg[len - 1] == '\n')
+		len--; /* the line's own end, added below */
+	/* Escaped here rather than by each caller: arguments carry thread names, paths and the
+	 * like, and whatever they hold, a message stays one line. */
+	static const char prefix[] = "curesv: ";
+	size_t n = sizeof prefix - 1;
+	memcpy(line, prefix, n);
+	n += curesv_escape(line + n, sizeof line - n - 1, msg, len);
 	line[n++] = '\n';
 	write_all(2, line, n);
 	errno = saved_errno;

@@ -18,7 +18,9 @@ enum curesv_log_level {
 void curesv_log_set_level(enum curesv_log_level level);
 enum curesv_log_level curesv_log_get_level(void);
 
-/* Writes "curesv: <message>\n" to fd 2 in one write(2), truncated to 1 KiB. */
+/* Writes "curesv: <message>\n" to fd 2 in one write(2), truncated to 1 KiB. The message is escaped
+ * as escape.h says (control characters and bytes that are not UTF-8 read \xNN, a newline \n), so
+ * it is one line whatever its arguments hold; a newline ending it is taken as the line's end. */
 void curesv_log(enum curesv_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -1,7 +1,6 @@
 #include "report.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +9,9 @@
 #include <unistd.h>
 
 #include "caching.h"
+#include "escape.h"
 #include "log.h"
+#include "outfile.h"
 
 #define VERSION CURESV_VERSION
 #define LEAKS_LISTED 10
@@ -20,6 +21,7 @@
 struct out {
 	int fd;
 	bool failed;
+	bool one_line;  /* text: each out_printf is one line, escaped as escape.h says */
 	size_t n;
 	char buf[4096];
 };
@@ -41,6 +43,33 @@ static void out_flush(struct out *o)
 	o->n = 0;
 }
 
+static void out_put(struct out *o, const char *s, size_t len)
+{
+	if (o->n + len > sizeof o->buf)
+		out_flush(o);
+	memcpy(o->buf + o->n, s, len);
+	o->n += len;
+}
+
+/* A text line: names in it come from outside (threads, CURESV_ATTACH patterns), and escaping the
+ * whole line here, rather than each name where it is printed, keeps every line of the report one
+ * line whatever a future format prints. The line ends at the format's own final newline, which a
+ * line cut short by the buffer keeps too. */
+static void out_line(struct out *o, const char *line, size_t len, bool newline)
+{
+	if (newline && len > 0 && line[len - 1] == '\n')
+		len--;
+	while (len > 0) {
+		char one[CURESV_ESCAPE_MAX];
+		size_t used, k = curesv_escape_char(line, len, one, &used);
+		out_put(o, one, k);
+		line += used;
+		len -= used;
+	}
+	if (newline)
+		out_put(o, "\n", 1);
+}
+
 static void out_printf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out_printf(struct out *o, const char *fmt, ...)
 {
@@ -52,47 +81,36 @@ static void out_printf(struct out *o, const char *fmt, ...)
 	if (k < 0)
 		return;
 	size_t len = (size_t)k < sizeof line ? (size_t)k : sizeof line - 1;
-	if (o->n + len > sizeof o->buf)
-		out_flush(o);
-	memcpy(o->buf + o->n, line, len);
-	o->n += len;
-}
-
-/* Length of the well-formed UTF-8 sequence at s (1-4), or 0 when it is not one. */
-static int utf8_length(const unsigned char *s)
-{
-	int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
-		: (s[0] & 0xf8) == 0xf0 ? 4 : 0;
-	for (int i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((n == 2 && s[0] < 0xc2) || (n == 3 && s[0] == 0xe0 && s[1] < 0xa0) ||
-	    (n == 4 && (s[0] > 0xf4 || (s[0] == 0xf0 && s[1] < 0x90))))
-		return 0; /* overlong or beyond U+10FFFF */
-	return n;
+	size_t flen = strlen(fmt);
+	if (o->one_line)
+		out_line(o, line, len, flen > 0 && fmt[flen - 1] == '\n');
+	else
+		out_put(o, line, len);
 }
 
 /* A JSON string: quotes, backslashes and control characters escaped, bytes that are not UTF-8
- * (thread names are arbitrary bytes) replaced by U+FFFD, so the output always parses. */
+ * (thread names are arbitrary bytes) replaced by U+FFFD each, so the output always parses. */
 static void out_json_string(struct out *o, const char *str)
 {
 	const unsigned char *s = (const unsigned char *)str;
-	out_printf(o, "\"");
-	while (*s) {
-		int n = utf8_length(s);
+	size_t left = strlen(str);
+	out_put(o, "\"", 1);
+	while (left > 0) {
+		size_t n = curesv_utf8_length(s, left);
 		if (n == 0) {
 			out_printf(o, "\\ufffd");
-			s++;
+			n = 1;
 		} else if (*s == '"' || *s == '\\') {
-			out_printf(o, "\\%c", *s++);
+			out_printf(o, "\\%c", *s);
 		} else if (*s < 0x20) {
-			out_printf(o, "\\u%04x", *s++);
+			out_printf(o, "\\u%04x", *s);
 		} else {
-			out_printf(o, "%.*s", n, (const char *)s);
-			s += n;
+			out_put(o, (const char *)s, n);
 		}
+		s += n;
+		left -= n;
 	}
-	out_printf(o, "\"");
+	out_put(o, "\"", 1);
 }
 
 const char *curesv_format_bytes(int64_t bytes, char buf[32])
@@ -586,7 +604,7 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
 {
 	if (format == CURESV_REPORT_OFF)
 		return true;
-	struct out o = { .fd = fd };
+	struct out o = { .fd = fd, .one_line = format == CURESV_REPORT_TEXT };
 	curesv_lock(&snapshot_lock);
 	gather(e, &snapshot);
 	if (format == CURESV_REPORT_JSON)
@@ -623,11 +641,12 @@ curesv_status curesv_report_emit(curesv_engine *e, long pid)
 				   e->cfg.report_file);
 			return CURESV_ERR_INVALID;
 		}
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		char why[160];
+		fd = curesv_outfile_open(path, why, sizeof why);
 		if (fd < 0) {
 			/* A report on stderr beats none: the run cannot be repeated for it. */
 			curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': %s; the report goes to "
-				   "stderr instead", path, strerror(errno));
+				   "stderr instead", path, why);
 			curesv_report_write(e, 2, e->cfg.report, pid);
 			return CURESV_ERR_INVALID;
 		}

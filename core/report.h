@@ -10,8 +10,10 @@
 bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format format, long pid);
 
 /* Writes the report as configured: CURESV_REPORT format to CURESV_REPORT_FILE (with %p expanded,
- * created or truncated) or to stderr. Errors: CURESV_ERR_INVALID when reports are off or the file
- * cannot be written (one error line logged). */
+ * opened as outfile.h says: a regular file, created 0644 or truncated; never a link, FIFO, device or
+ * directory) or to stderr. Errors: CURESV_ERR_INVALID when reports are off or the file cannot be
+ * opened or written (one error line logged; a file that cannot be opened gets the report on stderr
+ * instead). */
 curesv_status curesv_report_emit(curesv_engine *e, long pid);
 
 /* What CURESV_ERROR_EXITCODE counts: live allocations (not counted while a caching allocator that

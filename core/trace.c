@@ -15,6 +15,8 @@
  * memory that stays valid, and its event is dropped. */
 #include "trace.h"
 
+#include "outfile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -76,29 +78,6 @@ static inline uint64_t now_ns(void)
 static uint32_t os_tid(void)
 {
 	return (uint32_t)syscall(SYS_gettid);
-}
-
-/* Opens an output file the way curesv opens all of them: created or truncated with mode 0644,
- * never through a symbolic link (O_NOFOLLOW), never waiting for a FIFO's reader (O_NONBLOCK,
- * cleared once open), and only if it is a regular file. Returns the descriptor, or -1 and why. */
-static int open_output(const char *path, const char **why)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-	if (fd < 0) {
-		*why = errno == ELOOP ? "a symbolic link (not followed)" : strerror(errno);
-		return -1;
-	}
-	struct stat st;
-	int flags = fcntl(fd, F_GETFL);
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		*why = "not a regular file";
-	} else if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-		*why = strerror(errno);
-	} else {
-		return fd;
-	}
-	close(fd);
-	return -1;
 }
 
 /* ---- draining (under lock) ----------------------------------------------------------------------- */
@@ -349,8 +328,8 @@ void curesv_trace_open(const curesv_config *cfg)
 		return;
 	}
 	ring_key_made = true;
-	const char *why;
-	int fd = open_output(shown_path, &why);
+	char why[128];
+	int fd = curesv_outfile_open(shown_path, why, sizeof why);
 	if (fd < 0) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': %s; no trace is written", shown_path,
 			   why);

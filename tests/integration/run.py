@@ -29,14 +29,16 @@ HANDOFF_ENV = {
 
 class Case:
     """One program run under the shim. `same_output`: stdout must match a run without the shim.
-    `report`: True (check the JSON one), "text" (check the text one), False (ignore it) or "absent"
-    (none may be written). `shim`: False runs the program without libcuresv.so. `setup`: called
-    before the run, returns more environment. `trace`: "rmm" or "chrome": the run writes a
-    CURESV_TRACE too, checked against the report (its final values too when `quiescent`: nothing
-    ran on after the report)."""
+    `report`: True (check the JSON one), "text" (check the text one: the check gets it, and the
+    program's output followed by it), False (ignore it) or "absent" (none may be written). `shim`:
+    False runs the program without libcuresv.so. `setup`: called before the run, returns more
+    environment. `trace`: "rmm" or "chrome": the run writes a CURESV_TRACE too, checked against the
+    report (its final values too when `quiescent`: nothing ran on after the report).
+    `report_file(tmp)`, when given, makes what CURESV_REPORT_FILE names and returns its path and a
+    function that checks it afterwards."""
     def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
                  report=True, timeout=300, same_output=False, sanitized=True, preload=(),
-                 shim=True, setup=None, trace=None, quiescent=True):
+                 shim=True, setup=None, trace=None, quiescent=True, report_file=None):
         self.trace, self.quiescent = trace, quiescent
         self.sanitized = sanitized  # False: only with the plain shim (its own LD_PRELOAD order)
         self.preload = preload      # libraries preloaded before libcuresv.so
@@ -44,6 +46,7 @@ class Case:
         self.env, self.exit_code, self.stacks = env or {}, exit_code, stacks
         self.report, self.timeout, self.same_output = report, timeout, same_output
         self.shim, self.setup = shim, setup
+        self.report_file = report_file
 
 
 def res(report, name):
@@ -241,6 +244,118 @@ def check_stderr(line):
     return check
 
 
+BADNAMES_JSON = ["x\ncuresv: FAKE", "\rcuresv: CR", "\x1b[2K\x1b[1Gesc", "\x01\x02\x7f",
+                 "a\ufffd\ufffd\ufffdz", "c\ufffd\ufffd\ufffd\ufffdz"]
+BADNAMES_TEXT = ["x\\ncuresv: FAKE", "\\x0dcuresv: CR", "\\x1b[2K\\x1b[1Gesc", "\\x01\\x02\\x7f",
+                 "a\\xed\\xa0\\x80z", "c\\xf4\\x90\\x80\\x80z"]
+
+
+def curesv_lines_only(text, where, program=None):
+    """Each line of `text` is curesv's ("curesv: ...", no control character) or, when `program`
+    is given, one the program printed ("program: ...")."""
+    for line in text.split("\n")[:-1]:
+        if program and line.startswith(program + ": "):
+            continue
+        if not line.startswith("curesv: ") or any(ord(c) < 32 or ord(c) == 127 for c in line):
+            raise AssertionError("%s: a line not curesv's: %r" % (where, line))
+        if line.startswith(("curesv: FAKE", "curesv: CR")):
+            raise AssertionError("%s: a forged line: %r" % (where, line))
+    if not text.endswith("\n"):
+        raise AssertionError("%s: does not end with a newline: %r" % (where, text[-80:]))
+
+
+def check_badnames_json(report, out):
+    """Strict UTF-8 JSON (run_case decodes it so); names with U+FFFD where bytes were not UTF-8."""
+    expect("leaked threads", [x["thread"] for x in report["leaks"]["largest"]], BADNAMES_JSON)
+    curesv_lines_only(out, "stderr", "badnames")
+    warning = ("curesv: thread 'x\\ncuresv: FAKE' was attached to reservation 'r', which was "
+               "released; its allocations now draw from the shared pool")
+    expect("released warning", warning in out.splitlines(), True)
+    return report["shared"]["allocs"], report["shared"]["frees"], "-"
+
+
+def check_badnames_text(text, out):
+    curesv_lines_only(text, "text report")
+    curesv_lines_only(out, "stderr", "badnames")
+    for name in BADNAMES_TEXT:
+        if "thread '%s' (#" % name not in text:
+            raise AssertionError("the text report lacks thread %r" % name)
+    leaks = [l for l in text.splitlines() if l.startswith("curesv: leaks:")]
+    expect("leaks lines", len(leaks), 1)
+    return "-", "-", "-"
+
+
+def check_odd_config_text(text, out):
+    """A CURESV_ATTACH pattern and an unknown variable name holding a newline stay on their line."""
+    curesv_lines_only(text, "text report")
+    curesv_lines_only(out, "stderr", "badnames")
+    leaks = [l for l in text.splitlines() if l.startswith("curesv: leaks:")]
+    expect("leaks lines", len(leaks), 1)
+    for line in ("curesv: CURESV_X\\ncuresv: FAKE: unknown variable, ignored",):
+        expect("stderr has %r" % line, line in out.splitlines(), True)
+    rule = ("curesv: CURESV_ATTACH rule 'a\\ncuresv: leaks: none=r' attached nothing: no thread "
+            "with a matching name allocated (rules are matched at a thread's allocations; name it "
+            "with pthread_setname_np or prctl(PR_SET_NAME) before its first one)")
+    expect("idle rule line", rule in text.splitlines(), True)
+    return "-", "-", "-"
+
+
+def refused_report_file(kind):
+    """CURESV_REPORT_FILE names something curesv must not write to: one error line, then the
+    (text) report on stderr; the thing itself untouched; and no wait for a FIFO's reader."""
+    def make(tmp):
+        path = os.path.join(tmp, "report.txt")
+        target = os.path.join(tmp, "target")
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "symlink":
+            with open(target, "w") as f:
+                f.write("keep\n")
+            os.symlink(target, path)
+        elif kind == "dangling symlink":
+            os.symlink(target, path)
+        elif kind == "directory":
+            os.mkdir(path)
+        elif kind == "/dev/null":
+            path = "/dev/null"
+        elif kind == "newline":
+            path = os.path.join(tmp, "no\ncuresv: FAKE", "r")
+        reason = {"fifo": "not a regular file (a FIFO)",
+                  "symlink": "a symbolic link (not followed)",
+                  "dangling symlink": "a symbolic link (not followed)",
+                  "directory": "not a regular file (a directory)",
+                  "/dev/null": "not a regular file (a character device)",
+                  "newline": "No such file or directory"}[kind]
+        shown = path.replace("\n", "\\n")
+
+        def check(out):
+            want = "curesv: CURESV_REPORT_FILE: '%s': %s; the report goes to stderr instead" % (
+                shown, reason)
+            expect("error lines", [l for l in out.splitlines() if "CURESV_REPORT_FILE" in l], [want])
+            curesv_lines_only(out, "stderr", "handoff")
+            if not any(l.startswith("curesv:   scan ") for l in out.splitlines()):
+                raise AssertionError("no report on stderr: %r" % out[-300:])
+            if kind == "symlink":
+                with open(target) as f:
+                    expect("link target", f.read(), "keep\n")
+            if kind == "dangling symlink":
+                expect("link target created", os.path.lexists(target), False)
+            if kind == "fifo":
+                import stat
+                expect("still a FIFO", stat.S_ISFIFO(os.lstat(path).st_mode), True)
+            if kind == "directory":
+                expect("directory contents", os.listdir(path), [])
+        return path, check
+    return make
+
+
+def check_only_output(text):
+    def check(report, out):
+        expect("all the output", out, text)
+        return "-", "-", "-"
+    return check
+
+
 def check_timeline(n):
     def check(report, out):
         if "timelines: %d ok" % n not in out:
@@ -413,6 +528,11 @@ def cases(stack, bindir):
                     [launcher, "--capacity", "400K", "--reserve=scan=100K", "--reserve", "pipe=200K",
                      "--attach", "scan=scan", "--attach=pipe=pipe", "--", b("handoff")],
                     check_handoff("device"), sanitized=False))
+    out.append(Case("launcher: an option holding a newline stays on its line",
+                    [launcher, "--x\ncuresv: FAKE\x1b[1m", "--", b("handoff")],
+                    check_only_output("curesv: unknown option '--x\\ncuresv: FAKE\\x1b[1m' (see "
+                                      "curesv --help)\n"),
+                    exit_code=2, report="absent", sanitized=False))
     out.append(Case("reservation on a device the driver lacks", [b("handoff")],
                     check_stderr("curesv: CURESV_RESERVATIONS: 'far' is on device 3, but the driver "
                                  "reports 1 device: nothing can be charged to it"),
@@ -486,6 +606,19 @@ def cases(stack, bindir):
                     check_stderr("curesv: CURESV_TRACE: '/nonexistent/dir/trace': No such file or "
                                  "directory; no trace is written"),
                     env=dict(HANDOFF_ENV, CURESV_TRACE="/nonexistent/dir/trace")))
+    badnames_env = {"CURESV_RESERVATIONS": "r=1M", "CURESV_ATTACH": "x*=r"}
+    out.append(Case("odd thread names: JSON strings are UTF-8", [b("badnames")],
+                    check_badnames_json, env=badnames_env))
+    out.append(Case("odd thread names: text report lines stay lines", [b("badnames")],
+                    check_badnames_text, env=badnames_env, report="text"))
+    out.append(Case("odd pattern and variable name: lines stay lines", [b("badnames")],
+                    check_odd_config_text, report="text",
+                    env={"CURESV_RESERVATIONS": "r=1M", "CURESV_ATTACH": "a\ncuresv: leaks: none=r",
+                         "CURESV_X\ncuresv: FAKE": "1"}))
+    for kind in ("fifo", "symlink", "dangling symlink", "directory", "/dev/null", "newline"):
+        out.append(Case("report file: %s refused" % kind, [b("handoff")], check_nothing,
+                        env=HANDOFF_ENV, report=False, timeout=60,
+                        report_file=refused_report_file(kind)))
     here = os.path.dirname(os.path.abspath(__file__))
     scripts_dir = os.path.abspath(os.path.join(here, "..", "..", "scripts"))
     gpu_py = lambda script: ["python3", os.path.join(here, "..", "gpu", script)]
@@ -670,14 +803,16 @@ def configuration_cases(b):
 
 def run_case(case, lib, stack, first=""):
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "report.json")
+        path, after = os.path.join(tmp, "report.json"), None
+        if case.report_file:
+            path, after = case.report_file(tmp)
         env = dict(os.environ)
         env.update(case.env)
         if case.setup:
             env.update(case.setup())
         before = " ".join(os.path.join(os.path.dirname(case.argv[0]), p) for p in case.preload)
         env.update({"LD_PRELOAD": " ".join(x for x in (first, before, lib) if x),
-                    "CURESV_REPORT": "text" if case.report == "text" else "json",
+                    "CURESV_REPORT": "text" if case.report == "text" or after else "json",
                     "CURESV_REPORT_FILE": path})
         if not case.shim:
             del env["LD_PRELOAD"]
@@ -704,17 +839,26 @@ def run_case(case, lib, stack, first=""):
             if os.path.exists(path):
                 return False, ("-", "-", "-"), "a report was written", "-"
             case.report = False
+        if after:
+            try:
+                after(out)
+            except AssertionError as err:
+                return False, ("-", "-", "-"), str(err), "-"
         if not case.report:
             try:
                 return True, case.check(None, out), "", "-"
             except AssertionError as err:
                 return False, ("-", "-", "-"), str(err), "-"
+        if case.report == "text":
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                return True, case.check(text, out + text), "", "-"
+            except (OSError, ValueError, AssertionError) as err:
+                return False, ("-", "-", "-"), str(err), "-"
         try:
-            with open(path) as f:
-                report = f.read() if case.report == "text" else json.load(f)
-            if case.report == "text":
-                out += report
-                report = None
+            with open(path, encoding="utf-8") as f:  # strict: JSON text is UTF-8
+                report = json.load(f)
         except (OSError, ValueError) as err:
             return False, ("-", "-", "-"), "no JSON report: %s; %s" % (err, out.strip()[-300:]), "-"
         leaks = report["leaks"]["count"] if report else "-"

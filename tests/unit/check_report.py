@@ -63,8 +63,13 @@ def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
-    with open(sys.argv[1]) as f:
-        text = f.read()
+    with open(sys.argv[1], "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")  # strict: JSON text is UTF-8 (RFC 8259)
+    except UnicodeDecodeError as e:
+        print(f"not UTF-8: {e}\n{raw!r}", file=sys.stderr)
+        return 1
     try:
         report = json.loads(text)
     except json.JSONDecodeError as e:

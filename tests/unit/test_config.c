@@ -205,6 +205,19 @@ Test(config, size_grammar)
 	size_bad("1000000000000000000000000000000000000000000000000000000000000000000000",
 		 "too large (limit 64T)");
 
+	/* leading zeros say nothing, however many (found by fuzz_config: 64 or more characters
+	 * used to read as too large) */
+	static char zeros[200];
+	memset(zeros, '0', 150);
+	strcpy(zeros + 150, "1K");
+	size_ok(zeros, KiB);
+	zeros[150] = '\0';
+	size_ok(zeros, 0);
+	strcpy(zeros + 150, "70368744177665");
+	size_bad(zeros, "too large (limit 64T)");
+	size_ok("00", 0);
+	size_ok("0000K", 0);
+
 	/* `len` bounds the text: what follows is not read */
 	uint64_t got;
 	cr_assert_null(curesv_parse_size("12Kjunk", 3, &got));
@@ -1004,4 +1017,39 @@ Test(config, offending_text_is_escaped_and_cut)
 	snprintf(want, sizeof want, "CURESV_MODE: '%.96s...': expected observe or enforce",
 		 env + strlen("CURESV_MODE="));
 	bad(env, want);
+}
+
+/* Names and patterns from the environment are escaped in diagnostics as values are: an unknown
+ * variable's name (anything but '=' and NUL) and a CURESV_ATTACH pattern cannot forge a line. */
+Test(config, names_and_patterns_in_diagnostics_are_escaped)
+{
+	unsigned e = LOAD("CURESV_X\ncuresv: FAKE\r\x1b[2K=1", "CURESV_\xff\xfe=2",
+			  "CURESV_ATTACH=a\ncuresv: leaks: none*=nosuch");
+	cr_assert_eq(e, 0);
+	cr_assert_eq(diag.warnings, 3);
+	cr_assert_eq(diag.count, 3);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_ATTACH: 'a\\ncuresv: leaks: none*=nosuch': no "
+			 "reservation 'nosuch' in CURESV_RESERVATIONS; matching threads use the shared "
+			 "pool until it is created");
+	cr_assert_str_eq(diag.line[1].text,
+			 "CURESV_X\\ncuresv: FAKE\\x0d\\x1b[2K: unknown variable, ignored");
+	cr_assert_str_eq(diag.line[2].text, "CURESV_\\xff\\xfe: unknown variable, ignored");
+
+	struct capture cap;
+	char log[4096];
+	capture_start(&cap);
+	curesv_diag_log(&diag);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: CURESV_ATTACH: 'a\\ncuresv: leaks: none*=nosuch': no "
+			 "reservation 'nosuch' in CURESV_RESERVATIONS; matching threads use the shared "
+			 "pool until it is created\n"
+			 "curesv: CURESV_X\\ncuresv: FAKE\\x0d\\x1b[2K: unknown variable, ignored\n"
+			 "curesv: CURESV_\\xff\\xfe: unknown variable, ignored\n");
+}
+
+/* Bytes that are not UTF-8 in a bad value print as \xNN too, well-formed UTF-8 as it is. */
+Test(config, offending_text_keeps_utf8_and_escapes_the_rest)
+{
+	bad("CURESV_MODE=caf\xc3\xa9\xed\xa0\x80\xc2\x85", "CURESV_MODE: 'caf\xc3\xa9\\xed\\xa0\\x80"
+	    "\\xc2\\x85': expected observe or enforce");
 }

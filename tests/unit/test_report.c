@@ -509,3 +509,252 @@ Test(report, pid_rank_and_host, .timeout = 60)
 	unlink(path);
 	curesv_engine_destroy(&E);
 }
+
+/* ---- names from outside curesv: thread names, CURESV_ATTACH patterns ---------------------------- */
+
+/* Ten threads, each leaking (11 - i) KiB so the leak list shows them in this order. */
+static const struct {
+	const char *name, *json;       /* the thread's name; how the JSON report must read it */
+} odd_names[10] = {
+	{ "a\xed\xa0\x80z", "a\\ufffd\\ufffd\\ufffdz" },                 /* surrogate U+D800 */
+	{ "b\xed\xbf\xbfz", "b\\ufffd\\ufffd\\ufffdz" },                 /* surrogate U+DFFF */
+	{ "c\xf4\x90\x80\x80z", "c\\ufffd\\ufffd\\ufffd\\ufffdz" },      /* U+110000 */
+	{ "d\xc0\xafz", "d\\ufffd\\ufffdz" },                            /* overlong '/' */
+	{ "e\xe0\x80\xafz", "e\\ufffd\\ufffd\\ufffdz" },                 /* overlong, 3 bytes */
+	{ "f\xf0\x8f\xbf\xbfz", "f\\ufffd\\ufffd\\ufffd\\ufffdz" },      /* overlong, 4 bytes */
+	{ "g\xe2\x82", "g\\ufffd\\ufffd" },                              /* cut short by the end */
+	{ "h\xe2\x82z\x80", "h\\ufffd\\ufffdz\\ufffd" },                 /* cut short; stray byte */
+	{ "i\xed\x9f\xbf\xf4\x8f\xbf\xbf\xee\x80\x80", "i\\ud7ff\\udbff\\udfff\\ue000" }, /* valid */
+	{ "j\x1b[1m\x7f\xc3\xa9", "j\\u001b[1m\x7f\\u00e9" },            /* ESC, DEL, valid */
+};
+
+static void odd_named_leaks(void)
+{
+	for (int i = 0; i < 10; i++) {
+		struct actor t;
+		actor_start(&t, &E, odd_names[i].name);
+		cr_assert_eq(actor_alloc(&t, fake_ptr((uint64_t)i + 1), (uint64_t)(11 - i) * KiB),
+			     GRANTED);
+		actor_stop(&t);
+	}
+}
+
+/* Every string of the JSON report is UTF-8, whatever the bytes of a thread's name: each byte that
+ * is not part of a well-formed sequence (surrogates, beyond U+10FFFF, overlong, cut short) reads
+ * U+FFFD, and well-formed ones are kept. */
+Test(report, json_strings_are_utf8_whatever_the_thread_names, .timeout = 60)
+{
+	ENGINE(&E, "CURESV_TABLE_SLOTS=64");
+	odd_named_leaks();
+	char path[128];
+	temp_path(path, sizeof path, ".json");
+	report_to(path, CURESV_REPORT_JSON);
+	static char want[8192];
+	int n = snprintf(want, sizeof want, "{\"reservations\": [], \"shared\": {\"allocated\": 66560,"
+			 " \"peak\": 66560}, \"orphan_bytes\": 0, \"unknown_frees\": 0, \"table\": "
+			 "{\"slots\": 64, \"live\": 10, \"high_water\": 10, \"full_events\": 0}, "
+			 "\"leaks\": {\"count\": 10, \"bytes\": 66560, \"largest\": [");
+	for (int i = 0; i < 10; i++)
+		n += snprintf(want + n, sizeof want - (size_t)n, "%s{\"reservation\": null, \"thread\": "
+			      "\"%s\", \"bytes\": %d}", i ? "," : "", odd_names[i].json,
+			      (11 - i) * 1024);
+	snprintf(want + n, sizeof want - (size_t)n, "]}}");
+	cr_assert_eq(check_json(path, want), 0, "%s", read_file(path));
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+/* Each line of `text` starts with "curesv: " and holds no control byte: nothing from outside can
+ * start a line of its own. */
+static void one_line_each(const char *text)
+{
+	for (const char *p = text; *p;) {
+		const char *end = strchr(p, '\n');
+		cr_assert_not_null(end, "last line unterminated: %s", p);
+		cr_assert_eq(strncmp(p, "curesv: ", 8), 0, "a line not curesv's: '%.*s'",
+			     (int)(end - p), p);
+		for (const char *c = p; c < end; c++)
+			cr_assert((unsigned char)*c >= 0x20 && *c != 0x7f, "control byte 0x%02x in '%.*s'",
+				  (unsigned char)*c, (int)(end - p), p);
+		p = end + 1;
+	}
+}
+
+static unsigned lines_starting(const char *text, const char *prefix)
+{
+	unsigned n = 0;
+	for (const char *p = text; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		n += strncmp(p, prefix, strlen(prefix)) == 0;
+	return n;
+}
+
+/* A thread name or a CURESV_ATTACH pattern holding a newline, a carriage return, an escape sequence,
+ * other control bytes or bytes that are not UTF-8 prints escaped: the text report keeps one line per
+ * line, and none can be forged. */
+Test(report, text_escapes_names_from_outside, .timeout = 60)
+{
+	ENGINE(&E, "CURESV_TABLE_SLOTS=64", "CURESV_RESERVATIONS=r=1M",
+	       "CURESV_ATTACH=a\ncuresv: leaks: none=r,\r\x1b[2K*\x01=r");
+	static const char *const names[] = { "x\ncuresv: FAKE", "\rcuresv: CR", "\x1b[2K\x1b[1Gz",
+					     "\x01\t\x7f", "\xff\xfe\xed\xa0\x80", "caf\xc3\xa9" };
+	static const char *const shown[] = { "x\\ncuresv: FAKE", "\\x0dcuresv: CR",
+					     "\\x1b[2K\\x1b[1Gz", "\\x01\\x09\\x7f",
+					     "\\xff\\xfe\\xed\\xa0\\x80", "caf\xc3\xa9" };
+	for (int i = 0; i < 6; i++) {
+		struct actor t;
+		actor_start(&t, &E, names[i]);
+		cr_assert_eq(actor_alloc(&t, fake_ptr((uint64_t)i + 1), (uint64_t)(8 - i) * KiB),
+			     GRANTED);
+		actor_stop(&t);
+	}
+	char path[128];
+	temp_path(path, sizeof path, ".txt");
+	report_to(path, CURESV_REPORT_TEXT);
+	const char *text = read_file(path);
+	one_line_each(text);
+	cr_assert_eq(lines_starting(text, "curesv: leaks:"), 1, "%s", text);
+	cr_assert_eq(lines_starting(text, "curesv: FAKE"), 0, "%s", text);
+	cr_assert_eq(lines_starting(text, "curesv: CR"), 0, "%s", text);
+	for (int i = 0; i < 6; i++) {
+		char want[128];
+		snprintf(want, sizeof want, "(shared pool)  thread '%s' (#", shown[i]);
+		cr_assert_not_null(strstr(text, want), "no '%s' in:\n%s", want, text);
+	}
+	has_line(text, "curesv: CURESV_ATTACH rule 'a\\ncuresv: leaks: none=r' attached nothing: no "
+		       "thread with a matching name allocated (rules are matched at a thread's "
+		       "allocations; name it with pthread_setname_np or prctl(PR_SET_NAME) before its "
+		       "first one)");
+	has_line(text, "curesv: CURESV_ATTACH rule '\\x0d\\x1b[2K*\\x01=r' attached nothing: no "
+		       "thread with a matching name allocated (rules are matched at a thread's "
+		       "allocations; name it with pthread_setname_np or prctl(PR_SET_NAME) before its "
+		       "first one)");
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- CURESV_REPORT_FILE naming something other than a regular file ------------------------------ */
+
+/* Emits the text report to `path` with stderr captured; returns what stderr got. */
+static const char *emit_to(const char *path)
+{
+	static char log[1 << 16];
+	snprintf(E.cfg.report_file, sizeof E.cfg.report_file, "%s", path);
+	struct capture cap;
+	capture_start(&cap);
+	curesv_status st = curesv_report_emit(&E, 7);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_eq(st, CURESV_ERR_INVALID, "%s", log);
+	return log;
+}
+
+/* One error line naming the path and why, then the report itself on stderr, every line curesv's. */
+static void refused(const char *log, const char *path, const char *why)
+{
+	char want[2048];
+	snprintf(want, sizeof want, "curesv: CURESV_REPORT_FILE: '%s': %s; the report goes to stderr "
+		 "instead\n", path, why);
+	cr_assert_eq(strncmp(log, want, strlen(want)), 0, "want:\n%s\ngot:\n%s", want, log);
+	one_line_each(log);
+	cr_assert_eq(lines_starting(log, "curesv: CURESV_REPORT_FILE"), 1, "%s", log);
+	cr_assert_eq(lines_starting(log, "curesv: ======== report for pid 7 "), 1, "%s", log);
+	cr_assert_eq(lines_starting(log, "curesv: leaks: 2 allocations"), 1, "%s", log);
+}
+
+static void emit_dir(char dir[32])
+{
+	strcpy(dir, "/tmp/curesv-emit-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	known_state(NULL);
+	E.cfg.report = CURESV_REPORT_TEXT;
+}
+
+/* A FIFO nobody reads would block the exit for ever: refused at once. */
+Test(report, emit_refuses_a_fifo_without_blocking, .timeout = 30)
+{
+	char dir[32], path[64];
+	emit_dir(dir);
+	snprintf(path, sizeof path, "%s/fifo", dir);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	refused(emit_to(path), path, "not a regular file (a FIFO)");
+	struct stat st;
+	cr_assert_eq(lstat(path, &st), 0);
+	cr_assert(S_ISFIFO(st.st_mode));
+	/* with a reader it opens, but is still not a regular file */
+	int rd = open(path, O_RDONLY | O_NONBLOCK);
+	cr_assert_geq(rd, 0);
+	refused(emit_to(path), path, "not a regular file (a FIFO)");
+	char b;
+	cr_assert_leq(read(rd, &b, 1), 0, "nothing written into the FIFO");
+	close(rd);
+	unlink(path);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+/* A symbolic link is not followed: its target keeps its contents, a dangling one creates nothing. */
+Test(report, emit_does_not_follow_symbolic_links, .timeout = 30)
+{
+	char dir[32], link[64], target[64];
+	emit_dir(dir);
+	snprintf(link, sizeof link, "%s/report", dir);
+	snprintf(target, sizeof target, "%s/target", dir);
+	write_file(target, "keep me\n");
+	cr_assert_eq(symlink(target, link), 0);
+	refused(emit_to(link), link, "a symbolic link (not followed)");
+	cr_assert_str_eq(read_file(target), "keep me\n");
+	unlink(target);
+	refused(emit_to(link), link, "a symbolic link (not followed)");
+	struct stat st;
+	cr_assert_neq(lstat(target, &st), 0, "the dangling link's target was created");
+	unlink(link);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+Test(report, emit_refuses_a_directory_and_a_device, .timeout = 30)
+{
+	char dir[32];
+	emit_dir(dir);
+	refused(emit_to(dir), dir, "not a regular file (a directory)");
+	refused(emit_to("/dev/null"), "/dev/null", "not a regular file (a character device)");
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+/* A new file is created with mode 0644 (less the umask); an existing one is truncated. */
+Test(report, emit_creates_0644_and_truncates, .timeout = 30)
+{
+	char dir[32], path[64];
+	emit_dir(dir);
+	snprintf(path, sizeof path, "%s/r.txt", dir);
+	mode_t old = umask(0);
+	snprintf(E.cfg.report_file, sizeof E.cfg.report_file, "%s", path);
+	cr_assert_eq(curesv_report_emit(&E, 7), CURESV_OK);
+	umask(old);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0644, "mode %o", st.st_mode & 07777);
+	write_file(path, "old contents, longer than nothing at all");
+	cr_assert_eq(curesv_report_emit(&E, 8), CURESV_OK);
+	const char *text = read_file(path);
+	cr_assert_eq(strncmp(text, "curesv: ======== report for pid 8 ", 34), 0, "%s", text);
+	cr_assert_null(strstr(text, "old contents"));
+	unlink(path);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+/* A path holding a newline cannot forge a line of the error it is named in. */
+Test(report, emit_escapes_the_path, .timeout = 30)
+{
+	char dir[32], path[128];
+	emit_dir(dir);
+	snprintf(path, sizeof path, "%s/no\ncuresv: FAKE\x1b/r", dir);
+	char shown[128];
+	snprintf(shown, sizeof shown, "%s/no\\ncuresv: FAKE\\x1b/r", dir);
+	const char *log = emit_to(path);
+	refused(log, shown, "No such file or directory");
+	cr_assert_eq(lines_starting(log, "curesv: FAKE"), 0, "%s", log);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}

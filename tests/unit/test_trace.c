@@ -359,8 +359,8 @@ Test(trace, paths_that_are_not_regular_files_are_refused)
 	cr_assert_eq(symlink(target, link), 0);
 	cr_assert_eq(mkfifo(fifo, 0644), 0);
 	expect_refused(link, "a symbolic link (not followed)");
-	expect_refused(fifo, "No such device or address"); /* no reader: never waits for one */
-	expect_refused(dir, "Is a directory");
+	expect_refused(fifo, "not a regular file (a FIFO)"); /* no reader: never waits for one */
+	expect_refused(dir, "not a regular file (a directory)");
 	expect_refused(missing, "No such file or directory");
 	struct stat st;
 	cr_assert_eq(stat(target, &st), 0);

@@ -1,0 +1,163 @@
+/* Opening an output file: a regular file is created 0644 or truncated; a symbolic link, FIFO,
+ * socket, device or directory is refused, at once and untouched. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "outfile.h"
+
+static char dir[32], path[64], target[64], why[160];
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/curesv-outfile-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/out", dir);
+	snprintf(target, sizeof target, "%s/target", dir);
+}
+
+static void teardown(void)
+{
+	unlink(path);
+	unlink(target);
+	rmdir(dir);
+}
+
+TestSuite(outfile, .init = setup, .fini = teardown, .timeout = 30);
+
+static void put(const char *p, const char *text)
+{
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static const char *get(const char *p)
+{
+	static char buf[256];
+	int fd = open(p, O_RDONLY);
+	cr_assert_geq(fd, 0, "%s", p);
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+static void refused(const char *p, const char *reason)
+{
+	why[0] = '\0';
+	errno = 0;
+	cr_assert_eq(curesv_outfile_open(p, why, sizeof why), -1);
+	cr_assert_neq(errno, 0);
+	cr_assert_str_eq(why, reason);
+}
+
+Test(outfile, creates_a_new_file_0644_for_blocking_writes)
+{
+	mode_t old = umask(0);
+	int fd = curesv_outfile_open(path, why, sizeof why);
+	umask(old);
+	cr_assert_geq(fd, 0, "%s", why);
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert(S_ISREG(st.st_mode));
+	cr_assert_eq(st.st_mode & 07777, 0644, "mode %o", st.st_mode & 07777);
+	int fl = fcntl(fd, F_GETFL);
+	cr_assert_eq(fl & O_ACCMODE, O_WRONLY);
+	cr_assert_eq(fl & O_NONBLOCK, 0, "writes block");
+	cr_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	cr_assert_eq(write(fd, "hello\n", 6), 6);
+	close(fd);
+	cr_assert_str_eq(get(path), "hello\n");
+}
+
+Test(outfile, the_umask_applies)
+{
+	mode_t old = umask(077);
+	int fd = curesv_outfile_open(path, why, sizeof why);
+	umask(old);
+	cr_assert_geq(fd, 0, "%s", why);
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600);
+	close(fd);
+}
+
+Test(outfile, truncates_an_existing_file_in_place)
+{
+	put(path, "a longer previous report\n");
+	struct stat before, after;
+	cr_assert_eq(stat(path, &before), 0);
+	int fd = curesv_outfile_open(path, why, sizeof why);
+	cr_assert_geq(fd, 0, "%s", why);
+	cr_assert_eq(write(fd, "new\n", 4), 4);
+	close(fd);
+	cr_assert_eq(stat(path, &after), 0);
+	cr_assert_eq(before.st_ino, after.st_ino, "the same file, not a new one");
+	cr_assert_str_eq(get(path), "new\n");
+}
+
+Test(outfile, a_symbolic_link_to_a_file_is_not_followed)
+{
+	put(target, "precious\n");
+	cr_assert_eq(symlink(target, path), 0);
+	refused(path, "a symbolic link (not followed)");
+	cr_assert_str_eq(get(target), "precious\n");
+}
+
+Test(outfile, a_dangling_symbolic_link_creates_nothing)
+{
+	cr_assert_eq(symlink(target, path), 0);
+	refused(path, "a symbolic link (not followed)");
+	struct stat st;
+	cr_assert_neq(lstat(target, &st), 0);
+}
+
+Test(outfile, a_fifo_is_refused_without_waiting_for_a_reader)
+{
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	refused(path, "not a regular file (a FIFO)");
+	int rd = open(path, O_RDONLY | O_NONBLOCK);
+	cr_assert_geq(rd, 0);
+	refused(path, "not a regular file (a FIFO)");
+	char b;
+	cr_assert_leq(read(rd, &b, 1), 0);
+	close(rd);
+}
+
+Test(outfile, a_socket_a_device_and_a_directory_are_refused)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert_geq(s, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+	cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+	cr_assert_eq(listen(s, 1), 0);
+	refused(path, "not a regular file (a socket)");
+	close(s);
+	refused("/dev/null", "not a regular file (a character device)");
+	refused(dir, "not a regular file (a directory)");
+}
+
+Test(outfile, other_failures_say_errno)
+{
+	snprintf(path, sizeof path, "%s/no/such", dir);
+	refused(path, "No such file or directory");
+	cr_assert_eq(errno, ENOENT);
+	path[0] = '\0';
+	refused(path, "No such file or directory");
+	snprintf(path, sizeof path, "%s/out", dir);
+	if (geteuid() != 0) { /* root writes through permissions */
+		put(path, "read-only\n");
+		cr_assert_eq(chmod(path, 0400), 0);
+		refused(path, "Permission denied");
+		cr_assert_str_eq(get(path), "read-only\n");
+	}
+}
