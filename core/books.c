@@ -229,7 +229,9 @@ HOT void cell_claim(curesv_ledger *l, struct curesv_cell *c, unsigned account,
 
 /* ---- words ---------------------------------------------------------------------------------------- */
 
-enum flush { FLUSHED, OVER, RETIRED };
+/* FULL: the word cannot count that much (2^47 bytes and more live on one account): the allocation
+ * is passed through untracked rather than wrap the count. */
+enum flush { FLUSHED, OVER, RETIRED, FULL };
 
 /* Adds `delta` to a word of generation `gen`, refusing once the generation moved on (RETIRED) and,
  * when `limit` >= 0, a result above it (OVER). *after gets the new byte count. */
@@ -243,6 +245,8 @@ static enum flush word_add(_Atomic uint64_t *word, unsigned gen, int64_t delta, 
 		int64_t next = curesv_word_bytes(w) + delta;
 		if (limit >= 0 && delta > 0 && next > limit)
 			return OVER;
+		if (delta > 0 && next >= CURESV_WORD_BIAS)
+			return FULL;
 		/* acq_rel: orders this change against the release CAS that retires the word */
 		if (atomic_compare_exchange_weak_explicit(word, &w, curesv_word_make(gen, next),
 							  memory_order_acq_rel, memory_order_relaxed)) {
@@ -274,9 +278,10 @@ static enum flush flush_word(curesv_ledger *l, const struct target *t, int64_t d
 	} else {
 		add64(&d->claimed, delta);
 	}
-	*after = curesv_word_bytes(atomic_fetch_add_explicit(&t->a->word[0], (uint64_t)delta,
-							     memory_order_relaxed)) + delta;
-	return FLUSHED;
+	enum flush f = word_add(&t->a->word[0], 0, delta, -1, after);
+	if (f != FLUSHED)
+		add64(&d->claimed, -delta);
+	return f;
 }
 
 /* Takes back every lease of target t held in cells (enforce mode): the word then shows what is in
@@ -342,7 +347,7 @@ COLD enum flush books_add_slow(curesv_ledger *l, const struct target *t, struct 
 		int64_t mine = n - delta;
 		if (f == RETIRED)
 			orphan_add(l, t->device, t->account, CURESV_TIER_DEVICE, mine);
-		else if (mine)
+		else if (mine) /* OVER, FULL */
 			atomic_fetch_add_explicit(&c->books, (uint64_t)mine, memory_order_relaxed);
 		return f;
 	}
@@ -510,6 +515,10 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 				add64(&t.a->caller_view, -b);
 			if (f == OVER)
 				return refuse(l, &t, c);
+			if (f == FULL) {
+				c->full = true;
+				return false;
+			}
 			origin = CURESV_SHARED; /* released between the check and the word */
 			c->fell_back = true;
 			continue;
@@ -719,7 +728,7 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 		atomic_fetch_sub_explicit(&t.a->draining, 1, memory_order_relaxed);
 	}
 	if (f != FLUSHED)
-		return f == OVER ? CURESV_ERR_CAPACITY : CURESV_ERR_UNKNOWN_NAME;
+		return f == RETIRED ? CURESV_ERR_UNKNOWN_NAME : CURESV_ERR_CAPACITY;
 	add64(&t.a->caller_view, bytes);
 	return CURESV_OK;
 }

@@ -185,7 +185,10 @@ static void alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 	}
 	/* Already allocated: move the charge to the real size, past the budget if need be. */
 	curesv_ledger_uncharge(&e->ledger, c);
-	charge(e, op, c->device, bytes, c->kind, false);
+	if (!charge(e, op, c->device, bytes, c->kind, false)) {
+		op->charged = false;
+		op->untracked = true;
+	}
 }
 
 /* An address the table still held was handed out again: its free went unseen. Settle it now. */
@@ -232,8 +235,12 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
 		return true;
 	}
-	if (!op->charged)
-		charge(e, op, c->device, c->bytes, c->kind, false);
+	if (!op->charged && !charge(e, op, c->device, c->bytes, c->kind, false)) {
+		/* more than the account can count: passed through, as an allocation over 64 TiB */
+		atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
+		return true;
+	}
 	curesv_entry entry = { .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
 			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
 			       .kind = c->kind }, stale;

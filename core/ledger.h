@@ -157,6 +157,7 @@ typedef struct curesv_charge {
 	bool over;              /* the charge took the books past the budget (observe mode) */
 	bool wrong_device;      /* the reservation is on another device: charged its shared pool */
 	bool first_denial;      /* refused, and the first refusal this account counted */
+	bool full;              /* not charged: the account cannot count that many bytes (2^47) */
 	int64_t books;          /* the books' value right after the charge, for the peak; after a
 				   refusal, the bytes in use that it was refused on */
 	int64_t budget;         /* the budget the charge was held to (device tier) */
@@ -215,8 +216,10 @@ int curesv_locks_held(void);
 /* Charges `bytes` of `kind` on `device` to `origin` (CURESV_SHARED or the allocating thread's
  * attachment). One on another device charges that device's shared pool (c->wrong_device); a released
  * one falls back to the shared pool (c->fell_back). With `enforce`, a charge that would take the
- * books past the budget is refused: returns false and counts `denied`. Host allocations are
- * recorded but never refused and never touch device capacity. */
+ * books past the budget is refused: returns false and counts `denied`. Also false, with c->full,
+ * when the account already counts so much (2^47 bytes) that it cannot count more: the allocation
+ * is then the caller's to pass through untracked. Host allocations are recorded but never refused
+ * and never touch device capacity. */
 bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
 			  enum curesv_kind kind, bool enforce, curesv_charge *c);
 /* The allocation succeeded and is tracked: count it and update the peaks. */

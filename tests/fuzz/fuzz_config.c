@@ -96,39 +96,58 @@ ORACLE static void check_capacity(const curesv_config *cfg, char *const *envp)
 		oracle_text = NULL;
 		return;
 	}
-	/* DEVICE=SIZE,...: when accepted, each item's size is the reference's */
-	const char *item;
-	size_t len;
-	for (unsigned k = 0; list_item(v, k, &item, &len); k++) {
-		const char *eq = memchr(item, '=', len);
-		if (!eq)
-			return; /* refused, as it must be: nothing set */
-		long dev = strtol(item, NULL, 10);
-		if (dev < 0 || dev >= CURESV_MAX_DEVICES || !cfg->capacity_set[dev])
+	/* DEVICE=SIZE,...: each device set has an item of that exact device number whose size the
+	 * reference reads the same (bad items are dropped with their own error, the others kept) */
+	for (int dev = 0; dev < CURESV_MAX_DEVICES; dev++) {
+		if (!cfg->capacity_set[dev])
 			continue;
-		expect_size("CURESV_CAPACITY item", eq + 1, len - (size_t)(eq + 1 - item),
-			    cfg->capacity[dev]);
+		const char *item;
+		size_t len;
+		bool found = false;
+		for (unsigned k = 0; !found && list_item(v, k, &item, &len); k++) {
+			const char *eq = memchr(item, '=', len);
+			size_t digits = eq ? (size_t)(eq - item) : 0;
+			bool number = digits > 0 && digits < 4;
+			for (size_t i = 0; number && i < digits; i++)
+				number = item[i] >= '0' && item[i] <= '9';
+			if (!number || strtol(item, NULL, 10) != dev)
+				continue;
+			uint64_t want;
+			size_t vlen = len - digits - 1;
+			if (ref_parse_size(eq + 1, vlen, &want) && want == cfg->capacity[dev])
+				found = true;
+		}
+		oracle_what = "CURESV_CAPACITY", oracle_text = v, oracle_len = strlen(v);
+		if (!found)
+			oracle_fail("device %d holds %llu bytes, which no item of the variable says", dev,
+				    (unsigned long long)cfg->capacity[dev]);
+		oracle_text = NULL;
 	}
 }
 
+/* Every reservation kept is an item of the variable of its name whose size the reference reads the
+ * same (a bad item is dropped with its own error and the others are kept, so item k need not be
+ * reservation k). */
 ORACLE static void check_reservations(const curesv_config *cfg, char *const *envp)
 {
 	const char *v = value_of(envp, "CURESV_RESERVATIONS");
-	for (unsigned k = 0; k < cfg->n_reservations; k++) {
-		const char *item;
-		size_t len;
-		oracle_what = "CURESV_RESERVATIONS", oracle_text = v ? v : "", oracle_len = v ? strlen(v) : 0;
-		if (!v || !list_item(v, k, &item, &len))
-			oracle_fail("reservation %u (%s) is not in the variable", k,
-				    cfg->reservations[k].name);
-		const char *eq = memchr(item, '=', len), *end = item + len;
-		if (!eq || (size_t)(eq - item) != strlen(cfg->reservations[k].name) ||
-		    memcmp(item, cfg->reservations[k].name, (size_t)(eq - item)) != 0)
-			oracle_fail("reservation %u is named '%s', not as item %u says", k,
-				    cfg->reservations[k].name, k);
-		const char *at = memchr(eq + 1, '@', (size_t)(end - eq - 1));
-		expect_size("CURESV_RESERVATIONS size", eq + 1, (size_t)((at ? at : end) - eq - 1),
-			    cfg->reservations[k].size);
+	oracle_what = "CURESV_RESERVATIONS", oracle_text = v ? v : "", oracle_len = v ? strlen(v) : 0;
+	for (unsigned r = 0; r < cfg->n_reservations; r++) {
+		const char *name = cfg->reservations[r].name, *item;
+		size_t len, n = strlen(name);
+		bool found = false;
+		for (unsigned k = 0; v && !found && list_item(v, k, &item, &len); k++) {
+			const char *eq = memchr(item, '=', len), *end = item + len;
+			if (!eq || (size_t)(eq - item) != n || memcmp(item, name, n) != 0)
+				continue;
+			const char *at = memchr(eq + 1, '@', (size_t)(end - eq - 1));
+			uint64_t want;
+			found = ref_parse_size(eq + 1, (size_t)((at ? at : end) - eq - 1), &want) &&
+				want == cfg->reservations[r].size;
+		}
+		if (!found)
+			oracle_fail("reservation %u ('%s', %llu bytes) is no item of the variable", r, name,
+				    (unsigned long long)cfg->reservations[r].size);
 	}
 }
 

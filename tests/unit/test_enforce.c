@@ -233,3 +233,23 @@ Test(enforce, requests_over_64_tib_pass_untracked_in_observe_mode)
 	EXPECT_SHARED(&E, .device = 0, .size = 1 * MiB);
 	curesv_engine_destroy(&E);
 }
+
+/* A fuzzing run found it: once one account's live allocations reached 2^47 bytes, the count spilled
+ * into its generation and every later charge looped for ever. The account cannot count more: the
+ * allocation passes untracked, as one over 64 TiB does. */
+Test(enforce, an_account_that_cannot_count_more_passes_allocations_through)
+{
+	ENGINE(&E, "CURESV_LOG=error");
+	uint64_t big = UINT64_C(1) << 46;
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), big), GRANTED);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(2), big), GRANTED);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(3), big), GRANTED);
+	EXPECT_ENG(&E, .untracked_allocs = 2, .untracked_bytes = 2 * big, .live = 1);
+	EXPECT_SHARED(&E, .device = 0, .size = INT64_MAX, .allocated = (int64_t)big,
+		      .peak = (int64_t)big, .caller_view = (int64_t)big, .allocs = 1);
+	cr_assert(eng_free(&E, fake_ptr(1)));
+	cr_assert_not(eng_free(&E, fake_ptr(2)), "untracked");
+	EXPECT_SHARED(&E, .device = 0, .size = INT64_MAX, .peak = (int64_t)big, .allocs = 1,
+		      .frees = 1);
+	curesv_engine_destroy(&E);
+}
