@@ -114,7 +114,7 @@ IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds fam
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames)
 
-$(IT)/%: tests/integration/%.c $(SIM_LINKS) | $(IT)
+$(IT)/%: tests/integration/%.c shim/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
 $(IT)/%_static: tests/integration/%.c $(SIM_LIBCUDART_STATIC) $(SIM_LINKS) | $(IT)
 	$(IT_CC) $< $(IT_STATIC) -o $@

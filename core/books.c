@@ -69,7 +69,8 @@ void curesv_account_reset(struct curesv_account *a)
 	atomic_store_explicit(&a->draining, 0, memory_order_relaxed);
 	atomic_store_explicit(&a->caller_view, 0, memory_order_relaxed);
 	_Atomic uint64_t *counters[] = { &a->allocs, &a->frees, &a->cross_thread_frees, &a->denied,
-					 &a->over_budget, &a->transfers_in, &a->transfers_out };
+					 &a->over_budget, &a->transfers_in, &a->transfers_out,
+					 &a->cross_stream_frees };
 	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
 		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
 }
@@ -672,7 +673,7 @@ HOT void count_free(curesv_ledger *l, int shard, const struct target *t, bool cr
 }
 
 void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
-			 uint32_t caller_thread)
+			 uint32_t caller_thread, bool cross_stream)
 {
 	if (!curesv_device_ok(e->device))
 		return;
@@ -683,10 +684,13 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref cal
 		device_add(l, shard, e->device, -bytes);
 	struct target t;
 	bool live = take_off(l, e->origin, e->device, e->kind, bytes, shard, &t);
-	if (live)
+	if (live) {
 		count_free(l, shard, &t, e->thread != caller_thread);
-	else
+		if (cross_stream)
+			bump(&t.a->cross_stream_frees);
+	} else {
 		bump(&l->dev[e->device].orphan_frees);
+	}
 	if (tier != CURESV_TIER_DEVICE)
 		return;
 	/* The per-thread scheme debits whatever the freeing thread is attached to. A caller whose
@@ -939,6 +943,18 @@ void curesv_books_reclaim_device(curesv_ledger *l, int device)
 	}
 }
 
+uint64_t curesv_ledger_cross_stream_frees(curesv_ledger *l, uint32_t handle, int device)
+{
+	unsigned slot = curesv_handle_slot(handle);
+	if (handle == CURESV_SHARED)
+		return curesv_device_ok(device) ? loadu(&l->dev[device].shared.cross_stream_frees) : 0;
+	uint64_t id = atomic_load_explicit(&l->res[slot].ident, memory_order_acquire);
+	if (slot == 0 || curesv_ident_state(id) == CURESV_RES_UNUSED ||
+	    curesv_ident_gen(id) != curesv_handle_gen(handle))
+		return 0;
+	return loadu(&l->res[slot].acct.cross_stream_frees);
+}
+
 int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device)
 {
 	struct target t;
@@ -1006,22 +1022,7 @@ curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, cu
 	uint32_t handle;
 	if (!out)
 		return CURESV_ERR_INVALID;
-	curesv_status st = curesv_ledger_find(l, name, &handle);
-	if (st == CURESV_ERR_UNKNOWN_NAME) {
-		/* the latest released reservation of that name, while its slot is not reused */
-		curesv_lock(&l->lock);
-		uint64_t best = 0;
-		for (unsigned i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
-			uint64_t id = atomic_load_explicit(&l->res[i].ident, memory_order_relaxed);
-			if (curesv_ident_state(id) == CURESV_RES_RELEASED &&
-			    strcmp(l->res[i].name, name) == 0 && curesv_ident_serial(id) > best) {
-				best = curesv_ident_serial(id);
-				handle = i << 16 | curesv_ident_gen(id);
-				st = CURESV_OK;
-			}
-		}
-		curesv_unlock(&l->lock);
-	}
+	curesv_status st = curesv_ledger_latest_handle(l, name, &handle);
 	if (st == CURESV_OK)
 		curesv_ledger_stats(l, handle, 0, out);
 	return st;

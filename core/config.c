@@ -473,6 +473,8 @@ static bool parse_trace(const char *v, curesv_config *c, struct bad *bad)
 	return parse_path(v, c->trace_file, bad);
 }
 
+KEYWORD_PARSER(parse_stream_attach, stream_attach, enum curesv_stream_attach, "off or creator",
+	       "off", "creator")
 KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format, "rmm or chrome", "rmm",
 	       "chrome")
 
@@ -494,6 +496,7 @@ static const struct option options[] = {
 	{ "CURESV_ERROR_EXITCODE", "0", parse_error_exitcode, false, NULL },
 	{ "CURESV_TRACE", "", parse_trace, true, "none" },
 	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, true, "rmm" },
+	{ "CURESV_STREAM_ATTACH", "off", parse_stream_attach, false, NULL },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 

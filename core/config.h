@@ -30,6 +30,7 @@ enum curesv_attribution { CURESV_ATTRIBUTION_ORIGIN, CURESV_ATTRIBUTION_CALLER }
 enum curesv_table_full { CURESV_TABLE_FULL_PASSTHROUGH, CURESV_TABLE_FULL_FAIL };
 enum curesv_report_format { CURESV_REPORT_TEXT, CURESV_REPORT_JSON, CURESV_REPORT_OFF };
 enum curesv_trace_format { CURESV_TRACE_RMM, CURESV_TRACE_CHROME };
+enum curesv_stream_attach { CURESV_STREAM_ATTACH_OFF, CURESV_STREAM_ATTACH_CREATOR };
 
 #define CURESV_RANK_MAX 20              /* digits of a rank (RANK, OMPI_COMM_WORLD_RANK, ...) */
 #define CURESV_HOST_MAX 65              /* host name, NUL included (HOST_NAME_MAX + 1) */
@@ -69,6 +70,7 @@ typedef struct curesv_config {
 	int error_exitcode;                             /* CURESV_ERROR_EXITCODE, 1..255; 0 = none */
 	char trace_file[CURESV_PATH_MAX];               /* CURESV_TRACE; "" = no trace */
 	enum curesv_trace_format trace_format;          /* CURESV_TRACE_FORMAT */
+	enum curesv_stream_attach stream_attach;        /* CURESV_STREAM_ATTACH */
 	/* The process's place in a multi-process job: the first of RANK, OMPI_COMM_WORLD_RANK,
 	 * PMI_RANK, SLURM_PROCID that is set to a non-negative integer ("" when none), and the host
 	 * name (gethostname, '/' and control characters replaced by '_'). */

@@ -73,10 +73,18 @@ static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t b
 {
 	bool ok = curesv_ledger_charge(&e->ledger, op->origin, device, bytes, kind, enforce,
 				       &op->charge);
-	if (op->charge.fell_back)
-		curesv_thread_fell_back(op->origin);
-	if (op->charge.wrong_device)
-		curesv_thread_wrong_device(op->origin, device);
+	if (op->charge.fell_back) {
+		if (op->via_stream)
+			curesv_engine_stream_fell_back(e, op->stream, op->origin);
+		else
+			curesv_thread_fell_back(op->origin);
+	}
+	if (op->charge.wrong_device) {
+		if (op->via_stream)
+			curesv_engine_stream_wrong_device(e, op->stream, op->origin, device);
+		else
+			curesv_thread_wrong_device(op->origin, device);
+	}
 	return ok;
 }
 
@@ -105,13 +113,13 @@ static void trace_refused(const curesv_alloc_op *op)
 {
 	const curesv_charge *c = &op->charge;
 	CURESV_TRACE(.action = CURESV_TRACE_REFUSED, .bytes = c->bytes, .device = (int16_t)c->device,
-		     .kind = c->kind, .origin = c->origin, .stream = op->stream);
+		     .kind = c->kind, .origin = c->origin, .stream = curesv_op_stream(op->stream));
 }
 
 bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			curesv_alloc_op *op)
 {
-	return curesv_alloc_begin_on(e, device, 0, bytes, kind, op);
+	return curesv_alloc_begin_on(e, device, CURESV_NO_STREAM, bytes, kind, op);
 }
 
 bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
@@ -123,13 +131,15 @@ bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64
 	op->charge.bytes = bytes;
 	op->charge.kind = (uint8_t)kind;
 	op->origin = CURESV_SHARED;
+	op->via_stream = false;
 	op->charged = false;
 	op->untracked = false;
 	if (bytes == 0 || device < 0 || device >= CURESV_MAX_DEVICES) {
 		op->untracked = true;
 		return true;
 	}
-	op->origin = curesv_thread_origin();
+	op->origin = stream != CURESV_NO_STREAM ? curesv_engine_stream_origin(e, stream, &op->via_stream)
+						: curesv_thread_origin();
 	if (bytes > CURESV_SIZE_LIMIT) {
 		op->untracked = true;
 		if (!enforcing(e))
@@ -196,7 +206,7 @@ static void settle_stale(curesv_engine *e, const curesv_entry *old)
 {
 	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
 	curesv_ledger_debit(&e->ledger, old, curesv_ledger_handle_ref(&e->ledger, old->origin),
-			    old->thread);
+			    old->thread, false);
 	CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = old->ptr, .bytes = old->bytes,
 		     .device = old->device, .kind = old->kind, .origin = old->origin,
 		     .stream = 0 /* the unseen free's stream is not known */);
@@ -227,7 +237,7 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		if (!ok)
 			CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes,
 				     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
-				     .stream = op->stream);
+				     .stream = curesv_op_stream(op->stream));
 		return true;
 	}
 	if (op->untracked) {
@@ -243,21 +253,22 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 	}
 	curesv_entry entry = { .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
 			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
-			       .kind = c->kind }, stale;
+			       .kind = c->kind, .stream = op->stream == CURESV_NO_STREAM
+							   ? 0 : curesv_stream_tag(op->stream) }, stale;
 	if (curesv_table_insert_replacing(&e->table, &entry, &stale)) {
 		if (stale.ptr)
 			settle_stale(e, &stale);
 		curesv_ledger_commit(&e->ledger, c);
 		CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
 			     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
-			     .stream = op->stream);
+			     .stream = curesv_op_stream(op->stream));
 		return true;
 	}
 	curesv_ledger_uncharge(&e->ledger, c);
 	if (e->cfg.table_full == CURESV_TABLE_FULL_FAIL) {
 		atomic_fetch_add_explicit(&e->table_full_failures, 1, memory_order_relaxed);
 		CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes, .device = (int16_t)c->device,
-			     .kind = c->kind, .origin = c->origin, .stream = op->stream);
+			     .kind = c->kind, .origin = c->origin, .stream = curesv_op_stream(op->stream));
 		CURESV_LOG_ONCE(CURESV_LOG_ERROR, "origin table full (%" PRIu64 " slots): failing "
 				"allocations (CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS",
 				e->table.mask + 1);
@@ -273,7 +284,7 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
 {
-	curesv_free_begin_on(e, ptr, 0, op);
+	curesv_free_begin_on(e, ptr, CURESV_NO_STREAM, op);
 }
 
 void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, curesv_free_op *op)
@@ -301,42 +312,28 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 	if (!op->tracked)
 		return;
 	/* Outside the section: after a rename this reads the thread's name and takes the ledger's
-	 * lock, which fork's prepare handler takes only once every section is left. */
-	curesv_ref caller = curesv_thread_origin();
+	 * lock, which fork's prepare handler takes only once every section is left. A stream-ordered
+	 * free on an attached stream is the per-stream scheme's debit of the stream's reservation. */
+	bool stream_ordered = op->stream != CURESV_NO_STREAM, attached = false;
+	curesv_ref caller = stream_ordered ? curesv_engine_stream_origin(e, op->stream, &attached)
+					   : curesv_thread_origin();
 	uint32_t serial = curesv_thread_serial();
+	bool cross_stream = stream_ordered && op->entry.stream &&
+			    op->entry.stream != curesv_stream_tag(op->stream);
 	int shard = curesv_section_enter();
 	if (!ok) {
 		curesv_table_restore(&e->table, &op->ticket);
 		curesv_trace_cancel(op->trace_ts);
 	} else {
 		curesv_table_commit(&e->table, &op->ticket);
-		curesv_ledger_debit(&e->ledger, &op->entry, caller, serial);
+		curesv_ledger_debit(&e->ledger, &op->entry, caller, serial, cross_stream);
 		CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
 			     .device = op->entry.device, .kind = op->entry.kind,
-			     .origin = op->entry.origin, .stream = op->stream, .ts = op->trace_ts);
+			     .origin = op->entry.origin, .stream = curesv_op_stream(op->stream), .ts = op->trace_ts);
 	}
 	op->state = CURESV_OP_IDLE;
 	curesv_shard_publish(shard, NULL);
 	curesv_section_leave(shard);
-}
-
-void curesv_engine_stream_created(curesv_engine *e, uint64_t stream, int device, uint32_t ctx)
-{
-	curesv_stream_info info = { .device = device, .ref = CURESV_SHARED, .ctx = ctx };
-	if (!curesv_streams_put(&e->streams, stream, &info))
-		CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams): the device of "
-				"further streams is asked of the driver at each allocation",
-				CURESV_STREAM_SLOTS);
-}
-
-bool curesv_engine_stream_destroying(curesv_engine *e, uint64_t stream, curesv_stream_info *saved)
-{
-	return curesv_streams_drop(&e->streams, stream, saved);
-}
-
-void curesv_engine_stream_restore(curesv_engine *e, uint64_t stream, const curesv_stream_info *saved)
-{
-	curesv_streams_put(&e->streams, stream, saved);
 }
 
 /* The settling of curesv_engine_fork_child, for one published operation. */

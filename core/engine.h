@@ -46,9 +46,9 @@ enum curesv_op_state { CURESV_OP_IDLE, CURESV_OP_CHARGED, CURESV_OP_TAKEN };
 typedef struct curesv_alloc_op {
 	enum curesv_op_state state;     /* first member: what curesv_engine_fork_child reads */
 	curesv_charge charge;
-	curesv_ref origin;      /* the allocating thread's reservation */
-	uint64_t stream;        /* a stream-ordered allocation's stream (0: none, or the legacy
-				   default stream), for the trace */
+	curesv_ref origin;      /* the reservation charged: the stream's, else the thread's */
+	uint64_t stream;        /* a stream-ordered allocation's stream; CURESV_NO_STREAM if not one */
+	bool via_stream;        /* origin is the stream's attachment */
 	bool charged;           /* on the books already (enforce mode charges before the call) */
 	bool untracked;         /* too large to account: passed through */
 } curesv_alloc_op;
@@ -58,7 +58,8 @@ typedef struct curesv_alloc_op {
  * which is past every budget). */
 bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			curesv_alloc_op *op);
-/* The same for a stream-ordered allocation on `stream` (its device is `device`). */
+/* The same with `stream`: a stream-ordered allocation's stream (its device is `device`), or
+ * CURESV_NO_STREAM. On a stream attached to a reservation the allocation is charged to it. */
 bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
 			   enum curesv_kind kind, curesv_alloc_op *op);
 /* The allocation turned out to be `bytes` long (a pitched allocation's pitch * height, known only
@@ -73,19 +74,22 @@ typedef struct curesv_free_op {
 	curesv_entry entry;
 	curesv_ticket ticket;
 	bool tracked;
-	uint64_t stream;        /* a stream-ordered free's stream, for the trace */
+	uint64_t stream;        /* a stream-ordered free's stream; CURESV_NO_STREAM if not one */
 	uint64_t trace_ts;      /* when the entry left the table, for the trace (0: not tracing) */
 } curesv_free_op;
 
 /* Before the real free of `ptr`: takes its entry out of the table (an unknown non-NULL pointer is
  * counted in unknown_frees and passed through). */
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op);
-/* The same for a stream-ordered free on `stream`. */
+/* The same with `stream`: a stream-ordered free's stream, or CURESV_NO_STREAM. On an attached
+ * stream the per-stream scheme (caller_view) debits the stream's reservation. */
 void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, curesv_free_op *op);
 /* After it: debits the origin when `ok`, else puts the entry back. */
 void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok);
 
 /* The control API (shim/curesv.h) on this engine. */
+curesv_status curesv_engine_stream_stats(curesv_engine *e, const char *name,
+					 curesv_stream_stats_t *out);
 curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t bytes, int device);
 curesv_status curesv_engine_release(curesv_engine *e, const char *name);
 curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char *name);
@@ -98,18 +102,42 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
  * it does not have; curesv_engine_reserve refuses them from now on (CURESV_ERR_INVALID). */
 void curesv_engine_device_count(curesv_engine *e, int count);
 
-/* Streams (streams.h). A stream was created on `device` in context `ctx` (a curesv_ctx_tag). */
+/* ---- streams (stream_attach.c; the records are streams.h's) ---------------------------------- */
+
+/* A stream was created on `device` in context `ctx` (a curesv_ctx_tag) by the calling thread; with
+ * CURESV_STREAM_ATTACH=creator it is attached to that thread's reservation. */
 void curesv_engine_stream_created(curesv_engine *e, uint64_t stream, int device, uint32_t ctx);
+/* The driver told `device` for a stream curesv knew no device of (its attachment, if any, stays). */
+void curesv_engine_stream_learned(curesv_engine *e, uint64_t stream, int device);
 /* A stream is about to be destroyed: its record leaves now (into *saved, for ..._restore when the
  * destroy fails). */
 bool curesv_engine_stream_destroying(curesv_engine *e, uint64_t stream, curesv_stream_info *saved);
 void curesv_engine_stream_restore(curesv_engine *e, uint64_t stream, const curesv_stream_info *saved);
+/* The stream's record: the calling thread's last lookup while the table's epoch holds, else the
+ * table. False when curesv knows nothing of the stream. Lock-free. */
+bool curesv_engine_stream(curesv_engine *e, uint64_t stream, curesv_stream_info *out);
+/* curesv_attach_stream: `stream` (a CUstream's value) carries reservation `name` from now on; NULL
+ * detaches it. Errors: INVALID (a default stream), UNKNOWN_NAME, TABLE_FULL. */
+curesv_status curesv_engine_attach_stream(curesv_engine *e, uint64_t stream, const char *name);
+/* What a stream-ordered allocation on `stream` is charged to: the stream's reservation while it is
+ * attached (*attached), else the calling thread's. */
+curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *attached);
+/* A charge found the stream's reservation released / on another device: one warning (the former
+ * also detaches the stream). */
+void curesv_engine_stream_fell_back(curesv_engine *e, uint64_t stream, curesv_ref ref);
+void curesv_engine_stream_wrong_device(curesv_engine *e, uint64_t stream, curesv_ref ref, int device);
 
 /* In a forked child (pthread_atfork child handler): settles what the threads the child does not
  * have were in the middle of, so that its books balance: a charge made before a real allocation
  * that will never return there is undone, an entry taken out before a real free that will never
  * finish there goes back to the table. */
 void curesv_engine_fork_child(curesv_engine *e);
+
+/* The trace's stream column: 0 when the call is not stream ordered. */
+static inline uint64_t curesv_op_stream(uint64_t stream)
+{
+	return stream == CURESV_NO_STREAM ? 0 : stream;
+}
 
 /* Is `device`'s capacity known (configured, or the driver's total recorded)? One relaxed load. */
 static inline bool curesv_engine_device_known(curesv_engine *e, int device)

@@ -257,6 +257,19 @@ curesv_status curesv_ledger_find_ref(curesv_ledger *l, const char *name, curesv_
 	return r ? CURESV_OK : CURESV_ERR_UNKNOWN_NAME;
 }
 
+curesv_status curesv_ledger_latest_handle(curesv_ledger *l, const char *name, uint32_t *handle)
+{
+	if (!name_ok(name))
+		return CURESV_ERR_INVALID;
+	curesv_lock(&l->lock);
+	struct curesv_reservation *r = find_locked(l, name, true);
+	if (r)
+		*handle = (uint32_t)(r - l->res) << 16 |
+			  curesv_ident_gen(atomic_load_explicit(&r->ident, memory_order_relaxed));
+	curesv_unlock(&l->lock);
+	return r ? CURESV_OK : CURESV_ERR_UNKNOWN_NAME;
+}
+
 bool curesv_ledger_handle_live(curesv_ledger *l, uint32_t handle)
 {
 	if (handle == CURESV_SHARED)

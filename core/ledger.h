@@ -95,6 +95,7 @@ struct curesv_account {
 							   without a shard (cells keep the rest) */
 	_Atomic uint64_t allocs, frees, cross_thread_frees, denied, over_budget;
 	_Atomic uint64_t transfers_in, transfers_out;
+	_Atomic uint64_t cross_stream_frees;    /* no cell keeps them: rare, streams attached */
 } __attribute__((aligned(64)));
 
 enum { CURESV_RES_UNUSED = 0, CURESV_RES_ACTIVE = 1, CURESV_RES_RELEASED = 2 };
@@ -189,6 +190,9 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 curesv_status curesv_ledger_release(curesv_ledger *l, const char *name);
 curesv_status curesv_ledger_find(curesv_ledger *l, const char *name, uint32_t *handle);
 curesv_status curesv_ledger_find_ref(curesv_ledger *l, const char *name, curesv_ref *ref);
+/* The handle of the live reservation called `name`, else of the one of that name released last
+ * (while its slot is not reused). */
+curesv_status curesv_ledger_latest_handle(curesv_ledger *l, const char *name, uint32_t *handle);
 
 /* Is `handle` a live reservation (or CURESV_SHARED)? Is `ref` (serial included)? Lock-free. */
 bool curesv_ledger_handle_live(curesv_ledger *l, uint32_t handle);
@@ -232,10 +236,11 @@ void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint6
 			  enum curesv_kind kind, curesv_charge *c);
 
 /* A free of `e`: debits its origin (the orphan tier when the origin was released) and, for
- * caller_view, the freeing thread's attachment `caller`. `caller_thread` is the freeing thread's
- * serial (for cross_thread_frees). */
+ * caller_view, `caller` (the freeing thread's attachment, or the freeing stream's). `caller_thread`
+ * is the freeing thread's serial (for cross_thread_frees); `cross_stream`: a stream-ordered free on
+ * another stream than the allocation's. */
 void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
-			 uint32_t caller_thread);
+			 uint32_t caller_thread, bool cross_stream);
 
 /* Transfer of live allocation `e` to reservation `to`, in two halves around the table update:
  * transfer_charge charges `to` (refusing in enforce mode past its size: CURESV_ERR_CAPACITY; a
@@ -254,6 +259,9 @@ curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, cu
 curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out);
 /* The device's own totals, merged. */
 void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stats_t *out);
+/* Stream-ordered frees of `handle`'s allocations on another stream than the allocating one
+ * (CURESV_SHARED: of `device`'s shared pool). */
+uint64_t curesv_ledger_cross_stream_frees(curesv_ledger *l, uint32_t handle, int device);
 /* Device bytes charged to `handle` under origin attribution, whatever CURESV_ATTRIBUTION says. */
 int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device);
 /* Bytes the shared pool of `device` may still hand out under enforcement (capacity - reserved -

@@ -139,6 +139,7 @@ struct row {
 	char name[CURESV_NAME_MAX];
 	uint32_t handle;        /* CURESV_SHARED for a device's shared pool */
 	curesv_stats_t st;
+	curesv_stream_stats_t streams;
 	int64_t origin_bytes;   /* allocated under origin attribution, whatever the mode */
 };
 
@@ -182,6 +183,9 @@ static void add_row(curesv_engine *e, struct snapshot *s, uint32_t handle, int d
 	curesv_ledger_name(&e->ledger, handle, r->name);
 	curesv_ledger_stats(&e->ledger, handle, device, &r->st);
 	r->origin_bytes = curesv_ledger_origin_bytes(&e->ledger, handle, device);
+	if (handle != CURESV_SHARED && !r->st.released)
+		r->streams.streams_attached = curesv_streams_attached(&e->streams, handle);
+	r->streams.cross_stream_frees = curesv_ledger_cross_stream_frees(&e->ledger, handle, device);
 }
 
 static bool device_seen(curesv_engine *e, int d)
@@ -326,6 +330,12 @@ static void text_budgets(curesv_engine *e, struct out *o, const struct snapshot 
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct row *r = &s->rows[i];
 		const char *name = r->handle == CURESV_SHARED ? "(shared pool)" : r->name;
+		const curesv_stream_stats_t *ss = &r->streams;
+		if (ss->streams_attached || ss->cross_stream_frees)
+			out_printf(o, "curesv: %s: %" PRIu64 " stream%s attached, %" PRIu64 " stream-ordered "
+				   "free%s on another stream than the allocating one\n", name,
+				   ss->streams_attached, ss->streams_attached == 1 ? "" : "s",
+				   ss->cross_stream_frees, ss->cross_stream_frees == 1 ? "" : "s");
 		char host[32], size[32], peak[32];
 		/* exact bytes too: rounded figures would hide by how much */
 		if (r->st.over_budget)
@@ -462,16 +472,17 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 
 /* ---- JSON --------------------------------------------------------------------------------------- */
 
-static void json_stats(struct out *o, const curesv_stats_t *st)
+static void json_stats(struct out *o, const curesv_stats_t *st, const curesv_stream_stats_t *ss)
 {
 	out_printf(o, "\"size\": %" PRId64 ", \"allocated\": %" PRId64 ", \"peak\": %" PRId64
 		   ", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 ", \"cross_thread_frees\": %" PRIu64
 		   ", \"caller_view\": %" PRId64 ", \"denied\": %" PRIu64 ", \"over_budget\": %" PRIu64
 		   ", \"host_allocated\": %" PRId64 ", \"transfers_in\": %" PRIu64
-		   ", \"transfers_out\": %" PRIu64, st->size == INT64_MAX ? -1 : st->size,
+		   ", \"transfers_out\": %" PRIu64 ", \"cross_stream_frees\": %" PRIu64
+		   ", \"streams_attached\": %" PRIu64, st->size == INT64_MAX ? -1 : st->size,
 		   st->allocated, st->peak, st->allocs, st->frees, st->cross_thread_frees,
 		   st->caller_view, st->denied, st->over_budget, st->host_allocated, st->transfers_in,
-		   st->transfers_out);
+		   st->transfers_out, ss->cross_stream_frees, ss->streams_attached);
 }
 
 static void json_devices(curesv_engine *e, struct out *o, const struct snapshot *s)
@@ -488,7 +499,7 @@ static void json_devices(curesv_engine *e, struct out *o, const struct snapshot 
 			   PRId64 ", \"orphan_bytes\": %" PRId64 ", \"shared\": {", first ? "" : ",",
 			   r->st.device, dev->capacity, capacity_source(e, r->st.device), dev->reserved,
 			   dev->allocated, dev->peak, dev->orphan);
-		json_stats(o, &r->st);
+		json_stats(o, &r->st, &r->streams);
 		out_printf(o, "}}");
 		first = false;
 	}
@@ -507,7 +518,7 @@ static void json_reservations(struct out *o, const struct snapshot *s)
 		out_json_string(o, r->name);
 		out_printf(o, ", \"device\": %d, \"released\": %s, ", r->st.device,
 			   r->st.released ? "true" : "false");
-		json_stats(o, &r->st);
+		json_stats(o, &r->st, &r->streams);
 		out_printf(o, "}");
 		first = false;
 	}

@@ -24,7 +24,26 @@ enum curesv_stream_flags {
 	CURESV_STREAM_ATTACHED = 1,     /* `ref` was set (curesv_attach_stream or the creator rule) */
 	CURESV_STREAM_HOST = 2,         /* a pool located in host memory (HOST, HOST_NUMA) */
 	CURESV_STREAM_POOL = 4,         /* the key is a memory pool, not a stream */
+	CURESV_STREAM_WARNED = 8,       /* told once that its reservation is on another device */
 };
+
+/* Not a stream-ordered call (what the engine's begin calls get for cudaMalloc & co.). */
+#define CURESV_NO_STREAM UINT64_MAX
+
+/* The legacy default stream (0, CU_STREAM_LEGACY) and the per-thread one (CU_STREAM_PER_THREAD):
+ * they belong to the thread that uses them, and are never attached. */
+static inline bool curesv_stream_is_default(uint64_t stream)
+{
+	return stream <= 2;
+}
+
+/* A stream's 16-bit tag in the origin table (1..65535; 0 marks an allocation that is not stream
+ * ordered): a free on another stream than the allocation's is a cross-stream free. Two streams of
+ * the same tag (one pair in 65535) are not told apart. */
+static inline uint16_t curesv_stream_tag(uint64_t stream)
+{
+	return (uint16_t)(1 + curesv_hash64(stream) % 65535);
+}
 
 typedef struct curesv_stream_info {
 	int device;             /* CUDA device ordinal; -1 unknown */

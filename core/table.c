@@ -10,7 +10,9 @@
  *  I2  raise_bound() is a read-modify-write that always clears the scanning bit, so a remover that
  *      scanned while an insert for the same home was in flight cannot lower the bound under it.
  *  I3  A slot's version changes every time it is freed, so (state word equality) == (same
- *      occupancy of the same slot, same origin): CAS on the state word is ABA-free.
+ *      occupancy of the same slot, same origin): CAS on the state word is ABA-free (the version
+ *      has 22 bits: a word held across 4 million frees of one slot could match again; the words
+ *      held are those of one take, peek or transfer, a few calls long).
  *  I4  An insert skips raise_bound when, read after its claim CAS, the bound covers d and no
  *      remover is scanning. Claim CAS + bound load (inserter) and scanning CAS + slot loads
  *      (remover) are seq_cst, so the two cannot both miss each other (store buffering is
@@ -31,13 +33,19 @@ enum { PHASE_FREE = 0, PHASE_BUSY = 1, PHASE_LIVE = 2 };
 #define SCANNING (UINT32_C(1) << 31)
 #define BOUND_MASK (SCANNING - 1)
 
-static inline uint64_t st_make(uint64_t phase, uint64_t version, uint64_t origin)
+/* The state word: origin (bits 40..63) | stream tag (bits 24..39) | version (bits 2..23) | phase.
+ * origin and stream together are the entry's `tag`, carried as one value. */
+static inline uint64_t st_make(uint64_t phase, uint64_t version, uint64_t tag)
 {
-	return origin << 32 | (version & 0x3fffffffu) << 2 | phase;
+	return tag << 24 | (version & 0x3fffffu) << 2 | phase;
 }
 static inline uint64_t st_phase(uint64_t s) { return s & 3; }
-static inline uint64_t st_version(uint64_t s) { return (s >> 2) & 0x3fffffffu; }
-static inline uint32_t st_origin(uint64_t s) { return (uint32_t)(s >> 32); }
+static inline uint64_t st_version(uint64_t s) { return (s >> 2) & 0x3fffffu; }
+static inline uint64_t st_tag(uint64_t s) { return s >> 24; }
+static inline uint64_t tag_of(uint32_t origin, uint16_t stream)
+{
+	return (uint64_t)(origin & 0xffffffu) << 16 | stream;
+}
 
 static inline uint64_t meta_make(const curesv_entry *e)
 {
@@ -193,7 +201,8 @@ static void publish(struct curesv_slot *s, const curesv_entry *e, uint64_t versi
 	atomic_store_explicit(&s->meta, meta_make(e), memory_order_relaxed);
 	atomic_store_explicit(&s->thread, e->thread, memory_order_relaxed);
 	/* release: publishes key and payload to lookups, walkers and bound scans */
-	atomic_store_explicit(&s->state, st_make(PHASE_LIVE, version, e->origin), memory_order_release);
+	atomic_store_explicit(&s->state, st_make(PHASE_LIVE, version, tag_of(e->origin, e->stream)),
+			      memory_order_release);
 }
 
 /* A live entry for e's key within the home bucket's bound, still in the table although its free
@@ -201,7 +210,7 @@ static void publish(struct curesv_slot *s, const curesv_entry *e, uint64_t versi
 static int replace_stale(curesv_table *t, struct curesv_slot *s, uint64_t st, const curesv_entry *e,
 			 curesv_entry *old)
 {
-	uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_origin(st));
+	uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_tag(st));
 	/* acquire: the payload read below is the one published with this occupancy */
 	if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
 						     memory_order_relaxed))
@@ -285,7 +294,8 @@ static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *o
 	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
 	out->ptr = atomic_load_explicit(&s->key, memory_order_relaxed);
 	out->bytes = meta >> 16;
-	out->origin = st_origin(st);
+	out->origin = (uint32_t)(st_tag(st) >> 16);
+	out->stream = (uint16_t)st_tag(st);
 	out->thread = atomic_load_explicit(&s->thread, memory_order_relaxed);
 	out->device = (int16_t)((meta >> 8 & 0xff) - 1);
 	out->kind = (uint8_t)(meta & 0xff);
@@ -355,7 +365,7 @@ bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_
 			return false;
 		}
 		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
-		uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_origin(st));
+		uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_tag(st));
 		/* acquire: the payload read below is the one published with this occupancy */
 		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
 							     memory_order_relaxed))
@@ -412,7 +422,8 @@ bool curesv_table_retag(curesv_table *t, const curesv_ticket *tk, uint32_t origi
 	/* I3: equal state words mean the same occupancy with the same origin */
 	return atomic_compare_exchange_strong_explicit(
 		&t->slots[tk->index].state, &expect,
-		st_make(PHASE_LIVE, st_version(tk->state), origin), memory_order_acq_rel,
+		st_make(PHASE_LIVE, st_version(tk->state), tag_of(origin, (uint16_t)st_tag(tk->state))),
+		memory_order_acq_rel,
 		memory_order_relaxed);
 }
 

@@ -34,13 +34,15 @@ const char *curesv_kind_name(enum curesv_kind kind);
 typedef struct curesv_entry {
 	uint64_t ptr;           /* the key: address returned by the allocation */
 	uint64_t bytes;         /* size requested (pitch * height for pitched allocations), < 2^48 */
-	uint32_t origin;        /* reservation handle charged at allocation (ledger.h) */
+	uint32_t origin;        /* reservation handle charged at allocation (ledger.h), < 2^24 */
 	uint32_t thread;        /* serial of the allocating thread (attach.h) */
 	int16_t device;         /* CUDA device ordinal (current device, for host allocations), 0..254 */
 	uint8_t kind;           /* enum curesv_kind */
+	uint16_t stream;        /* tag of a stream-ordered allocation's stream (0: not one) */
 } curesv_entry;
 
-/* One slot, 32 bytes. `state` packs origin (bits 32..63), version (bits 2..31) and phase (bits 0..1);
+/* One slot, 32 bytes. `state` packs origin (bits 40..63), stream tag (bits 24..39), version (bits
+ * 2..23) and phase (bits 0..1);
  * the version grows each time the slot is freed, so a stale state word never matches again. The
  * probe bound of the home bucket at this index lives here too: a lookup's first probe and the
  * bound it reads share one cache line. */

@@ -30,46 +30,26 @@ static int current_device(enum curesv_layer layer)
 	return dev;
 }
 
-/* The last stream this thread allocated on, while the stream table's epoch says it is current:
- * a loop on one stream asks neither the table nor the driver. */
-static _Thread_local struct {
-	uint64_t stream;
-	uint32_t epoch;
-	int device;
-} last_stream;
-
 static struct curesv_real drv_stream_device = { "cuStreamGetDevice", NULL };
 
 /* The device of a stream-ordered allocation: its stream's, from the stream table (recorded at the
- * stream's creation), else asked of the driver once and recorded; the current device for the
- * default streams (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) and when the driver cannot tell. */
+ * stream's creation, or learned from the driver once); the current device for the default streams
+ * (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) and when the driver cannot tell. */
 static int stream_device(curesv_engine *e, enum curesv_layer layer, uint64_t stream)
 {
-	if (stream <= (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD)
+	if (curesv_stream_is_default(stream))
 		return current_device(layer);
-	uint32_t epoch = curesv_streams_epoch(&e->streams);
-	if (last_stream.stream == stream && last_stream.epoch == epoch)
-		return last_stream.device;
 	curesv_stream_info info;
+	if (curesv_engine_stream(e, stream, &info) && info.device >= 0)
+		return info.device;
+	CUresult (*get)(CUstream, CUdevice *) = curesv_real_driver(&drv_stream_device);
 	int dev;
-	if (curesv_streams_get(&e->streams, stream, &info) && info.device >= 0) {
-		dev = info.device;
-	} else {
-		CUresult (*get)(CUstream, CUdevice *) = curesv_real_driver(&drv_stream_device);
-		if (!get || get((CUstream)(uintptr_t)stream, &dev) != CUDA_SUCCESS)
-			return current_device(layer);
-		curesv_engine_stream_created(e, stream, dev, 0);
-		epoch = curesv_streams_epoch(&e->streams);
-	}
-	last_stream.stream = stream;
-	last_stream.epoch = epoch;
-	last_stream.device = dev;
+	if (!get || get((CUstream)(uintptr_t)stream, &dev) != CUDA_SUCCESS)
+		return current_device(layer);
+	curesv_engine_stream_learned(e, stream, dev);
 	return dev;
 }
 
-/* Learns, once, how many devices the driver has and each device's total memory (unless
- * CURESV_CAPACITY set it). Before the runtime has loaded and initialised the driver this fails
- * quietly; it is tried again after the allocation. */
 static void learn_devices_slow(curesv_engine *e, int device);
 
 static inline void learn_devices(curesv_engine *e, int device)
@@ -115,11 +95,12 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 	c->e = curesv_shim_engine();
 	if (!c->e)
 		return true;
-	int device = kind == CURESV_KIND_ASYNC ? stream_device(c->e, layer, stream)
-					       : current_device(layer);
+	bool ordered = kind == CURESV_KIND_ASYNC;
+	int device = ordered ? stream_device(c->e, layer, stream) : current_device(layer);
 	learn_devices(c->e, device);
 	frame.depth++;
-	if (curesv_alloc_begin(c->e, device, bytes, kind, &c->op))
+	if (curesv_alloc_begin_on(c->e, device, ordered ? stream : CURESV_NO_STREAM, bytes, kind,
+				  &c->op))
 		return true;
 	if (layer == CURESV_LAYER_DRIVER) {
 		frame.depth--;
@@ -161,7 +142,7 @@ void curesv_call_close(struct curesv_call *c)
 		frame.depth--;
 }
 
-void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr)
+void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr, uint64_t stream)
 {
 	c->layer = layer;
 	if (frame.depth > 0) {
@@ -172,7 +153,7 @@ void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t p
 	if (!c->e)
 		return;
 	frame.depth++;
-	curesv_free_begin(c->e, ptr, &c->fop);
+	curesv_free_begin_on(c->e, ptr, stream, &c->fop);
 }
 
 void curesv_call_free_done(struct curesv_call *c, bool ok)

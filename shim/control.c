@@ -26,6 +26,13 @@ CURESV_EXPORT curesv_status curesv_attach(const char *name)
 	return curesv_shim_engine() ? curesv_thread_attach(name) : CURESV_ERR_DISABLED;
 }
 
+CURESV_EXPORT curesv_status curesv_attach_stream(const void *stream, const char *name)
+{
+	curesv_engine *e = curesv_shim_engine();
+	return e ? curesv_engine_attach_stream(e, (uint64_t)(uintptr_t)stream, name)
+		 : CURESV_ERR_DISABLED;
+}
+
 CURESV_EXPORT curesv_status curesv_transfer(const void *ptr, const char *name)
 {
 	curesv_engine *e = curesv_shim_engine();
@@ -36,6 +43,12 @@ CURESV_EXPORT curesv_status curesv_stats(const char *name, curesv_stats_t *out)
 {
 	curesv_engine *e = curesv_shim_engine();
 	return e ? curesv_ledger_stats_by_name(&e->ledger, name, out) : CURESV_ERR_DISABLED;
+}
+
+CURESV_EXPORT curesv_status curesv_stream_stats(const char *name, curesv_stream_stats_t *out)
+{
+	curesv_engine *e = curesv_shim_engine();
+	return e ? curesv_engine_stream_stats(e, name, out) : CURESV_ERR_DISABLED;
 }
 
 CURESV_EXPORT curesv_status curesv_pool_stats(int device, curesv_pool_stats_t *out)

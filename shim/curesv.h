@@ -60,6 +60,14 @@ typedef struct curesv_stats {
 	uint64_t transfers_in, transfers_out; /* live allocations moved in / out by curesv_transfer() */
 } curesv_stats_t;
 
+/* A reservation's streams (curesv_stream_stats). */
+typedef struct curesv_stream_stats {
+	uint64_t streams_attached;      /* streams attached to it now (curesv_attach_stream or
+					   CURESV_STREAM_ATTACH=creator) */
+	uint64_t cross_stream_frees;    /* stream-ordered frees of its allocations on another stream
+					   than the allocating one */
+} curesv_stream_stats_t;
+
 /* A device's capacity and its shared pool: what threads with no reservation draw from. Bytes. */
 typedef struct curesv_pool_stats {
 	int device;                     /* CUDA device ordinal */
@@ -95,6 +103,18 @@ CURESV_API curesv_status curesv_release(const char *name);
  * Errors: INVALID, UNKNOWN_NAME, DISABLED. */
 CURESV_API curesv_status curesv_attach(const char *name);
 
+/* Attaches stream `stream` (a cudaStream_t or CUstream, passed as its pointer value) to reservation
+ * `name`: stream-ordered allocations on it (cudaMallocAsync, cuMemAllocAsync and the from-pool forms)
+ * are charged to `name` whatever thread makes them, and a stream-ordered free on it is what the
+ * per-stream scheme would debit to `name` (caller_view). Other allocations keep the thread's
+ * attachment. NULL `name` detaches the stream. A stream attached to a reservation that is released
+ * falls back to the shared pool (one warning); on another device than the reservation's, its
+ * allocations draw from that device's shared pool. Destroying the stream drops the attachment.
+ * Errors: INVALID (the legacy default stream NULL or CU_STREAM_LEGACY, or the per-thread default
+ * stream: they belong to the thread), UNKNOWN_NAME, TABLE_FULL (16384 streams and pools known at
+ * once), DISABLED. */
+CURESV_API curesv_status curesv_attach_stream(const void *stream, const char *name);
+
 /* Moves live allocation `ptr` (as returned by cudaMalloc & co.) to reservation `name`: the old origin
  * is debited and `name` charged now, and a later free debits `name`.
  * Errors: INVALID (NULL, or `name` is on another device than `ptr`), UNKNOWN_NAME, UNKNOWN_POINTER,
@@ -103,6 +123,10 @@ CURESV_API curesv_status curesv_transfer(const void *ptr, const char *name);
 
 /* Copies reservation `name`'s counters into *out. Errors: INVALID, UNKNOWN_NAME, DISABLED. */
 CURESV_API curesv_status curesv_stats(const char *name, curesv_stats_t *out);
+
+/* Copies reservation `name`'s stream figures into *out (a released reservation: no stream is
+ * attached to it any more). Errors: INVALID, UNKNOWN_NAME, DISABLED. */
+CURESV_API curesv_status curesv_stream_stats(const char *name, curesv_stream_stats_t *out);
 
 /* Copies device `device`'s capacity and shared-pool counters into *out.
  * Errors: INVALID (NULL out, device outside 0..63), DISABLED. */

@@ -243,14 +243,14 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
 	}
 
-#define FREE_HOOK(sym, ptr, params, args)                                                     \
+#define FREE_HOOK(sym, ptr, stream, params, args)                                             \
 	CUresult curesv_hook_##sym params                                                     \
 	{                                                                                     \
 		CURESV_FORWARD_TO(sym);                                                       \
 		if (curesv_nested())                                                          \
 			return real args;                                                     \
 		struct curesv_call c;                                                         \
-		curesv_call_free(&c, CURESV_LAYER_DRIVER, (uint64_t)(uintptr_t)(ptr));        \
+		curesv_call_free(&c, CURESV_LAYER_DRIVER, (uint64_t)(uintptr_t)(ptr), stream); \
 		CUresult r = real args;                                                       \
 		curesv_call_free_done(&c, r == CUDA_SUCCESS);                                 \
 		return r;                                                                     \
@@ -275,10 +275,12 @@ ALLOC_HOOK(cuMemAllocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, bytesize, hStream, d
 	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
 	   (dptr, bytesize, pool, hStream))
 
-FREE_HOOK(cuMemFree_v2, dptr, (CUdeviceptr dptr), (dptr))
-FREE_HOOK(cuMemFreeHost, p, (void *p), (p))
-FREE_HOOK(cuMemFreeAsync, dptr, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
-FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
+FREE_HOOK(cuMemFree_v2, dptr, CURESV_NO_STREAM, (CUdeviceptr dptr), (dptr))
+FREE_HOOK(cuMemFreeHost, p, CURESV_NO_STREAM, (void *p), (p))
+FREE_HOOK(cuMemFreeAsync, dptr, (uint64_t)(uintptr_t)hStream,
+	  (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
+FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (uint64_t)(uintptr_t)hStream,
+	  (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
 
 /* Pitched: the budget is checked on width * height; the books keep pitch * height. */
 CUresult curesv_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,

@@ -27,12 +27,14 @@
 	  (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                   \
 	  (ptr, size, memPool, stream))
 
-/*  X(runtime symbol, pointer, params, args) */
+/*  X(runtime symbol, pointer, stream, params, args) */
 #define RT_FREES(X)                                                                               \
-	X(cudaFree, devPtr, (void *devPtr), (devPtr))                                              \
-	X(cudaFreeHost, ptr, (void *ptr), (ptr))                                                   \
-	X(cudaFreeAsync, devPtr, (void *devPtr, cudaStream_t hStream), (devPtr, hStream))          \
-	X(cudaFreeAsync_ptsz, devPtr, (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
+	X(cudaFree, devPtr, CURESV_NO_STREAM, (void *devPtr), (devPtr))                            \
+	X(cudaFreeHost, ptr, CURESV_NO_STREAM, (void *ptr), (ptr))                                 \
+	X(cudaFreeAsync, devPtr, (uint64_t)(uintptr_t)hStream,                                     \
+	  (void *devPtr, cudaStream_t hStream), (devPtr, hStream))                                 \
+	X(cudaFreeAsync_ptsz, devPtr, (uint64_t)(uintptr_t)hStream,                                \
+	  (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
 
 #define REAL_SLOT(sym, ...) static struct curesv_real real_##sym = { #sym, NULL };
 RT_ALLOCS(REAL_SLOT)
@@ -87,12 +89,12 @@ static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t p
 		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
 	}
 
-#define FREE_HOOK(sym, ptr, params, args)                                                     \
+#define FREE_HOOK(sym, ptr, stream, params, args)                                             \
 	CURESV_EXPORT cudaError_t sym params                                                  \
 	{                                                                                     \
 		FORWARD_TO(sym, params);                                                      \
 		struct curesv_call c;                                                         \
-		curesv_call_free(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr));       \
+		curesv_call_free(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr), stream); \
 		cudaError_t r = real args;                                                    \
 		curesv_call_free_done(&c, r == cudaSuccess);                                  \
 		return r;                                                                     \

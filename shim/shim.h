@@ -9,7 +9,7 @@
  *             real_free(ptr); curesv_call_close(&c); return <out-of-memory>;
  *     }
  *
- *     curesv_call_free(&c, LAYER, ptr);  r = real(ptr);  curesv_call_free_done(&c, r == SUCCESS);
+ *     curesv_call_free(&c, LAYER, ptr, stream);  r = real(ptr);  curesv_call_free_done(&c, r == SUCCESS);
  *
  * Count-once rule: the outermost hook on a thread accounts for the operation; a hook reached from
  * inside it (the runtime's cudaMalloc calling the driver's cuMemAlloc) passes straight through, except
@@ -78,8 +78,9 @@ CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64
 CURESV_HIDDEN void curesv_call_close(struct curesv_call *c);
 
 /* Brackets around a real free: the entry leaves the table before the free and comes back if it
- * fails. */
-CURESV_HIDDEN void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr);
+ * fails. `stream`: a stream-ordered free's stream, else CURESV_NO_STREAM. */
+CURESV_HIDDEN void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr,
+				    uint64_t stream);
 CURESV_HIDDEN void curesv_call_free_done(struct curesv_call *c, bool ok);
 
 /* ---- resolution of the real functions ------------------------------------------------------- */

@@ -73,6 +73,27 @@ static inline int eng_alloc(curesv_engine *e, uint64_t ptr, uint64_t bytes)
 	return eng_alloc_ex(e, 0, ptr, bytes, CURESV_KIND_DEVICE, true);
 }
 
+/* A stream-ordered allocation (cuMemAllocAsync & co.) on `stream`, on device 0. */
+static inline int eng_alloc_on(curesv_engine *e, uint64_t stream, uint64_t ptr, uint64_t bytes)
+{
+	curesv_alloc_op op;
+	if (!curesv_alloc_begin_on(e, 0, stream, bytes, CURESV_KIND_ASYNC, &op))
+		return DENIED;
+	if (!curesv_alloc_end(e, &op, true, ptr))
+		return TABLE_FAILED;
+	return GRANTED;
+}
+
+/* A stream-ordered free on `stream`; whether it was tracked. */
+static inline bool eng_free_on(curesv_engine *e, uint64_t stream, uint64_t ptr)
+{
+	curesv_free_op op;
+	curesv_free_begin_on(e, ptr, stream, &op);
+	bool tracked = op.tracked;
+	curesv_free_end(e, &op, true);
+	return tracked;
+}
+
 /* Returns whether the free was tracked (the table held `ptr`). */
 static inline bool eng_free_ex(curesv_engine *e, uint64_t ptr, bool real_ok)
 {
@@ -257,11 +278,12 @@ static inline void actor_call(struct actor *a, void (*fn)(struct actor *, void *
 struct want {
 	int64_t size, allocated, peak, caller_view, host;
 	uint64_t allocs, frees, cross, denied, over, tin, tout;
+	uint64_t xstream, streams;      /* cross_stream_frees, streams_attached */
 	int released, device;
 };
 
 static inline void expect_stats_(int line, const char *what, const curesv_stats_t *st,
-				 const struct want *w)
+				 const curesv_stream_stats_t *ss, const struct want *w)
 {
 #define EXPECT_FIELD_(got, exp)                                                                  \
 	cr_assert_eq((int64_t)(got), (int64_t)(exp), "line %d: %s: " #got " is %" PRId64         \
@@ -280,14 +302,18 @@ static inline void expect_stats_(int line, const char *what, const curesv_stats_
 	EXPECT_FIELD_(st->over_budget, w->over);
 	EXPECT_FIELD_(st->transfers_in, w->tin);
 	EXPECT_FIELD_(st->transfers_out, w->tout);
+	EXPECT_FIELD_(ss->cross_stream_frees, w->xstream);
+	EXPECT_FIELD_(ss->streams_attached, w->streams);
 }
 
 static inline void expect_res_(curesv_engine *e, int line, const char *name, struct want w)
 {
 	curesv_stats_t st;
+	curesv_stream_stats_t ss;
 	cr_assert_eq(curesv_ledger_stats_by_name(&e->ledger, name, &st), CURESV_OK,
 		     "line %d: no reservation '%s'", line, name);
-	expect_stats_(line, name, &st, &w);
+	cr_assert_eq(curesv_engine_stream_stats(e, name, &ss), CURESV_OK);
+	expect_stats_(line, name, &st, &ss, &w);
 }
 
 static inline void expect_handle_(curesv_engine *e, int line, uint32_t handle, struct want w)
@@ -296,7 +322,10 @@ static inline void expect_handle_(curesv_engine *e, int line, uint32_t handle, s
 	char what[48];
 	snprintf(what, sizeof what, "handle 0x%" PRIx32, handle);
 	curesv_ledger_stats(&e->ledger, handle, w.device, &st);
-	expect_stats_(line, what, &st, &w);
+	curesv_stream_stats_t ss = {
+		handle == CURESV_SHARED ? 0 : curesv_streams_attached(&e->streams, handle),
+		curesv_ledger_cross_stream_frees(&e->ledger, handle, w.device) };
+	expect_stats_(line, what, &st, &ss, &w);
 }
 
 /* A reservation by name (live, or released and its slot not reused). */

@@ -1,0 +1,268 @@
+/* Streams as origins (curesv_attach_stream, CURESV_STREAM_ATTACH=creator): the per-stream scheme's
+ * bug and its fix, with streams in place of threads. Capacity 400 KiB; R_scan 100 KiB; R_pipe
+ * 200 KiB; one thread, which is attached to nothing; stream S_scan attached to R_scan, S_pipe to
+ * R_pipe; p = 80 KiB allocated on S_scan and freed on S_pipe. Every counter after every step. */
+#include "engine_helpers.h"
+
+static curesv_engine E;
+
+#define P ((uint64_t)fake_ptr(1))
+#define S_SCAN UINT64_C(0x5ca0000)
+#define S_PIPE UINT64_C(0x91be000)
+#define STREAM_ENV "CURESV_CAPACITY=400K", "CURESV_RESERVATIONS=scan=100K,pipe=200K"
+
+static void attach_streams(void)
+{
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "scan"), CURESV_OK);
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_PIPE, "pipe"), CURESV_OK);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .streams = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .streams = 1);
+	EXPECT_SHARED(&E, .size = 100 * KiB);
+}
+
+/* The seed's case: "multi-reservation cross-stream dealloc preserves origin attribution". */
+static void allocate_on_scan(void)
+{
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, P, 80 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1, .streams = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .streams = 1);
+	EXPECT_SHARED(&E, .size = 100 * KiB);
+	EXPECT_DEV(&E, 0, .allocated = 80 * KiB, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+}
+
+Test(streams, cross_stream_free_debits_the_origin)
+{
+	ENGINE(&E, STREAM_ENV);
+	attach_streams();
+	allocate_on_scan();
+	cr_assert(eng_free_on(&E, S_PIPE, P));
+	/* by origin: R_scan gets its 80 KiB back; the per-stream scheme debits R_pipe instead */
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1, .frees = 1, .xstream = 1, .streams = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .caller_view = -80 * KiB,
+		   .streams = 1);
+	curesv_stats_t st;
+	cr_assert_eq(curesv_ledger_stats_by_name(&E.ledger, "pipe", &st), CURESV_OK);
+	cr_assert_eq(st.size - st.caller_view, 280 * KiB, "what the per-stream scheme reads");
+	EXPECT_SHARED(&E, .size = 100 * KiB);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	EXPECT_ENG(&E, .live = 0);
+	curesv_engine_destroy(&E);
+}
+
+/* (1) The per-stream debit itself, under CURESV_ATTRIBUTION=caller. */
+Test(streams, t1_per_stream_debit_caller_mode)
+{
+	ENGINE(&E, STREAM_ENV, "CURESV_ATTRIBUTION=caller");
+	attach_streams();
+	allocate_on_scan();
+	cr_assert(eng_free_on(&E, S_PIPE, P));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1, .frees = 1, .xstream = 1, .streams = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = -80 * KiB, .caller_view = -80 * KiB,
+		   .streams = 1);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	curesv_engine_destroy(&E);
+}
+
+/* (2) and (3): release R_scan after the free, or while p is live (the orphan tier). */
+Test(streams, t2_t3_release_before_and_after_the_free)
+{
+	ENGINE(&E, STREAM_ENV);
+	attach_streams();
+	allocate_on_scan();
+	cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
+	EXPECT_DEV(&E, 0, .allocated = 80 * KiB, .peak = 80 * KiB, .orphan = 80 * KiB,
+		   .reserved = 200 * KiB, .headroom = 120 * KiB);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1);
+	cr_assert(eng_free_on(&E, S_PIPE, P));
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .orphan = 0, .reserved = 200 * KiB,
+		   .headroom = 200 * KiB, .orphan_frees = 1);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .allocated = 0, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .allocs = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .caller_view = -80 * KiB, .streams = 1);
+	/* S_scan's reservation is gone: its next allocation falls back, with one warning */
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, fake_ptr(2), 4 * KiB), GRANTED);
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, fake_ptr(3), 4 * KiB), GRANTED);
+	capture_stop(&cap, log, sizeof log);
+	char want[256];
+	snprintf(want, sizeof want, "curesv: stream 0x%" PRIx64 " was attached to reservation 'scan', "
+		 "which was released; its allocations now draw from the shared pool\n", S_SCAN);
+	cr_assert_str_eq(log, want);
+	EXPECT_SHARED(&E, .size = 200 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 8 * KiB, .allocs = 2);
+	cr_assert(eng_free_on(&E, S_SCAN, fake_ptr(2)));
+	cr_assert(eng_free_on(&E, S_SCAN, fake_ptr(3)));
+	curesv_engine_destroy(&E);
+}
+
+/* (4) Explicit hand-off, then the free on the other stream. */
+Test(streams, t4_transfer_then_free_on_the_other_stream)
+{
+	ENGINE(&E, STREAM_ENV);
+	attach_streams();
+	allocate_on_scan();
+	cr_assert_eq(curesv_engine_transfer(&E, P, "pipe"), CURESV_OK);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .peak = 80 * KiB, .allocs = 1, .tout = 1,
+		   .streams = 1);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
+		   .caller_view = 80 * KiB, .tin = 1, .streams = 1);
+	cr_assert(eng_free_on(&E, S_PIPE, P));
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .peak = 80 * KiB, .caller_view = 0,
+		   .frees = 1, .xstream = 1, .tin = 1, .streams = 1);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .reserved = 300 * KiB,
+		   .headroom = 100 * KiB);
+	curesv_engine_destroy(&E);
+}
+
+/* (5) Capacity 96 KiB, R_pipe 64 KiB, R_scan 32 KiB: 20 KiB on S_scan freed on S_pipe, then
+ * 84 KiB on S_pipe: origin denies it, the per-stream scheme grants it. */
+static void t5_rows(const char *attribution)
+{
+	char a[64];
+	snprintf(a, sizeof a, "CURESV_ATTRIBUTION=%s", attribution);
+	ENGINE(&E, "CURESV_CAPACITY=96K", "CURESV_RESERVATIONS=pipe=64K,scan=32K",
+	       "CURESV_MODE=enforce", a);
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "scan"), CURESV_OK);
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_PIPE, "pipe"), CURESV_OK);
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, P, 20 * KiB), GRANTED);
+	cr_assert(eng_free_on(&E, S_PIPE, P));
+	bool caller = strcmp(attribution, "caller") == 0;
+	EXPECT_RES(&E, "scan", .size = 32 * KiB, .allocated = caller ? 20 * KiB : 0,
+		   .peak = 20 * KiB, .caller_view = 20 * KiB, .allocs = 1, .frees = 1, .xstream = 1,
+		   .streams = 1);
+	EXPECT_RES(&E, "pipe", .size = 64 * KiB, .allocated = caller ? -20 * KiB : 0,
+		   .caller_view = -20 * KiB, .streams = 1);
+}
+
+Test(streams, t5_denied_by_origin)
+{
+	t5_rows("origin");
+	cr_assert_eq(eng_alloc_on(&E, S_PIPE, fake_ptr(2), 84 * KiB), DENIED);
+	EXPECT_RES(&E, "pipe", .size = 64 * KiB, .caller_view = -20 * KiB, .denied = 1, .streams = 1);
+	cr_assert_eq(eng_alloc_on(&E, S_PIPE, fake_ptr(2), 64 * KiB), GRANTED);
+	EXPECT_DEV(&E, 0, .allocated = 64 * KiB, .peak = 64 * KiB, .reserved = 96 * KiB, .headroom = 0);
+	curesv_engine_destroy(&E);
+}
+
+Test(streams, t5_granted_by_the_per_stream_scheme_the_bug)
+{
+	t5_rows("caller");
+	cr_assert_eq(eng_alloc_on(&E, S_PIPE, fake_ptr(2), 84 * KiB), GRANTED);
+	EXPECT_RES(&E, "pipe", .size = 64 * KiB, .allocated = 64 * KiB, .peak = 64 * KiB,
+		   .caller_view = 64 * KiB, .allocs = 1, .streams = 1);
+	cr_assert_eq(curesv_ledger_origin_bytes(&E.ledger, handle_of(&E, "pipe"), 0), 84 * KiB);
+	EXPECT_DEV(&E, 0, .allocated = 84 * KiB, .peak = 84 * KiB, .reserved = 96 * KiB, .headroom = 0);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- the rules ------------------------------------------------------------------------------- */
+
+Test(streams, attach_errors)
+{
+	ENGINE(&E, STREAM_ENV);
+	cr_assert_eq(curesv_engine_attach_stream(&E, 0, "scan"), CURESV_ERR_INVALID, "legacy stream");
+	cr_assert_eq(curesv_engine_attach_stream(&E, 1, "scan"), CURESV_ERR_INVALID, "CU_STREAM_LEGACY");
+	cr_assert_eq(curesv_engine_attach_stream(&E, 2, "scan"), CURESV_ERR_INVALID,
+		     "CU_STREAM_PER_THREAD");
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "nope"), CURESV_ERR_UNKNOWN_NAME);
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "bad name"), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "scan"), CURESV_OK);
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, NULL), CURESV_OK, "detach");
+	EXPECT_RES(&E, "scan", .size = 100 * KiB);
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, P, 4 * KiB), GRANTED);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 4 * KiB, .peak = 4 * KiB,
+		      .caller_view = 4 * KiB, .allocs = 1);
+	/* the default streams are the thread's: here, the shared pool */
+	cr_assert_eq(eng_alloc_on(&E, 0, fake_ptr(2), 4 * KiB), GRANTED);
+	cr_assert(eng_free_on(&E, 2, fake_ptr(2)));
+	cr_assert(eng_free_on(&E, S_SCAN, P));
+	EXPECT_SHARED(&E, .size = 100 * KiB, .peak = 8 * KiB, .allocs = 2, .frees = 2, .xstream = 1);
+	curesv_engine_destroy(&E);
+}
+
+/* A stream-ordered allocation goes to the stream's reservation whatever thread enqueues it; other
+ * allocations keep the thread's. */
+Test(streams, the_stream_wins_over_the_thread_for_stream_ordered_allocations_only)
+{
+	ENGINE(&E, STREAM_ENV, "CURESV_ATTACH=worker=pipe");
+	struct actor w;
+	actor_start(&w, &E, "worker");
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "scan"), CURESV_OK);
+	cr_assert_eq(actor_alloc_ex(&w, 0, fake_ptr(1), 8 * KiB, CURESV_KIND_DEVICE, true), GRANTED);
+	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		   .caller_view = 8 * KiB, .allocs = 1);
+	actor_stop(&w);
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, fake_ptr(2), 16 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 16 * KiB, .peak = 16 * KiB,
+		   .caller_view = 16 * KiB, .allocs = 1, .streams = 1);
+	curesv_engine_destroy(&E);
+}
+
+/* CURESV_STREAM_ATTACH=creator: a stream made by a thread attached to R carries R; one made by an
+ * unattached thread carries nothing; destroying a stream drops its attachment. */
+static void create_stream(struct actor *a, void *arg)
+{
+	curesv_engine_stream_created(a->e, *(uint64_t *)arg, 0, 7);
+}
+
+Test(streams, creator_rule)
+{
+	ENGINE(&E, STREAM_ENV, "CURESV_STREAM_ATTACH=creator", "CURESV_ATTACH=scan-*=scan");
+	struct actor maker, other;
+	actor_start(&maker, &E, "scan-maker");
+	actor_start(&other, &E, "idle");
+	uint64_t s1 = S_SCAN, s2 = S_PIPE;
+	actor_call(&maker, create_stream, &s1);
+	actor_call(&other, create_stream, &s2);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .streams = 1);
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, fake_ptr(1), 8 * KiB), GRANTED, "from the main thread");
+	cr_assert_eq(eng_alloc_on(&E, S_PIPE, fake_ptr(2), 8 * KiB), GRANTED);
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		   .caller_view = 8 * KiB, .allocs = 1, .streams = 1);
+	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 8 * KiB, .allocs = 1);
+	curesv_stream_info saved;
+	cr_assert(curesv_engine_stream_destroying(&E, S_SCAN, &saved));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		   .caller_view = 8 * KiB, .allocs = 1, .streams = 0);
+	/* a live allocation of a destroyed stream still debits its origin */
+	cr_assert(eng_free_on(&E, S_PIPE, fake_ptr(1)));
+	EXPECT_RES(&E, "scan", .size = 100 * KiB, .peak = 8 * KiB, .caller_view = 8 * KiB,
+		   .allocs = 1, .frees = 1, .xstream = 1);
+	cr_assert(eng_free_on(&E, S_PIPE, fake_ptr(2)));
+	actor_stop(&maker);
+	actor_stop(&other);
+	curesv_engine_destroy(&E);
+}
+
+/* A stream attached to a reservation of another device: its allocations on this device draw from
+ * this device's shared pool, with one warning. */
+Test(streams, a_stream_on_another_device_than_its_reservation)
+{
+	ENGINE(&E, "CURESV_CAPACITY=0=1M,1=1M", "CURESV_RESERVATIONS=far=256K@1");
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "far"), CURESV_OK);
+	struct capture cap;
+	char log[1024];
+	capture_start(&cap);
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, fake_ptr(1), 4 * KiB), GRANTED);
+	cr_assert_eq(eng_alloc_on(&E, S_SCAN, fake_ptr(2), 4 * KiB), GRANTED);
+	capture_stop(&cap, log, sizeof log);
+	char want[256];
+	snprintf(want, sizeof want, "curesv: stream 0x%" PRIx64 " is attached to reservation 'far' "
+		 "but its allocations are on device 0, which is not that reservation's: they draw "
+		 "from device 0's shared pool\n", S_SCAN);
+	cr_assert_str_eq(log, want);
+	EXPECT_SHARED(&E, .device = 0, .size = 1 * MiB, .allocated = 8 * KiB, .peak = 8 * KiB,
+		      .caller_view = 8 * KiB, .allocs = 2);
+	EXPECT_RES(&E, "far", .device = 1, .size = 256 * KiB, .streams = 1);
+	curesv_engine_destroy(&E);
+}
