@@ -11,6 +11,7 @@ import argparse
 import atexit
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,70 @@ def check_stress(threads, rounds):
             raise AssertionError("no free crossed threads")
         return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
     return check
+
+
+def reservation(report, name):
+    for r in report["reservations"]:
+        if r["name"] == name and not r["released"]:
+            return r
+    raise AssertionError("no live reservation %r in the report" % name)
+
+
+def printed(out, key):
+    """The integer `key=N` the program printed."""
+    m = re.search(r"\b%s=(\d+)\b" % re.escape(key), out)
+    if not m:
+        raise AssertionError("the program printed no %s=" % key)
+    return int(m.group(1))
+
+
+def check_streams_creator(report, out):
+    """Streams made by threads attached to scan carry scan, whoever allocates on them."""
+    scan = reservation(report, "scan")
+    n = printed(out, "scan_allocs")
+    expect("scan allocs", scan["allocs"], n)
+    expect("scan frees", scan["frees"], n)
+    expect("scan allocated", scan["allocated"], 0)
+    expect("scan peak", scan["peak"], n * 64 * 1024)
+    expect("scan cross-stream frees", scan["cross_stream_frees"], n)
+    expect("scan streams attached at exit", scan["streams_attached"], 0)
+    expect("shared allocs", report["shared"]["allocs"], 1)
+    expect("leaks", report["leaks"]["count"], 0)
+    return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
+
+
+def check_streams_destroyed(report, out):
+    """A destroyed stream's live allocations keep their origin; the stream's attachment goes."""
+    scan = reservation(report, "scan")
+    expect("scan allocs", scan["allocs"], printed(out, "scan_allocs"))
+    expect("scan peak", scan["peak"], printed(out, "scan_bytes"))
+    expect("scan frees", scan["frees"], 4)
+    expect("scan allocated", scan["allocated"], 0)
+    expect("scan cross-stream frees (freed on the legacy stream)", scan["cross_stream_frees"], 4)
+    expect("scan streams attached", scan["streams_attached"], 0)
+    expect("the new stream carries nothing: shared allocs", report["shared"]["allocs"], 1)
+    expect("leaks", report["leaks"]["count"], 0)
+    return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
+
+
+def check_streams_pool(report, out):
+    """16 threads, 8 streams on r0..r3, frees on random other streams: exact counters."""
+    crossed = 0
+    for k in range(4):
+        r = reservation(report, "r%d" % k)
+        n = printed(out, "r%d" % k)
+        expect("r%d allocs" % k, r["allocs"], n)
+        expect("r%d frees" % k, r["frees"], n)
+        expect("r%d allocated" % k, r["allocated"], 0)
+        expect("r%d caller_view" % k, r["caller_view"] <= r["size"], True)
+        crossed += r["cross_stream_frees"]
+    expect("cross-stream frees", crossed, printed(out, "crossed"))
+    expect("shared allocs", report["shared"]["allocs"], 0)
+    expect("table live", report["table"]["live"], 0)
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    total = sum(reservation(report, "r%d" % k)["allocs"] for k in range(4))
+    return total, total, sum(reservation(report, "r%d" % k)["cross_thread_frees"] for k in range(4))
 
 
 def check_badfree(report, out):
@@ -519,6 +584,17 @@ def cases(stack, bindir):
     out.append(Case("stress %dx%d" % (threads, rounds),
                     [b("stress"), str(threads), str(rounds)], check_stress(threads, rounds)))
     out.append(Case("unknown and double free", [b("badfree")], check_badfree))
+    out.append(Case("streams: the creator rule across threads", [b("streams"), "creator"],
+                    check_streams_creator,
+                    env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan-*=scan",
+                         "CURESV_STREAM_ATTACH": "creator"}, same_output=True))
+    out.append(Case("streams: destroyed with live allocations", [b("streams"), "destroyed"],
+                    check_streams_destroyed, env={"CURESV_RESERVATIONS": "scan=1M"},
+                    same_output=True))
+    rounds = 2000 if stack == "sim" else 500
+    out.append(Case("streams: 16 threads on 8 attached streams, frees on others",
+                    [b("streams"), "pool", "16", str(rounds)], check_streams_pool,
+                    env={"CURESV_RESERVATIONS": "r0=256M,r1=256M,r2=256M,r3=256M"}))
     out.append(Case("driver OOM changes nothing", [b("oom")], check_untouched))
     out.append(Case("enforce: shared pool refuses, report shows it", [b("oom"), "2097152"],
                     check_pool_denial, env={"CURESV_MODE": "enforce", "CURESV_CAPACITY": "1M"}))

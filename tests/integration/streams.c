@@ -1,0 +1,208 @@
+/* Streams carrying reservations, through the runtime (cudaStreamCreate, cudaMallocAsync,
+ * cudaFreeAsync) and the control API resolved with dlsym, so it also runs without curesv.
+ *
+ *   streams creator        threads named "scan-N" (attached to reservation scan by CURESV_ATTACH)
+ *                          create streams; a thread attached to nothing allocates on them; run with
+ *                          CURESV_STREAM_ATTACH=creator
+ *   streams destroyed      a stream attached to "scan" is destroyed with 4 allocations live; they
+ *                          are freed afterwards on the legacy stream
+ *   streams pool THREADS ROUNDS
+ *                          8 streams, attached in turn to r0..r3; THREADS threads each allocate on
+ *                          a random stream and free what another thread allocated on yet another
+ *                          random stream
+ * Prints "streams: MODE ... ok" and the counts it made, which the report must match. */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "curesv.h"
+
+static curesv_status (*attach_stream)(const void *, const char *);
+static int failures;
+
+#define CHECK(c)                                                                               \
+	do {                                                                                   \
+		if (!(c)) {                                                                    \
+			fprintf(stderr, "streams: line %d: %s\n", __LINE__, #c);               \
+			failures++;                                                            \
+		}                                                                              \
+	} while (0)
+
+/* ---- creator ------------------------------------------------------------------------------- */
+
+#define MAKERS 4
+static cudaStream_t made[MAKERS];
+
+static void *maker(void *arg)
+{
+	long k = (long)arg;
+	char name[16];
+	snprintf(name, sizeof name, "scan-%ld", k);
+	pthread_setname_np(pthread_self(), name);
+	CHECK(cudaStreamCreate(&made[k]) == cudaSuccess);
+	return NULL;
+}
+
+static int creator(void)
+{
+	pthread_t t[MAKERS];
+	for (long k = 0; k < MAKERS; k++)
+		pthread_create(&t[k], NULL, maker, (void *)k);
+	for (int k = 0; k < MAKERS; k++)
+		pthread_join(t[k], NULL);
+	cudaStream_t own;
+	CHECK(cudaStreamCreate(&own) == cudaSuccess); /* by this unattached thread */
+	void *p[MAKERS], *q;
+	for (int k = 0; k < MAKERS; k++)
+		CHECK(cudaMallocAsync(&p[k], 64 << 10, made[k]) == cudaSuccess);
+	CHECK(cudaMallocAsync(&q, 32 << 10, own) == cudaSuccess);
+	for (int k = 0; k < MAKERS; k++)
+		CHECK(cudaFreeAsync(p[k], made[(k + 1) % MAKERS]) == cudaSuccess);
+	CHECK(cudaFreeAsync(q, own) == cudaSuccess);
+	for (int k = 0; k < MAKERS; k++)
+		CHECK(cudaStreamDestroy(made[k]) == cudaSuccess);
+	CHECK(cudaStreamDestroy(own) == cudaSuccess);
+	printf("streams: creator scan_allocs=%d shared_allocs=1 %s\n", MAKERS, failures ? "FAILED" : "ok");
+	return failures != 0;
+}
+
+/* ---- destroyed ------------------------------------------------------------------------------- */
+
+static int destroyed(void)
+{
+	cudaStream_t s;
+	CHECK(cudaStreamCreate(&s) == cudaSuccess);
+	if (attach_stream)
+		CHECK(attach_stream(s, "scan") == CURESV_OK);
+	void *p[4];
+	for (int k = 0; k < 4; k++)
+		CHECK(cudaMallocAsync(&p[k], (size_t)(k + 1) << 12, s) == cudaSuccess);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+	CHECK(cudaStreamDestroy(s) == cudaSuccess);
+	/* a new stream may get the old one's handle back: it carries nothing */
+	cudaStream_t t;
+	CHECK(cudaStreamCreate(&t) == cudaSuccess);
+	void *x;
+	CHECK(cudaMallocAsync(&x, 1 << 12, t) == cudaSuccess);
+	CHECK(cudaFreeAsync(x, t) == cudaSuccess);
+	for (int k = 0; k < 4; k++)
+		CHECK(cudaFreeAsync(p[k], 0) == cudaSuccess);
+	CHECK(cudaStreamSynchronize(0) == cudaSuccess);
+	CHECK(cudaStreamDestroy(t) == cudaSuccess);
+	printf("streams: destroyed scan_allocs=4 scan_bytes=40960 %s\n", failures ? "FAILED" : "ok");
+	return failures != 0;
+}
+
+/* ---- pool ---------------------------------------------------------------------------------- */
+
+#define STREAMS 8
+#define RING 64
+static cudaStream_t pool[STREAMS];
+static struct slot {
+	void *ptr;
+	int stream;
+} ring[RING];
+static size_t head, tail;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static long rounds = 2000;
+static atomic_long allocs[STREAMS], frees_on[STREAMS], crossed;
+
+static void post(void *p, int stream)
+{
+	pthread_mutex_lock(&lock);
+	ring[head++ % RING] = (struct slot){ p, stream };
+	pthread_mutex_unlock(&lock);
+}
+
+static int take(struct slot *out)
+{
+	int got = 0;
+	pthread_mutex_lock(&lock);
+	if (head - tail > RING / 2) {
+		*out = ring[tail++ % RING];
+		got = 1;
+	}
+	pthread_mutex_unlock(&lock);
+	return got;
+}
+
+static void drop(struct slot *s, unsigned *seed)
+{
+	int on = (int)(rand_r(seed) % STREAMS);
+	CHECK(cudaFreeAsync(s->ptr, pool[on]) == cudaSuccess);
+	frees_on[s->stream]++;
+	crossed += on != s->stream;
+}
+
+static void *pool_worker(void *arg)
+{
+	unsigned seed = (unsigned)(long)arg * 7919u + 1;
+	for (long i = 0; i < rounds; i++) {
+		int on = (int)(rand_r(&seed) % STREAMS);
+		void *p;
+		if (cudaMallocAsync(&p, 4096 + (size_t)(rand_r(&seed) % 8) * 512, pool[on]) != cudaSuccess) {
+			failures++;
+			continue;
+		}
+		allocs[on]++;
+		post(p, on);
+		struct slot s;
+		if (take(&s))
+			drop(&s, &seed);
+	}
+	return NULL;
+}
+
+static int shared_pool(int threads)
+{
+	for (int k = 0; k < STREAMS; k++) {
+		CHECK(cudaStreamCreate(&pool[k]) == cudaSuccess);
+		if (attach_stream) {
+			char name[8];
+			snprintf(name, sizeof name, "r%d", k % 4);
+			CHECK(attach_stream(pool[k], name) == CURESV_OK);
+		}
+	}
+	pthread_t t[64];
+	for (long k = 0; k < threads; k++)
+		pthread_create(&t[k], NULL, pool_worker, (void *)k);
+	for (int k = 0; k < threads; k++)
+		pthread_join(t[k], NULL);
+	unsigned seed = 3;
+	struct slot s;
+	while (tail < head) {
+		s = ring[tail++ % RING];
+		drop(&s, &seed);
+	}
+	for (int k = 0; k < STREAMS; k++) {
+		CHECK(cudaStreamSynchronize(pool[k]) == cudaSuccess);
+		CHECK(cudaStreamDestroy(pool[k]) == cudaSuccess);
+	}
+	printf("streams: pool");
+	for (int r = 0; r < 4; r++)
+		printf(" r%d=%ld", r, (long)(allocs[r] + allocs[r + 4]));
+	printf(" crossed=%ld %s\n", (long)crossed, failures ? "FAILED" : "ok");
+	return failures != 0;
+}
+
+int main(int argc, char **argv)
+{
+	attach_stream = (curesv_status(*)(const void *, const char *))dlsym(RTLD_DEFAULT,
+									  "curesv_attach_stream");
+	const char *mode = argc > 1 ? argv[1] : "pool";
+	if (strcmp(mode, "creator") == 0)
+		return creator();
+	if (strcmp(mode, "destroyed") == 0)
+		return destroyed();
+	int threads = argc > 2 ? atoi(argv[2]) : 16;
+	if (argc > 3)
+		rounds = atol(argv[3]);
+	if (threads < 1 || threads > 64)
+		return 2;
+	return shared_pool(threads);
+}
