@@ -29,6 +29,9 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 		return false;
 	}
 	curesv_trace_open(cfg);
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
+		for (int i = 0; i < 4; i++)
+			atomic_init(&e->graph_mem[d][i], -1);
 	/* Reservations first, capacities after: CURESV_RESERVATIONS past a configured capacity are all
 	 * kept with one warning (the configuration's), as they are when the capacity is the driver's. */
 	for (unsigned i = 0; i < cfg->n_reservations; i++) {
@@ -201,9 +204,12 @@ static void alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 	}
 }
 
-/* An address the table still held was handed out again: its free went unseen. Settle it now. */
+/* An address the table still held was handed out again: its free went unseen. Settle it now (a
+ * graph's address was never charged: nothing to settle). */
 static void settle_stale(curesv_engine *e, const curesv_entry *old)
 {
+	if (old->kind == CURESV_KIND_GRAPH)
+		return;
 	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
 	curesv_ledger_debit(&e->ledger, old, curesv_ledger_handle_ref(&e->ledger, old->origin),
 			    old->thread, false);
@@ -297,13 +303,20 @@ void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, cures
 	}
 	int shard = curesv_section_enter();
 	op->tracked = curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
+	bool graph = op->tracked && op->entry.kind == CURESV_KIND_GRAPH;
+	if (graph) {
+		/* the graph's: it stays (a launch allocates it again), and nothing is debited */
+		curesv_table_restore(&e->table, &op->ticket);
+		op->tracked = false;
+		atomic_fetch_add_explicit(&e->graph_frees, 1, memory_order_relaxed);
+	}
 	op->trace_ts = op->tracked ? curesv_trace_start() : 0; /* before the address can be reused */
 	if (op->tracked) {
 		op->state = CURESV_OP_TAKEN;
 		curesv_shard_publish(shard, op);
 	}
 	curesv_section_leave(shard);
-	if (!op->tracked)
+	if (!op->tracked && !graph)
 		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
 }
 

@@ -31,6 +31,12 @@ typedef struct curesv_engine {
 	_Atomic uint64_t stale_entries;         /* addresses handed out again while still in the
 						   table: a free curesv never saw, debited then */
 	_Atomic int devices;                    /* devices the driver reports; 0 until known */
+	_Atomic int captures;                   /* stream captures begun and not ended */
+	_Atomic uint64_t graph_allocs;          /* graph allocations recorded (graphs.c) */
+	_Atomic uint64_t graph_frees;           /* frees of them, passed through */
+	/* cuDeviceGetGraphMemAttribute, as last read (after a launch, a capture's end, a trim or an
+	 * executable graph's destroy): used and reserved, current and high; -1 never read */
+	_Atomic int64_t graph_mem[CURESV_MAX_DEVICES][4];
 } curesv_engine;
 
 /* Builds the engine from a parsed configuration: allocates the table, sets configured capacities,
@@ -126,6 +132,24 @@ curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *
  * also detaches the stream). */
 void curesv_engine_stream_fell_back(curesv_engine *e, uint64_t stream, curesv_ref ref);
 void curesv_engine_stream_wrong_device(curesv_engine *e, uint64_t stream, curesv_ref ref, int device);
+
+/* ---- graph memory (graphs.c) ------------------------------------------------------------------ */
+
+/* A stream capture began / ended on `stream` (cuStreamBeginCapture & co.). While any is under way,
+ * stream-ordered calls ask whether their stream is capturing. */
+void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream);
+void curesv_engine_capture_end(curesv_engine *e, uint64_t stream);
+static inline bool curesv_engine_capturing(curesv_engine *e)
+{
+	return atomic_load_explicit(&e->captures, memory_order_relaxed) > 0;
+}
+/* A graph's allocation at `ptr` (made during a capture, or a memory node): recorded so that frees
+ * of it are neither unknown frees nor debits, never charged. */
+void curesv_engine_graph_alloc(curesv_engine *e, uint64_t ptr, uint64_t bytes, int device,
+			       uint64_t stream);
+/* What cuDeviceGetGraphMemAttribute says of `device` (enum order: used, used high, reserved,
+ * reserved high; bytes). */
+void curesv_engine_graph_mem(curesv_engine *e, int device, const int64_t value[4]);
 
 /* In a forked child (pthread_atfork child handler): settles what the threads the child does not
  * have were in the middle of, so that its books balance: a charge made before a real allocation

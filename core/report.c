@@ -144,6 +144,7 @@ struct row {
 };
 
 struct leaks {
+	uint64_t graph, graph_bytes;    /* graphs' allocations (kind graph): no leaks, no memory */
 	uint64_t count, bytes;
 	unsigned listed;
 	curesv_entry top[LEAKS_LISTED];
@@ -164,6 +165,11 @@ struct snapshot {
 static void leak_visit(const curesv_entry *e, void *ctx)
 {
 	struct leaks *lk = ctx;
+	if (e->kind == CURESV_KIND_GRAPH) {
+		lk->graph++;
+		lk->graph_bytes += e->bytes;
+		return;
+	}
 	lk->count++;
 	lk->bytes += e->bytes;
 	unsigned i = lk->listed < LEAKS_LISTED ? lk->listed++ : LEAKS_LISTED;
@@ -435,6 +441,21 @@ static void text_leaks(curesv_engine *e, struct out *o, const struct snapshot *s
 	}
 }
 
+/* What graphs hold on device d, as the driver last said (after a launch, a capture's end, a trim). */
+static void text_graph(curesv_engine *e, struct out *o, int d)
+{
+	int64_t v[4];
+	for (int i = 0; i < 4; i++)
+		v[i] = atomic_load_explicit(&e->graph_mem[d][i], memory_order_relaxed);
+	if (v[0] < 0)
+		return;
+	char used[32], used_high[32], res[32], res_high[32];
+	out_printf(o, "curesv:   graph memory (the driver's, last read at a graph call): used %s (high "
+		   "%s), reserved %s (high %s)\n", curesv_format_bytes(v[0], used),
+		   curesv_format_bytes(v[1], used_high), curesv_format_bytes(v[2], res),
+		   curesv_format_bytes(v[3], res_high));
+}
+
 static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
 {
 	out_printf(o, "curesv: ======== report for pid %ld%s%s (CURESV_MODE=%s, CURESV_ATTRIBUTION=%s) "
@@ -452,6 +473,8 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 				   "x-thread", "caller_view", "denied");
 		}
 		text_row(o, &s->rows[i]);
+		if (s->rows[i].handle == CURESV_SHARED)
+			text_graph(e, o, d);
 	}
 	text_diagnosis(e, o, s);
 	text_budgets(e, o, s);
@@ -467,6 +490,14 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 	out_printf(o, "curesv: unknown frees %" PRIu64 ", untracked allocations %" PRIu64 
 		   ", stale entries %" PRIu64 "\n", atomic_load(&e->unknown_frees),
 		   atomic_load(&e->untracked_allocs), atomic_load(&e->stale_entries));
+	if (atomic_load(&e->graph_allocs)) {
+		char bytes[32];
+		out_printf(o, "curesv: graph allocations: %" PRIu64 " recorded (made during stream capture "
+			   "or by memory nodes: the graphs' memory, not charged), %" PRIu64 " addresses "
+			   "(%s) held, %" PRIu64 " frees of them\n", atomic_load(&e->graph_allocs),
+			   s->leaks.graph, curesv_format_bytes((int64_t)s->leaks.graph_bytes, bytes),
+			   atomic_load(&e->graph_frees));
+	}
 	text_leaks(e, o, s);
 }
 
@@ -500,7 +531,15 @@ static void json_devices(curesv_engine *e, struct out *o, const struct snapshot 
 			   r->st.device, dev->capacity, capacity_source(e, r->st.device), dev->reserved,
 			   dev->allocated, dev->peak, dev->orphan);
 		json_stats(o, &r->st, &r->streams);
-		out_printf(o, "}}");
+		out_printf(o, "}, \"graph\": ");
+		int64_t *g = (int64_t[4]){ 0 };
+		for (int k = 0; k < 4; k++)
+			g[k] = atomic_load_explicit(&e->graph_mem[r->st.device][k], memory_order_relaxed);
+		if (g[0] < 0)
+			out_printf(o, "null}");
+		else
+			out_printf(o, "{\"used\": %" PRId64 ", \"used_high\": %" PRId64 ", \"reserved\": %"
+				   PRId64 ", \"reserved_high\": %" PRId64 "}}", g[0], g[1], g[2], g[3]);
 		first = false;
 	}
 	out_printf(o, "%s],\n", first ? "" : "\n  ");
@@ -584,6 +623,10 @@ static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s
 	out_printf(o, "  \"unknown_frees\": %" PRIu64 ", \"stale_entries\": %" PRIu64
 		   ", \"table_full_failures\": %" PRIu64 ",\n", atomic_load(&e->unknown_frees),
 		   atomic_load(&e->stale_entries), atomic_load(&e->table_full_failures));
+	out_printf(o, "  \"graph_allocations\": {\"recorded\": %" PRIu64 ", \"in_table\": %" PRIu64
+		   ", \"bytes\": %" PRIu64 ", \"frees\": %" PRIu64 "},\n",
+		   atomic_load(&e->graph_allocs), s->leaks.graph, s->leaks.graph_bytes,
+		   atomic_load(&e->graph_frees));
 	out_printf(o, "  \"untracked\": {\"count\": %" PRIu64 ", \"bytes\": %" PRIu64 "},\n",
 		   atomic_load(&e->untracked_allocs), atomic_load(&e->untracked_bytes));
 	out_printf(o, "  \"table\": {\"slots\": %" PRIu64 ", \"live\": %" PRIu64 ", \"high_water\": %"

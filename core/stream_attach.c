@@ -59,13 +59,20 @@ void curesv_engine_stream_learned(curesv_engine *e, uint64_t stream, int device)
 	put(e, stream, &info);
 }
 
+/* A stream destroyed while capturing ends its capture. */
 bool curesv_engine_stream_destroying(curesv_engine *e, uint64_t stream, curesv_stream_info *saved)
 {
-	return curesv_streams_drop(&e->streams, stream, saved);
+	if (!curesv_streams_drop(&e->streams, stream, saved))
+		return false;
+	if (saved->flags & CURESV_STREAM_CAPTURING)
+		atomic_fetch_sub_explicit(&e->captures, 1, memory_order_relaxed);
+	return true;
 }
 
 void curesv_engine_stream_restore(curesv_engine *e, uint64_t stream, const curesv_stream_info *saved)
 {
+	if (saved->flags & CURESV_STREAM_CAPTURING)
+		atomic_fetch_add_explicit(&e->captures, 1, memory_order_relaxed);
 	put(e, stream, saved);
 }
 

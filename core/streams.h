@@ -25,6 +25,7 @@ enum curesv_stream_flags {
 	CURESV_STREAM_HOST = 2,         /* a pool located in host memory (HOST, HOST_NUMA) */
 	CURESV_STREAM_POOL = 4,         /* the key is a memory pool, not a stream */
 	CURESV_STREAM_WARNED = 8,       /* told once that its reservation is on another device */
+	CURESV_STREAM_CAPTURING = 16,   /* a capture began on it and has not ended */
 };
 
 /* Not a stream-ordered call (what the engine's begin calls get for cudaMalloc & co.). */

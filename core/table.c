@@ -71,8 +71,12 @@ static inline _Atomic uint32_t *bound_of(curesv_table *t, uint64_t home)
 
 const char *curesv_kind_name(enum curesv_kind kind)
 {
-	static const char *const names[CURESV_KINDS] = { "device", "managed", "host", "async" };
-	return (unsigned)kind < CURESV_KINDS ? names[kind] : "unknown";
+	static const char *const names[CURESV_KINDS] = {
+		[CURESV_KIND_DEVICE] = "device", [CURESV_KIND_MANAGED] = "managed",
+		[CURESV_KIND_HOST] = "host", [CURESV_KIND_ASYNC] = "async",
+		[CURESV_KIND_GRAPH] = "graph",
+	};
+	return (unsigned)kind < CURESV_KINDS && names[kind] ? names[kind] : "unknown";
 }
 
 bool curesv_table_init(curesv_table *t, uint64_t slots)

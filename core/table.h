@@ -27,8 +27,11 @@ enum curesv_kind {
 	CURESV_KIND_MANAGED = 1,  /* cuMemAllocManaged, cudaMallocManaged */
 	CURESV_KIND_HOST = 2,     /* cuMemHostAlloc, cuMemAllocHost, cudaMallocHost, cudaHostAlloc */
 	CURESV_KIND_ASYNC = 3,    /* cuMemAllocAsync, cuMemAllocFromPoolAsync, cudaMallocAsync, ... */
+	CURESV_KIND_GRAPH = 7,    /* a graph's allocation (stream capture, cuGraphAddMemAllocNode):
+				     the graph's address, memory only while a launch holds it; never
+				     charged (graphs.c) */
 };
-#define CURESV_KINDS 4
+#define CURESV_KINDS 8
 const char *curesv_kind_name(enum curesv_kind kind);
 
 typedef struct curesv_entry {

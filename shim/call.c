@@ -31,6 +31,18 @@ static int current_device(enum curesv_layer layer)
 }
 
 static struct curesv_real drv_stream_device = { "cuStreamGetDevice", NULL };
+static struct curesv_real drv_is_capturing = { "cuStreamIsCapturing", NULL };
+
+/* Is `stream` capturing now? Asked only while some capture is under way; a query capture allows. */
+static bool capturing(curesv_engine *e, uint64_t stream)
+{
+	if (!curesv_engine_capturing(e))
+		return false;
+	CUresult (*is)(CUstream, CUstreamCaptureStatus *) = curesv_real_driver(&drv_is_capturing);
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	return is && is((CUstream)(uintptr_t)stream, &st) == CUDA_SUCCESS &&
+	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
 
 /* The device of a stream-ordered allocation: its stream's, from the stream table (recorded at the
  * stream's creation, or learned from the driver once); the current device for the default streams
@@ -86,6 +98,7 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 {
 	c->layer = layer;
 	c->deny = false;
+	c->graph = false;
 	/* Nested inside another hook of this thread (the driver call of a runtime allocation):
 	 * the outer hook accounts for it. Depth is non-zero only while curesv is active. */
 	if (frame.depth > 0) {
@@ -96,7 +109,16 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 	if (!c->e)
 		return true;
 	bool ordered = kind == CURESV_KIND_ASYNC;
+	c->stream = ordered ? stream : CURESV_NO_STREAM;
 	int device = ordered ? stream_device(c->e, layer, stream) : current_device(layer);
+	if (ordered && capturing(c->e, stream)) {
+		/* recorded into the graph: no memory now, nothing to charge or refuse */
+		c->graph = true;
+		c->op.charge.device = device;
+		c->op.charge.bytes = bytes;
+		frame.depth++;
+		return true;
+	}
 	learn_devices(c->e, device);
 	frame.depth++;
 	if (curesv_alloc_begin_on(c->e, device, ordered ? stream : CURESV_NO_STREAM, bytes, kind,
@@ -119,6 +141,13 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 {
 	if (!c->e)
 		return true;
+	if (c->graph) {
+		if (ok && ptr)
+			curesv_engine_graph_alloc(c->e, ptr, c->op.charge.bytes, c->op.charge.device,
+						  c->stream);
+		frame.depth--;
+		return true;
+	}
 	learn_devices(c->e, c->op.charge.device);
 	bool keep;
 	if (c->deny) {
@@ -153,6 +182,10 @@ void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t p
 	if (!c->e)
 		return;
 	frame.depth++;
+	/* a free recorded into a graph happens at its launch, not now */
+	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
+	if (c->graph)
+		return;
 	curesv_free_begin_on(c->e, ptr, stream, &c->fop);
 }
 
@@ -161,5 +194,7 @@ void curesv_call_free_done(struct curesv_call *c, bool ok)
 	if (!c->e)
 		return;
 	frame.depth--;
+	if (c->graph)
+		return;
 	curesv_free_end(c->e, &c->fop, ok);
 }

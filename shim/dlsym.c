@@ -37,13 +37,15 @@ static bool has_prefix(const char *s, const char *prefix)
 }
 
 /* Driver entry points curesv substitutes (shim/variants.h): cuMem..., cuGetProcAddress...,
- * cuStream..., cuCtx..., cuDevicePrimaryCtx...; never cudnn*, cublas*. */
+ * cuStream..., cuCtx..., cuDevicePrimaryCtx..., cuGraph..., cuDeviceGraphMem...; never cudnn*,
+ * cublas*. */
 static bool driver_name(const char *name)
 {
 	return name && name[0] == 'c' && name[1] == 'u' &&
 	       (has_prefix(name + 2, "Mem") || has_prefix(name + 2, "GetProcAddress") ||
 		has_prefix(name + 2, "Stream") || has_prefix(name + 2, "Ctx") ||
-		has_prefix(name + 2, "DevicePrimaryCtx"));
+		has_prefix(name + 2, "DevicePrimaryCtx") || has_prefix(name + 2, "Graph") ||
+		has_prefix(name + 2, "DeviceGraphMem"));
 }
 
 void *curesv_dlsym_answer(void *handle, const char *name)

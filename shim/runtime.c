@@ -7,6 +7,9 @@
 
 #include "shim.h"
 
+/* In a _ptsz variant the NULL stream is the calling thread's own (cudaStreamPerThread). */
+#define PTDS_STREAM(s) ((s) ? (s) : cudaStreamPerThread)
+
 /*  X(runtime symbol, kind, bytes, stream, out-pointer, params, args) */
 #define RT_ALLOCS(X)                                                                              \
 	X(cudaMalloc, CURESV_KIND_DEVICE, size, 0, devPtr, (void **devPtr, size_t size),           \
@@ -18,12 +21,12 @@
 	  (void **pHost, size_t size, unsigned int flags), (pHost, size, flags))                   \
 	X(cudaMallocAsync, CURESV_KIND_ASYNC, size, hStream, devPtr,                               \
 	  (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))             \
-	X(cudaMallocAsync_ptsz, CURESV_KIND_ASYNC, size, hStream, devPtr,                          \
+	X(cudaMallocAsync_ptsz, CURESV_KIND_ASYNC, size, PTDS_STREAM(hStream), devPtr,             \
 	  (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))             \
 	X(cudaMallocFromPoolAsync, CURESV_KIND_ASYNC, size, stream, ptr,                           \
 	  (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                   \
 	  (ptr, size, memPool, stream))                                                            \
-	X(cudaMallocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, size, stream, ptr,                      \
+	X(cudaMallocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, size, PTDS_STREAM(stream), ptr,         \
 	  (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                   \
 	  (ptr, size, memPool, stream))
 
@@ -33,7 +36,7 @@
 	X(cudaFreeHost, ptr, CURESV_NO_STREAM, (void *ptr), (ptr))                                 \
 	X(cudaFreeAsync, devPtr, (uint64_t)(uintptr_t)hStream,                                     \
 	  (void *devPtr, cudaStream_t hStream), (devPtr, hStream))                                 \
-	X(cudaFreeAsync_ptsz, devPtr, (uint64_t)(uintptr_t)hStream,                                \
+	X(cudaFreeAsync_ptsz, devPtr, (uint64_t)(uintptr_t)PTDS_STREAM(hStream),                   \
 	  (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
 
 #define REAL_SLOT(sym, ...) static struct curesv_real real_##sym = { #sym, NULL };

@@ -58,6 +58,8 @@ struct curesv_call {
 	curesv_engine *e;       /* NULL: pass through (disabled, or nested inside another hook) */
 	enum curesv_layer layer;
 	bool deny;              /* runtime layer: refused; the nested driver call must fail */
+	bool graph;             /* stream-ordered on a capturing stream: the graph's, not live memory */
+	uint64_t stream;        /* a stream-ordered call's stream (CURESV_NO_STREAM: not one) */
 	curesv_alloc_op op;
 	curesv_free_op fop;
 };

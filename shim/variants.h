@@ -47,7 +47,21 @@
 	X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, CURESV_LEGACY) \
 	X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, 11000, CURESV_LEGACY)
 
-#define VARIANTS(X) VARIANTS_MEMORY(X) VARIANTS_LOOKUP(X) VARIANTS_STREAMS(X)
+/* Stream capture and graphs (graphs.c): graph allocations are not live memory at the call. */
+#define VARIANTS_GRAPHS(X)                                                          \
+	X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, CURESV_LEGACY)         \
+	X(cuStreamBeginCapture, cuStreamBeginCapture_ptsz, 10000, CURESV_PTDS)      \
+	X(cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010, CURESV_LEGACY)      \
+	X(cuStreamBeginCapture, cuStreamBeginCapture_v2_ptsz, 10010, CURESV_PTDS)   \
+	X(cuStreamEndCapture, cuStreamEndCapture, 10000, CURESV_LEGACY)             \
+	X(cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000, CURESV_PTDS)          \
+	X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040, CURESV_LEGACY)     \
+	X(cuGraphLaunch, cuGraphLaunch, 10000, CURESV_LEGACY)                       \
+	X(cuGraphLaunch, cuGraphLaunch_ptsz, 10000, CURESV_PTDS)                    \
+	X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, CURESV_LEGACY)             \
+	X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, CURESV_LEGACY)
+
+#define VARIANTS(X) VARIANTS_MEMORY(X) VARIANTS_LOOKUP(X) VARIANTS_STREAMS(X) VARIANTS_GRAPHS(X)
 
 enum curesv_variant {
 #define CURESV_VARIANT_ID(proc, sym, ver, flags) CURESV_V_##sym,

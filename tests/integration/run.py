@@ -179,6 +179,27 @@ def check_streams_pool(report, out):
     return total, total, sum(reservation(report, "r%d" % k)["cross_thread_frees"] for k in range(4))
 
 
+def check_graphs(report, out):
+    """Graph allocations are neither charged nor unknown frees; the relaxed-mode cudaMalloc is."""
+    launches = printed(out, "launches")
+    graphs = report["graph_allocations"]
+    expect("graph allocations recorded", graphs["recorded"], printed(out, "captured"))
+    expect("frees of them outside the graph (cudaFree after each launch)", graphs["frees"],
+           launches)
+    shared = report["shared"]
+    expect("real allocations: warm-up, bystander, relaxed-mode cudaMalloc", shared["allocs"], 3)
+    expect("their frees", shared["frees"], 3)
+    expect("allocated", shared["allocated"], 0)
+    expect("peak: no graph allocation is charged", shared["peak"], 1 << 20)
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("stale entries", report["stale_entries"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    dev = report["devices"][0]
+    if dev["graph"] is None or dev["graph"]["used_high"] < (4 << 20):
+        raise AssertionError("no graph memory read from the driver: %r" % dev["graph"])
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_badfree(report, out):
     shared = report["shared"]
     expect("allocs", shared["allocs"], 1)
@@ -584,6 +605,8 @@ def cases(stack, bindir):
     out.append(Case("stress %dx%d" % (threads, rounds),
                     [b("stress"), str(threads), str(rounds)], check_stress(threads, rounds)))
     out.append(Case("unknown and double free", [b("badfree")], check_badfree))
+    out.append(Case("graph memory: capture, launches, cudaFree of a graph allocation",
+                    [b("graphs"), "3"], check_graphs, same_output=True))
     out.append(Case("streams: the creator rule across threads", [b("streams"), "creator"],
                     check_streams_creator,
                     env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan-*=scan",

@@ -1,0 +1,57 @@
+/* Graph memory as the engine sees it. An allocation made during stream capture, or by a memory node
+ * (cuGraphAddMemAllocNode), is the graph's: no memory exists at the call, and a launch allocates it
+ * anew each time. So it is never charged; it is recorded in the origin table (kind graph) only so
+ * that a later free of its address, in the graph, by cudaFreeAsync or by cudaFree after a launch, is
+ * neither an unknown free nor a debit of a live reservation. What graphs hold is the driver's to say:
+ * cuDeviceGetGraphMemAttribute, read at the shim's graph calls and shown per device. */
+#include "engine.h"
+
+static void capture_flag(curesv_engine *e, uint64_t stream, bool on)
+{
+	curesv_stream_info info = { .device = -1, .ref = CURESV_SHARED };
+	bool known = curesv_streams_get(&e->streams, stream, &info);
+	bool was = known && (info.flags & CURESV_STREAM_CAPTURING);
+	if (was == on)
+		return;
+	info.flags = (uint8_t)(on ? info.flags | CURESV_STREAM_CAPTURING
+				  : info.flags & ~CURESV_STREAM_CAPTURING);
+	if (curesv_streams_put(&e->streams, stream, &info) || !on)
+		atomic_fetch_add_explicit(&e->captures, on ? 1 : -1, memory_order_relaxed);
+}
+
+void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream)
+{
+	capture_flag(e, stream, true);
+}
+
+void curesv_engine_capture_end(curesv_engine *e, uint64_t stream)
+{
+	capture_flag(e, stream, false);
+}
+
+void curesv_engine_graph_alloc(curesv_engine *e, uint64_t ptr, uint64_t bytes, int device,
+			       uint64_t stream)
+{
+	curesv_entry entry = { .ptr = ptr, .bytes = bytes < CURESV_SIZE_LIMIT ? bytes : CURESV_SIZE_LIMIT,
+			       .origin = CURESV_SHARED, .thread = curesv_thread_serial(),
+			       .device = (int16_t)device, .kind = CURESV_KIND_GRAPH,
+			       .stream = stream == CURESV_NO_STREAM ? 0 : curesv_stream_tag(stream) },
+		     old;
+	if (ptr == 0 || !curesv_table_insert_replacing(&e->table, &entry, &old))
+		return;
+	atomic_fetch_add_explicit(&e->graph_allocs, 1, memory_order_relaxed);
+	/* the graph's address was held by an allocation whose free curesv never saw */
+	if (old.ptr && old.kind != CURESV_KIND_GRAPH) {
+		atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
+		curesv_ledger_debit(&e->ledger, &old, curesv_ledger_handle_ref(&e->ledger, old.origin),
+				    old.thread, false);
+	}
+}
+
+void curesv_engine_graph_mem(curesv_engine *e, int device, const int64_t value[4])
+{
+	if (device < 0 || device >= CURESV_MAX_DEVICES)
+		return;
+	for (int i = 0; i < 4; i++)
+		atomic_store_explicit(&e->graph_mem[device][i], value[i], memory_order_relaxed);
+}

@@ -1,0 +1,151 @@
+/* Stream capture and graph hooks. While a capture is under way, a stream-ordered allocation on a
+ * capturing stream is the graph's (call.c asks cuStreamIsCapturing, which capture allows); memory
+ * nodes added by hand are too. After the calls that change what graphs hold (a launch, a capture's
+ * end, an executable graph's destroy, a trim) the device's graph memory is read back from the
+ * driver for the report. */
+#include "variants.h"
+
+static struct curesv_real drv_graph_mem = { "cuDeviceGetGraphMemAttribute", NULL };
+static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
+static struct curesv_real drv_stream_device = { "cuStreamGetDevice", NULL };
+
+/* Reads `device`'s graph memory (the current device when device < 0). */
+static void graph_mem(curesv_engine *e, int device)
+{
+	CUresult (*get)(CUdevice, CUgraphMem_attribute, void *) = curesv_real_driver(&drv_graph_mem);
+	if (!e || !get)
+		return;
+	if (device < 0) {
+		CUresult (*cur)(CUdevice *) = curesv_real_driver(&drv_ctx_get_device);
+		if (!cur || cur(&device) != CUDA_SUCCESS)
+			return;
+	}
+	static const CUgraphMem_attribute attr[4] = {
+		CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH,
+		CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH,
+	};
+	int64_t v[4];
+	for (int i = 0; i < 4; i++) {
+		cuuint64_t x = 0;
+		if (get(device, attr[i], &x) != CUDA_SUCCESS)
+			return;
+		v[i] = (int64_t)x;
+	}
+	curesv_engine_graph_mem(e, device, v);
+}
+
+static int device_of(CUstream s)
+{
+	CUresult (*get)(CUstream, CUdevice *) = curesv_real_driver(&drv_stream_device);
+	CUdevice dev;
+	return get && get(s, &dev) == CUDA_SUCCESS ? dev : -1;
+}
+
+static CUresult began(CUresult r, CUstream s)
+{
+	curesv_engine *e = curesv_shim_engine();
+	if (r == CUDA_SUCCESS && e)
+		curesv_engine_capture_begin(e, (uint64_t)(uintptr_t)s);
+	return r;
+}
+
+/* A capture ends whether or not EndCapture succeeds (an invalidated one ends with an error). */
+static CUresult ended(CUresult r, CUstream s)
+{
+	curesv_engine *e = curesv_shim_engine();
+	if (e) {
+		curesv_engine_capture_end(e, (uint64_t)(uintptr_t)s);
+		graph_mem(e, device_of(s));
+	}
+	return r;
+}
+
+CUresult curesv_hook_cuStreamBeginCapture(CUstream hStream)
+{
+	CURESV_FORWARD_TO(cuStreamBeginCapture);
+	return began(real(hStream), hStream);
+}
+
+CUresult curesv_hook_cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+	CURESV_FORWARD_TO(cuStreamBeginCapture_ptsz);
+	return began(real(hStream), hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+CUresult curesv_hook_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+	CURESV_FORWARD_TO(cuStreamBeginCapture_v2);
+	return began(real(hStream, mode), hStream);
+}
+
+CUresult curesv_hook_cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+	CURESV_FORWARD_TO(cuStreamBeginCapture_v2_ptsz);
+	return began(real(hStream, mode), hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+CUresult curesv_hook_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+	CURESV_FORWARD_TO(cuStreamEndCapture);
+	return ended(real(hStream, phGraph), hStream);
+}
+
+CUresult curesv_hook_cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+	CURESV_FORWARD_TO(cuStreamEndCapture_ptsz);
+	return ended(real(hStream, phGraph), hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+CUresult curesv_hook_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+					    const CUgraphNode *dependencies, size_t numDependencies,
+					    CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+	CURESV_FORWARD_TO(cuGraphAddMemAllocNode);
+	CUresult r = real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+	curesv_engine *e = curesv_shim_engine();
+	if (r == CUDA_SUCCESS && e && nodeParams)
+		curesv_engine_graph_alloc(e, (uint64_t)nodeParams->dptr, nodeParams->bytesize,
+					  nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
+						  ? nodeParams->poolProps.location.id : -1,
+					  CURESV_NO_STREAM);
+	return r;
+}
+
+static CUresult launched(CUresult r, CUstream s)
+{
+	if (r == CUDA_SUCCESS)
+		graph_mem(curesv_shim_engine(), device_of(s));
+	return r;
+}
+
+CUresult curesv_hook_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+	CURESV_FORWARD_TO(cuGraphLaunch);
+	return launched(real(hGraphExec, hStream), hStream);
+}
+
+CUresult curesv_hook_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+	CURESV_FORWARD_TO(cuGraphLaunch_ptsz);
+	return launched(real(hGraphExec, hStream), hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+CUresult curesv_hook_cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+	CURESV_FORWARD_TO(cuGraphExecDestroy);
+	CUresult r = real(hGraphExec);
+	if (r == CUDA_SUCCESS)
+		graph_mem(curesv_shim_engine(), -1);
+	return r;
+}
+
+CUresult curesv_hook_cuDeviceGraphMemTrim(CUdevice device)
+{
+	CURESV_FORWARD_TO(cuDeviceGraphMemTrim);
+	CUresult r = real(device);
+	if (r == CUDA_SUCCESS)
+		graph_mem(curesv_shim_engine(), device);
+	return r;
+}
+
+VARIANTS_GRAPHS(CURESV_EXPORT_HOOK)

@@ -1,0 +1,90 @@
+/* Graph memory: stream-ordered allocations captured into a graph, launched several times, one of
+ * them freed outside the graph with cudaFree after each launch; another thread allocates on its
+ * own stream during the (global-mode) capture; a relaxed-mode capture makes a plain cudaMalloc,
+ * which is real memory. Unmodified program: the capture must succeed under curesv as without it.
+ *
+ *   graphs [LAUNCHES]        default 3. Prints "graphs: launches=N captured=2 ok". */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int failures;
+
+#define CHECK(c)                                                                               \
+	do {                                                                                   \
+		cudaError_t e_ = (c);                                                          \
+		if (e_ != cudaSuccess) {                                                       \
+			fprintf(stderr, "graphs: line %d: %s: %d\n", __LINE__, #c, (int)e_);   \
+			failures++;                                                            \
+		}                                                                              \
+	} while (0)
+
+static pthread_barrier_t inside, done;
+
+/* Allocates and frees on a stream of its own while the main thread captures. */
+static void *bystander(void *arg)
+{
+	(void)arg;
+	cudaStream_t s;
+	CHECK(cudaStreamCreate(&s));
+	pthread_barrier_wait(&inside);
+	void *p;
+	CHECK(cudaMallocAsync(&p, 1 << 20, s));
+	CHECK(cudaFreeAsync(p, s));
+	CHECK(cudaStreamSynchronize(s));
+	pthread_barrier_wait(&done);
+	CHECK(cudaStreamDestroy(s));
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int launches = argc > 1 ? atoi(argv[1]) : 3;
+	cudaStream_t s;
+	CHECK(cudaStreamCreate(&s));
+	void *warm;
+	CHECK(cudaMalloc(&warm, 4096)); /* the context exists before the capture */
+	CHECK(cudaFree(warm));
+
+	pthread_barrier_init(&inside, NULL, 2);
+	pthread_barrier_init(&done, NULL, 2);
+	pthread_t t;
+	pthread_create(&t, NULL, bystander, NULL);
+
+	cudaGraph_t g;
+	void *p = NULL, *q = NULL;
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	CHECK(cudaMallocAsync(&p, 4 << 20, s));
+	CHECK(cudaFreeAsync(p, s));
+	CHECK(cudaMallocAsync(&q, 2 << 20, s)); /* freed outside the graph, after each launch */
+	pthread_barrier_wait(&inside);
+	pthread_barrier_wait(&done);
+	CHECK(cudaStreamEndCapture(s, &g));
+	pthread_join(t, NULL);
+
+	cudaGraphExec_t ge;
+	CHECK(cudaGraphInstantiate(&ge, g, 0));
+	for (int i = 0; i < launches; i++) {
+		CHECK(cudaGraphLaunch(ge, s));
+		CHECK(cudaStreamSynchronize(s));
+		CHECK(cudaFree(q));
+	}
+	CHECK(cudaGraphExecDestroy(ge));
+	CHECK(cudaGraphDestroy(g));
+
+	/* relaxed mode: a plain cudaMalloc during the capture is real memory (PyTorch does this) */
+	cudaGraph_t g2;
+	void *r = NULL, *x = NULL;
+	CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+	CHECK(cudaMalloc(&r, 1 << 20));
+	CHECK(cudaMallocAsync(&x, 1 << 20, s));
+	CHECK(cudaFreeAsync(x, s));
+	CHECK(cudaStreamEndCapture(s, &g2));
+	CHECK(cudaFree(r));
+	CHECK(cudaGraphDestroy(g2));
+	CHECK(cudaStreamDestroy(s));
+	printf("graphs: launches=%d captured=3 %s\n", launches, failures ? "FAILED" : "ok");
+	return failures != 0;
+}
