@@ -133,6 +133,17 @@ curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *
 void curesv_engine_stream_fell_back(curesv_engine *e, uint64_t stream, curesv_ref ref);
 void curesv_engine_stream_wrong_device(curesv_engine *e, uint64_t stream, curesv_ref ref, int device);
 
+/* ---- memory pools (pools.c) ------------------------------------------------------------------- */
+
+/* Where pool `pool`'s memory lives: *device (a CUDA ordinal) or, with *host, host memory. False
+ * when curesv never met the pool. Lock-free. */
+bool curesv_engine_pool(curesv_engine *e, uint64_t pool, int *device, bool *host);
+/* A pool was created (cuMemPoolCreate) or handed out as a device's default or current pool, located
+ * on `device` or, with `host`, in host memory (HOST, HOST_NUMA). */
+void curesv_engine_pool_learned(curesv_engine *e, uint64_t pool, int device, bool host);
+/* The pool was destroyed (cuMemPoolDestroy succeeded). */
+void curesv_engine_pool_destroyed(curesv_engine *e, uint64_t pool);
+
 /* ---- graph memory (graphs.c) ------------------------------------------------------------------ */
 
 /* A stream capture began / ended on `stream` (cuStreamBeginCapture & co.). While any is under way,

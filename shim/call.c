@@ -93,9 +93,27 @@ static bool nested_denial(enum curesv_layer layer, enum curesv_kind kind, uint64
 	return layer == CURESV_LAYER_DRIVER && curesv_nested_denied(kind, bytes);
 }
 
-bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
-		       uint64_t bytes, uint64_t stream)
+/* The device and tier of an allocation from memory pool `pool`: its location, recorded when the
+ * pool was made or first met as a device's pool; else the stream's device. */
+static int pool_device(curesv_engine *e, enum curesv_layer layer, uint64_t pool, uint64_t stream,
+		       enum curesv_kind *kind)
 {
+	int device;
+	bool host;
+	if (curesv_engine_pool(e, pool, &device, &host)) {
+		if (!host)
+			return device;
+		*kind = CURESV_KIND_HOST; /* a host-located pool: the host tier of the current device */
+		return current_device(layer);
+	}
+	return stream_device(e, layer, stream);
+}
+
+bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
+		       uint64_t bytes, uint64_t stream, uint64_t pool)
+{
+	if (kind != CURESV_KIND_ASYNC)
+		stream = CURESV_NO_STREAM;
 	c->layer = layer;
 	c->deny = false;
 	c->graph = false;
@@ -108,9 +126,10 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 	c->e = curesv_shim_engine();
 	if (!c->e)
 		return true;
-	bool ordered = kind == CURESV_KIND_ASYNC;
-	c->stream = ordered ? stream : CURESV_NO_STREAM;
-	int device = ordered ? stream_device(c->e, layer, stream) : current_device(layer);
+	bool ordered = stream != CURESV_NO_STREAM;
+	c->stream = stream;
+	int device = pool ? pool_device(c->e, layer, pool, stream, &kind)
+		     : ordered ? stream_device(c->e, layer, stream) : current_device(layer);
 	if (ordered && capturing(c->e, stream)) {
 		/* recorded into the graph: no memory now, nothing to charge or refuse */
 		c->graph = true;
@@ -121,8 +140,7 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 	}
 	learn_devices(c->e, device);
 	frame.depth++;
-	if (curesv_alloc_begin_on(c->e, device, ordered ? stream : CURESV_NO_STREAM, bytes, kind,
-				  &c->op))
+	if (curesv_alloc_begin_on(c->e, device, stream, bytes, kind, &c->op))
 		return true;
 	if (layer == CURESV_LAYER_DRIVER) {
 		frame.depth--;

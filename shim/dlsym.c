@@ -37,7 +37,8 @@ static bool has_prefix(const char *s, const char *prefix)
 }
 
 /* Driver entry points curesv substitutes (shim/variants.h): cuMem..., cuGetProcAddress...,
- * cuStream..., cuCtx..., cuDevicePrimaryCtx..., cuGraph..., cuDeviceGraphMem...; never cudnn*,
+ * cuStream..., cuCtx..., cuDevicePrimaryCtx..., cuGraph..., cuDeviceGraphMem..., cuDeviceGet...MemPool;
+ * never cudnn*,
  * cublas*. */
 static bool driver_name(const char *name)
 {
@@ -45,7 +46,8 @@ static bool driver_name(const char *name)
 	       (has_prefix(name + 2, "Mem") || has_prefix(name + 2, "GetProcAddress") ||
 		has_prefix(name + 2, "Stream") || has_prefix(name + 2, "Ctx") ||
 		has_prefix(name + 2, "DevicePrimaryCtx") || has_prefix(name + 2, "Graph") ||
-		has_prefix(name + 2, "DeviceGraphMem"));
+		has_prefix(name + 2, "DeviceGraphMem") || has_prefix(name + 2, "DeviceGetDefaultMemPool") ||
+		has_prefix(name + 2, "DeviceGetMemPool"));
 }
 
 void *curesv_dlsym_answer(void *handle, const char *name)

@@ -233,6 +233,10 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 #define PTDS_STREAM(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
 
 #define ALLOC_HOOK(sym, kind, bytes, stream, out, params, args)                               \
+	ALLOC_HOOK_POOL(sym, kind, bytes, stream, 0, out, params, args)
+
+/* `pool`: the memory pool a stream-ordered allocation comes from (0: the stream's device's). */
+#define ALLOC_HOOK_POOL(sym, kind, bytes, stream, pool, out, params, args)                    \
 	CUresult curesv_hook_##sym params                                                     \
 	{                                                                                     \
 		CURESV_FORWARD_TO(sym);                                                       \
@@ -241,7 +245,7 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 								 : real args;                 \
 		struct curesv_call c;                                                         \
 		if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, kind, bytes,                  \
-				       (uint64_t)(uintptr_t)(stream)))                        \
+				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
 			return CUDA_ERROR_OUT_OF_MEMORY;                                      \
 		CUresult r = real args;                                                       \
 		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
@@ -272,12 +276,12 @@ ALLOC_HOOK(cuMemAllocAsync, CURESV_KIND_ASYNC, bytesize, hStream, dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
 ALLOC_HOOK(cuMemAllocAsync_ptsz, CURESV_KIND_ASYNC, bytesize, PTDS_STREAM(hStream), dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
-ALLOC_HOOK(cuMemAllocFromPoolAsync, CURESV_KIND_ASYNC, bytesize, hStream, dptr,
-	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
-	   (dptr, bytesize, pool, hStream))
-ALLOC_HOOK(cuMemAllocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, bytesize, PTDS_STREAM(hStream), dptr,
-	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
-	   (dptr, bytesize, pool, hStream))
+ALLOC_HOOK_POOL(cuMemAllocFromPoolAsync, CURESV_KIND_ASYNC, bytesize, hStream, pool, dptr,
+		(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+		(dptr, bytesize, pool, hStream))
+ALLOC_HOOK_POOL(cuMemAllocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, bytesize, PTDS_STREAM(hStream),
+		pool, dptr, (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+		(dptr, bytesize, pool, hStream))
 
 FREE_HOOK(cuMemFree_v2, dptr, CURESV_NO_STREAM, (CUdeviceptr dptr), (dptr))
 FREE_HOOK(cuMemFreeHost, p, CURESV_NO_STREAM, (void *p), (p))
@@ -295,7 +299,7 @@ CUresult curesv_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
 	if (__builtin_mul_overflow((uint64_t)WidthInBytes, (uint64_t)Height, &bytes))
 		bytes = UINT64_MAX;
 	struct curesv_call c;
-	if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, CURESV_KIND_DEVICE, bytes, 0))
+	if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, CURESV_KIND_DEVICE, bytes, 0, 0))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	if (r == CUDA_SUCCESS && pPitch && c.e &&

@@ -10,23 +10,25 @@
 /* In a _ptsz variant the NULL stream is the calling thread's own (cudaStreamPerThread). */
 #define PTDS_STREAM(s) ((s) ? (s) : cudaStreamPerThread)
 
-/*  X(runtime symbol, kind, bytes, stream, out-pointer, params, args) */
+/*  X(runtime symbol, kind, bytes, stream, memory pool (0: the stream's device's), out-pointer, params,
+ *    args) */
 #define RT_ALLOCS(X)                                                                              \
-	X(cudaMalloc, CURESV_KIND_DEVICE, size, 0, devPtr, (void **devPtr, size_t size),           \
+	X(cudaMalloc, CURESV_KIND_DEVICE, size, 0, 0, devPtr, (void **devPtr, size_t size),           \
 	  (devPtr, size))                                                                          \
-	X(cudaMallocManaged, CURESV_KIND_MANAGED, size, 0, devPtr,                                 \
+	X(cudaMallocManaged, CURESV_KIND_MANAGED, size, 0, 0, devPtr,                                 \
 	  (void **devPtr, size_t size, unsigned int flags), (devPtr, size, flags))                 \
-	X(cudaMallocHost, CURESV_KIND_HOST, size, 0, ptr, (void **ptr, size_t size), (ptr, size))  \
-	X(cudaHostAlloc, CURESV_KIND_HOST, size, 0, pHost,                                         \
+	X(cudaMallocHost, CURESV_KIND_HOST, size, 0, 0, ptr, (void **ptr, size_t size),          \
+	  (ptr, size))                                                                             \
+	X(cudaHostAlloc, CURESV_KIND_HOST, size, 0, 0, pHost,                                         \
 	  (void **pHost, size_t size, unsigned int flags), (pHost, size, flags))                   \
-	X(cudaMallocAsync, CURESV_KIND_ASYNC, size, hStream, devPtr,                               \
+	X(cudaMallocAsync, CURESV_KIND_ASYNC, size, hStream, 0, devPtr,                               \
 	  (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))             \
-	X(cudaMallocAsync_ptsz, CURESV_KIND_ASYNC, size, PTDS_STREAM(hStream), devPtr,             \
+	X(cudaMallocAsync_ptsz, CURESV_KIND_ASYNC, size, PTDS_STREAM(hStream), 0, devPtr,             \
 	  (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))             \
-	X(cudaMallocFromPoolAsync, CURESV_KIND_ASYNC, size, stream, ptr,                           \
+	X(cudaMallocFromPoolAsync, CURESV_KIND_ASYNC, size, stream, memPool, ptr,                           \
 	  (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                   \
 	  (ptr, size, memPool, stream))                                                            \
-	X(cudaMallocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, size, PTDS_STREAM(stream), ptr,         \
+	X(cudaMallocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, size, PTDS_STREAM(stream), memPool, ptr,         \
 	  (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                   \
 	  (ptr, size, memPool, stream))
 
@@ -80,13 +82,13 @@ static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t p
 	if (!real)                                                                            \
 		return no_runtime(#sym)
 
-#define ALLOC_HOOK(sym, kind, bytes, stream, out, params, args)                               \
+#define ALLOC_HOOK(sym, kind, bytes, stream, pool, out, params, args)                         \
 	CURESV_EXPORT cudaError_t sym params                                                  \
 	{                                                                                     \
 		FORWARD_TO(sym, params);                                                      \
 		struct curesv_call c;                                                         \
 		if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, kind, bytes,                 \
-				       (uint64_t)(uintptr_t)(stream)))                        \
+				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
 			return cudaErrorMemoryAllocation;                                     \
 		cudaError_t r = real args;                                                    \
 		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
@@ -114,7 +116,7 @@ CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t w
 	if (__builtin_mul_overflow((uint64_t)width, (uint64_t)height, &bytes))
 		bytes = UINT64_MAX;
 	struct curesv_call c;
-	if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, CURESV_KIND_DEVICE, bytes, 0))
+	if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, CURESV_KIND_DEVICE, bytes, 0, 0))
 		return cudaErrorMemoryAllocation;
 	cudaError_t r = real(devPtr, pitch, width, height);
 	if (r == cudaSuccess && pitch && c.e && !c.deny &&

@@ -3,7 +3,7 @@
  * Every hook, runtime or driver, allocation or free, goes through the same four calls:
  *
  *     struct curesv_call c;
- *     if (!curesv_call_alloc(&c, LAYER, kind, bytes, stream)) return <out-of-memory>;
+ *     if (!curesv_call_alloc(&c, LAYER, kind, bytes, stream, pool)) return <out-of-memory>;
  *     r = real(...);
  *     if (!curesv_call_alloc_done(&c, r == SUCCESS, ptr)) {
  *             real_free(ptr); curesv_call_close(&c); return <out-of-memory>;
@@ -69,13 +69,16 @@ struct curesv_call {
 CURESV_HIDDEN curesv_engine *curesv_shim_engine(void);
 
 /* Brackets around a real allocation; `stream` is a stream-ordered allocation's stream (0 for the
- * others, and for the legacy default stream), whose device the allocation belongs to.
+ * others, and for the legacy default stream), whose device the allocation belongs to, unless it
+ * comes from memory pool `pool` (0: none named): then it belongs to the pool's device, or to the
+ * host tier for a pool located in host memory.
  * curesv_call_alloc returns false when the allocation is refused
  * (CURESV_MODE=enforce); curesv_call_alloc_done returns false when the allocation must be undone
  * (CURESV_TABLE_FULL=fail, or a runtime-layer denial the driver did not carry out): the hook then
  * frees it with the real free and calls curesv_call_close. */
 CURESV_HIDDEN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
-				     enum curesv_kind kind, uint64_t bytes, uint64_t stream);
+				     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
+				     uint64_t pool);
 CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr);
 CURESV_HIDDEN void curesv_call_close(struct curesv_call *c);
 

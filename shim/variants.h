@@ -61,7 +61,16 @@
 	X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, CURESV_LEGACY)             \
 	X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, CURESV_LEGACY)
 
-#define VARIANTS(X) VARIANTS_MEMORY(X) VARIANTS_LOOKUP(X) VARIANTS_STREAMS(X) VARIANTS_GRAPHS(X)
+/* Memory pools (pools.c): a from-pool allocation belongs to the pool's location. */
+#define VARIANTS_POOLS(X)                                                           \
+	X(cuMemPoolCreate, cuMemPoolCreate, 11020, CURESV_LEGACY)                   \
+	X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, CURESV_LEGACY)                 \
+	X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, CURESV_LEGACY) \
+	X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, CURESV_LEGACY)
+
+#define VARIANTS(X)                                                                 \
+	VARIANTS_MEMORY(X) VARIANTS_LOOKUP(X) VARIANTS_STREAMS(X) VARIANTS_GRAPHS(X) \
+	VARIANTS_POOLS(X)
 
 enum curesv_variant {
 #define CURESV_VARIANT_ID(proc, sym, ver, flags) CURESV_V_##sym,

@@ -179,6 +179,22 @@ def check_streams_pool(report, out):
     return total, total, sum(reservation(report, "r%d" % k)["cross_thread_frees"] for k in range(4))
 
 
+def check_streams_devices(report, out):
+    """A stream-ordered allocation is its stream's device's; a from-pool one its pool's location's."""
+    dev = {d["device"]: d for d in report["devices"]}
+    expect("devices reported", sorted(dev), [0, 1])
+    expect("device 1 peak: the stream's 1 MiB, the pools' 2 + 4 MiB", dev[1]["peak"], 7 << 20)
+    expect("device 1 allocated", dev[1]["allocated"], 0)
+    expect("device 1 allocs", dev[1]["shared"]["allocs"], 3)
+    expect("device 0 peak (host tier apart)", dev[0]["peak"], 0)
+    expect("host-located pool: device 0's host tier", dev[0]["shared"]["host_allocated"], 3 << 20)
+    expect("leaks", report["leaks"]["count"], 1)
+    expect("leak kind", report["leaks"]["largest"][0]["kind"], "host")
+    allocs = sum(d["shared"]["allocs"] for d in dev.values())
+    frees = sum(d["shared"]["frees"] for d in dev.values())
+    return allocs, frees, sum(d["shared"]["cross_thread_frees"] for d in dev.values())
+
+
 def check_graphs(report, out):
     """Graph allocations are neither charged nor unknown frees; the relaxed-mode cudaMalloc is."""
     launches = printed(out, "launches")
@@ -613,6 +629,9 @@ def cases(stack, bindir):
                          "CURESV_STREAM_ATTACH": "creator"}, same_output=True))
     out.append(Case("streams: destroyed with live allocations", [b("streams"), "destroyed"],
                     check_streams_destroyed, env={"CURESV_RESERVATIONS": "scan=1M"},
+                    same_output=True))
+    out.append(Case("streams: devices of streams and of memory pools", [b("streams"), "devices"],
+                    check_streams_devices, env={"CUDA_SIM_DEVICES": "2"}, stacks=("sim",),
                     same_output=True))
     rounds = 2000 if stack == "sim" else 500
     out.append(Case("streams: 16 threads on 8 attached streams, frees on others",

@@ -10,6 +10,10 @@
  *                          8 streams, attached in turn to r0..r3; THREADS threads each allocate on
  *                          a random stream and free what another thread allocated on yet another
  *                          random stream
+ *   streams devices        (CUDA_SIM_DEVICES=2) from device 0: 1 MiB on a stream of device 1, 2 MiB
+ *                          from a pool made on device 1, 4 MiB from device 1's default pool, all on
+ *                          the legacy stream of device 0; then 3 MiB from a host-located pool, left
+ *                          live at exit
  * Prints "streams: MODE ... ok" and the counts it made, which the report must match. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -190,6 +194,35 @@ static int shared_pool(int threads)
 	return failures != 0;
 }
 
+/* ---- devices ------------------------------------------------------------------------------- */
+
+static int devices(void)
+{
+	cudaStream_t s1;
+	CHECK(cudaSetDevice(1) == cudaSuccess);
+	CHECK(cudaStreamCreate(&s1) == cudaSuccess);
+	CHECK(cudaSetDevice(0) == cudaSuccess);
+	struct cudaMemPoolProps props = { .allocType = cudaMemAllocationTypePinned,
+					  .location = { cudaMemLocationTypeDevice, 1 } };
+	cudaMemPool_t made_on_1, default_1, on_host;
+	CHECK(cudaMemPoolCreate(&made_on_1, &props) == cudaSuccess);
+	CHECK(cudaDeviceGetDefaultMemPool(&default_1, 1) == cudaSuccess);
+	props.location = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
+	CHECK(cudaMemPoolCreate(&on_host, &props) == cudaSuccess);
+	void *a, *b, *c, *h;
+	CHECK(cudaMallocAsync(&a, 1 << 20, s1) == cudaSuccess);
+	CHECK(cudaMallocFromPoolAsync(&b, 2 << 20, made_on_1, 0) == cudaSuccess);
+	CHECK(cudaMallocFromPoolAsync(&c, 4 << 20, default_1, 0) == cudaSuccess);
+	CHECK(cudaFreeAsync(a, 0) == cudaSuccess);
+	CHECK(cudaFreeAsync(b, 0) == cudaSuccess);
+	CHECK(cudaFreeAsync(c, 0) == cudaSuccess);
+	CHECK(cudaMallocFromPoolAsync(&h, 3 << 20, on_host, 0) == cudaSuccess);
+	CHECK(cudaStreamSynchronize(0) == cudaSuccess);
+	CHECK(cudaMemPoolDestroy(made_on_1) == cudaSuccess);
+	printf("streams: devices ok\n");
+	return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
 	attach_stream = (curesv_status(*)(const void *, const char *))dlsym(RTLD_DEFAULT,
@@ -199,6 +232,8 @@ int main(int argc, char **argv)
 		return creator();
 	if (strcmp(mode, "destroyed") == 0)
 		return destroyed();
+	if (strcmp(mode, "devices") == 0)
+		return devices();
 	int threads = argc > 2 ? atoi(argv[2]) : 16;
 	if (argc > 3)
 		rounds = atol(argv[3]);

@@ -1,0 +1,53 @@
+/* Memory pool hooks: where each pool's memory lives, so an allocation from it
+ * (cuMemAllocFromPoolAsync) is charged to the pool's device, or to the host tier for a pool located
+ * in host memory, rather than to its stream's device. The driver cannot be asked a pool's location
+ * afterwards, hence the record at creation and when a device hands out its pool. */
+#include "variants.h"
+
+static void learned(CUresult r, const CUmemoryPool *pool, int device, bool host)
+{
+	curesv_engine *e = curesv_shim_engine();
+	if (r == CUDA_SUCCESS && pool && *pool && e)
+		curesv_engine_pool_learned(e, (uint64_t)(uintptr_t)*pool, device, host);
+}
+
+CUresult curesv_hook_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+	CURESV_FORWARD_TO(cuMemPoolCreate);
+	CUresult r = real(pool, poolProps);
+	if (poolProps) /* HOST and HOST_NUMA (CUDA 13) are host memory; DEVICE names its ordinal */
+		learned(r, pool, poolProps->location.id,
+			poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE);
+	return r;
+}
+
+CUresult curesv_hook_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	CURESV_FORWARD_TO(cuDeviceGetDefaultMemPool);
+	CUresult r = real(pool_out, dev);
+	learned(r, pool_out, dev, false);
+	return r;
+}
+
+/* A device's current pool is local to it (cuDeviceSetMemPool accepts no other). */
+CUresult curesv_hook_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	CURESV_FORWARD_TO(cuDeviceGetMemPool);
+	CUresult r = real(pool, dev);
+	learned(r, pool, dev, false);
+	return r;
+}
+
+/* Forgotten after the destroy: a pool made meanwhile with the same handle is recorded by its own
+ * create, which can only follow this destroy's return. */
+CUresult curesv_hook_cuMemPoolDestroy(CUmemoryPool pool)
+{
+	CURESV_FORWARD_TO(cuMemPoolDestroy);
+	CUresult r = real(pool);
+	curesv_engine *e = curesv_shim_engine();
+	if (r == CUDA_SUCCESS && e)
+		curesv_engine_pool_destroyed(e, (uint64_t)(uintptr_t)pool);
+	return r;
+}
+
+VARIANTS_POOLS(CURESV_EXPORT_HOOK)
