@@ -63,7 +63,8 @@ static inline _Atomic uint32_t *bound_of(curesv_table *t, uint64_t home)
 
 const char *curesv_kind_name(enum curesv_kind kind)
 {
-	static const char *const names[CURESV_KINDS] = { "device", "managed", "host", "async" };
+	static const char *const names[CURESV_KINDS] = { "device", "managed", "host", "async", "vmm",
+								 "vmm-host" };
 	return (unsigned)kind < CURESV_KINDS ? names[kind] : "unknown";
 }
 

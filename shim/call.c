@@ -182,3 +182,24 @@ void curesv_call_free_done(struct curesv_call *c, bool ok)
 	frame.depth--;
 	curesv_free_end(c->e, &c->fop, ok);
 }
+
+bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t bytes, int device)
+{
+	c->layer = CURESV_LAYER_DRIVER;
+	c->deny = false;
+	if (frame.depth > 0) {
+		c->e = NULL;
+		return true;
+	}
+	c->e = curesv_shim_engine();
+	if (!c->e)
+		return true;
+	if (device == CURESV_CURRENT_DEVICE)
+		device = current_device(CURESV_LAYER_DRIVER);
+	learn_devices(c->e, device);
+	frame.depth++;
+	if (curesv_alloc_begin(c->e, device, bytes, kind, &c->op))
+		return true;
+	frame.depth--;
+	return false;
+}

@@ -75,6 +75,11 @@ CURESV_HIDDEN curesv_engine *curesv_shim_engine(void);
 CURESV_HIDDEN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
 				     enum curesv_kind kind, uint64_t bytes, uint64_t stream);
 CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr);
+/* curesv_call_alloc for a driver allocation whose device the call names (cuMemCreate: the location
+ * asked for), or CURESV_CURRENT_DEVICE; ends with curesv_call_alloc_done as the others do. */
+#define CURESV_CURRENT_DEVICE (-1)
+CURESV_HIDDEN bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t bytes,
+					int device);
 CURESV_HIDDEN void curesv_call_close(struct curesv_call *c);
 
 /* Brackets around a real free: the entry leaves the table before the free and comes back if it
