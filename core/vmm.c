@@ -247,6 +247,17 @@ bool curesv_vmm_created(curesv_vmm *v, uint64_t handle, uint64_t bytes, int devi
 	return h != NULL;
 }
 
+void curesv_vmm_forget(curesv_vmm *v, uint64_t handle)
+{
+	curesv_lock(&v->lock);
+	struct curesv_vmm_handle *h = HANDLE_FIND(v, handle);
+	if (h && !(h->flags & H_IMPORTED)) {
+		handle_drop(v, h);
+		sub(&v->creates, 1);
+	}
+	curesv_unlock(&v->lock);
+}
+
 bool curesv_vmm_imported(curesv_vmm *v, uint64_t handle, int device, bool host)
 {
 	if (handle == 0)

@@ -79,7 +79,7 @@ typedef struct curesv_vmm_stats {
 	uint64_t mappings, mapped_bytes, host_mapped_bytes;     /* mappings of that memory */
 	uint64_t imported_handles;      /* imported handles still referenced or mapped */
 	uint64_t imported_mappings, imported_mapped_bytes;
-	uint64_t creates;               /* cuMemCreate calls recorded */
+	uint64_t creates;               /* cuMemCreate calls recorded (the program kept them) */
 	uint64_t imports;               /* cuMemImportFromShareableHandle calls recorded */
 	uint64_t retains;               /* references added to known handles (retain, re-import) */
 	uint64_t releases;              /* cuMemRelease calls that dropped a known reference */
@@ -101,6 +101,10 @@ void curesv_vmm_destroy(curesv_vmm *v);
  * caller leaves the allocation untracked. A record still held for the same handle value (its end
  * went unseen) is replaced. */
 bool curesv_vmm_created(curesv_vmm *v, uint64_t handle, uint64_t bytes, int device, bool host);
+
+/* The allocation curesv_vmm_created recorded is given back at once (curesv refused to keep it:
+ * CURESV_TABLE_FULL=fail): its record goes, and it does not count as created. */
+void curesv_vmm_forget(curesv_vmm *v, uint64_t handle);
 
 /* cuMemImportFromShareableHandle returned `handle`, located on `device` (-1: unknown) or on the
  * host. A handle already known (memory this process made or imported before) gets one more

@@ -203,3 +203,8 @@ bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t
 	frame.depth--;
 	return false;
 }
+
+void curesv_call_learn_devices(curesv_engine *e, int device)
+{
+	learn_devices(e, device == CURESV_CURRENT_DEVICE ? current_device(CURESV_LAYER_DRIVER) : device);
+}

@@ -80,6 +80,9 @@ CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64
 #define CURESV_CURRENT_DEVICE (-1)
 CURESV_HIDDEN bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t bytes,
 					int device);
+/* What curesv_call_alloc learns of the driver first (its devices, `device`'s memory), for a call
+ * that allocates nothing of this process's (an import). */
+CURESV_HIDDEN void curesv_call_learn_devices(curesv_engine *e, int device);
 CURESV_HIDDEN void curesv_call_close(struct curesv_call *c);
 
 /* Brackets around a real free: the entry leaves the table before the free and comes back if it

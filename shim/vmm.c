@@ -47,10 +47,9 @@ static int location_device(const CUmemAllocationProp *prop)
 static void give_back(curesv_engine *e, uint64_t handle)
 {
 	__typeof__(&curesv_hook_cuMemRelease) release = curesv_driver_forward(CURESV_V_cuMemRelease);
-	curesv_vmm_release rel;
-	curesv_vmm_release_begin(&e->vmm, handle, &rel);
-	CUresult r = release ? release((CUmemGenericAllocationHandle)handle) : CUDA_ERROR_NOT_INITIALIZED;
-	curesv_vmm_release_end(&e->vmm, &rel, r == CUDA_SUCCESS);
+	curesv_vmm_forget(&e->vmm, handle);
+	if (release)
+		release((CUmemGenericAllocationHandle)handle);
 }
 
 CUresult curesv_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -133,6 +132,7 @@ CUresult curesv_hook_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle
 	int device;
 	bool host;
 	imported_location(*handle, &device, &host);
+	curesv_call_learn_devices(e, device >= 0 ? device : CURESV_CURRENT_DEVICE);
 	curesv_vmm_imported(&e->vmm, (uint64_t)*handle, device, host);
 	return r;
 }

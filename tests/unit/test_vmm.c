@@ -81,6 +81,15 @@ Test(vmm, release_of_the_only_reference_ends_it)
 	cr_assert_eq(stats().releases, 1);
 }
 
+Test(vmm, a_handle_given_back_at_once_is_forgotten)
+{
+	cr_assert(curesv_vmm_created(&V, H(1), G, 0, false));
+	curesv_vmm_forget(&V, H(1));
+	curesv_vmm_stats_t s = stats();
+	cr_assert_eq(s.handles + s.bytes + s.creates + s.releases, 0);
+	cr_assert_eq(release(H(1), true), CURESV_VMM_UNKNOWN);
+}
+
 Test(vmm, a_retained_handle_is_counted_once)
 {
 	cr_assert(curesv_vmm_created(&V, H(1), G, 0, false));
