@@ -250,7 +250,7 @@ static void s_basic(void)
 	BOOKS(2 * G, 0, 1, 0);
 	CUdeviceptr va = reserve(2 * G, G);
 	map_rw(va, 2 * G, h);
-	drv(api.retain(&again, (void *)(uintptr_t)(va + G)), "cuMemRetainAllocationHandle");
+	drv(api.retain(&again, (void *)(uintptr_t)va), "cuMemRetainAllocationHandle");
 	CHECK(again == h);
 	drv(api.release(h), "cuMemRelease");
 	drv(api.release(again), "cuMemRelease");
