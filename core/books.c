@@ -19,7 +19,7 @@ static inline int64_t cell_d(uint64_t v) { return (int64_t)(v & 0xffffffu) - CEL
 
 static inline enum curesv_tier tier_of(uint8_t kind)
 {
-	return kind == CURESV_KIND_HOST ? CURESV_TIER_HOST : CURESV_TIER_DEVICE;
+	return curesv_kind_host(kind) ? CURESV_TIER_HOST : CURESV_TIER_DEVICE;
 }
 
 static inline int64_t load64(_Atomic int64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }

@@ -28,6 +28,7 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 		curesv_table_destroy(&e->table);
 		return false;
 	}
+	curesv_vmm_init(&e->vmm);
 	curesv_trace_open(cfg);
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
 		for (int i = 0; i < 4; i++)
@@ -62,6 +63,7 @@ void curesv_engine_destroy(curesv_engine *e)
 	curesv_streams_destroy(&e->streams);
 	curesv_table_destroy(&e->table);
 	curesv_ledger_destroy(&e->ledger);
+	curesv_vmm_destroy(&e->vmm);
 }
 
 static inline bool enforcing(const curesv_engine *e)

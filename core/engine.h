@@ -18,12 +18,14 @@
 #include "ledger.h"
 #include "streams.h"
 #include "table.h"
+#include "vmm.h"
 
 typedef struct curesv_engine {
 	curesv_config cfg;
 	curesv_ledger ledger;
 	curesv_table table;
 	curesv_streams streams;
+	curesv_vmm vmm;                         /* VMM handles and mappings (vmm.h) */
 	_Atomic uint64_t unknown_frees;         /* frees of non-NULL pointers the table did not hold */
 	_Atomic uint64_t untracked_allocs;      /* allocations recorded nowhere (table full, or over */
 	_Atomic uint64_t untracked_bytes;       /*   64 TiB), passed through */

@@ -160,6 +160,7 @@ struct snapshot {
 	curesv_table_stats_t table;
 	int64_t orphan, orphan_host;
 	uint64_t orphan_frees;
+	curesv_vmm_stats_t vmm;
 };
 
 static void leak_visit(const curesv_entry *e, void *ctx)
@@ -223,6 +224,7 @@ static void gather(curesv_engine *e, struct snapshot *s)
 	}
 	curesv_table_walk(&e->table, leak_visit, &s->leaks);
 	curesv_table_stats(&e->table, &s->table);
+	curesv_vmm_stats(&e->vmm, &s->vmm);
 	s->ncachers = curesv_caching_allocators(s->cachers);
 }
 
@@ -456,6 +458,37 @@ static void text_graph(curesv_engine *e, struct out *o, int d)
 		   curesv_format_bytes(v[3], res_high));
 }
 
+/* Virtual memory management: what cuMemCreate made and still holds, what is mapped, and imported
+ * memory apart (another process's, or this one's charged already: never charged again). */
+static void text_vmm(struct out *o, const curesv_vmm_stats_t *v)
+{
+	if (!v->creates && !v->imports && !v->unknown_releases && !v->untracked)
+		return;
+	char bytes[32], host[32], mapped[32], imported[32];
+	out_printf(o, "curesv: virtual memory: %" PRIu64 " handle%s live (%s, %s of it on the host), %s "
+		   "mapped in %" PRIu64 " mapping%s; imported (not charged here): %" PRIu64 " handle%s, "
+		   "%s mapped in %" PRIu64 " mapping%s\n", v->handles, v->handles == 1 ? "" : "s",
+		   curesv_format_bytes((int64_t)v->bytes, bytes),
+		   curesv_format_bytes((int64_t)v->host_bytes, host),
+		   curesv_format_bytes((int64_t)v->mapped_bytes, mapped), v->mappings,
+		   v->mappings == 1 ? "" : "s", v->imported_handles,
+		   v->imported_handles == 1 ? "" : "s",
+		   curesv_format_bytes((int64_t)v->imported_mapped_bytes, imported),
+		   v->imported_mappings, v->imported_mappings == 1 ? "" : "s");
+	out_printf(o, "curesv: virtual memory calls: cuMemCreate %" PRIu64 ", imports %" PRIu64
+		   ", retains %" PRIu64 ", releases %" PRIu64 ", releases of handles curesv holds no "
+		   "reference of %" PRIu64 "", v->creates, v->imports, v->retains, v->releases,
+		   v->unknown_releases);
+	if (v->untracked)
+		out_printf(o, ", not recorded (out of memory) %" PRIu64, v->untracked);
+	out_printf(o, "\n");
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
+		if (v->device_mapped[d] || v->device_imported_mapped[d])
+			out_printf(o, "curesv:   device %d: %s mapped, %s imported mapped\n", d,
+				   curesv_format_bytes((int64_t)v->device_mapped[d], mapped),
+				   curesv_format_bytes((int64_t)v->device_imported_mapped[d], imported));
+}
+
 static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
 {
 	out_printf(o, "curesv: ======== report for pid %ld%s%s (CURESV_MODE=%s, CURESV_ATTRIBUTION=%s) "
@@ -498,6 +531,7 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 			   s->leaks.graph, curesv_format_bytes((int64_t)s->leaks.graph_bytes, bytes),
 			   atomic_load(&e->graph_frees));
 	}
+	text_vmm(o, &s->vmm);
 	text_leaks(e, o, s);
 }
 
@@ -608,6 +642,30 @@ static void json_leaks(curesv_engine *e, struct out *o, const struct snapshot *s
 	out_printf(o, "%s]}\n", lk->listed ? "\n  " : "");
 }
 
+static void json_vmm(struct out *o, const curesv_vmm_stats_t *v)
+{
+	out_printf(o, "  \"vmm\": {\"handles\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"host_bytes\": %"
+		   PRIu64 ", \"mappings\": %" PRIu64 ", \"mapped_bytes\": %" PRIu64
+		   ", \"host_mapped_bytes\": %" PRIu64 ", \"imported\": {\"handles\": %" PRIu64
+		   ", \"mappings\": %" PRIu64 ", \"mapped_bytes\": %" PRIu64 "}, \"creates\": %" PRIu64
+		   ", \"imports\": %" PRIu64 ", \"retains\": %" PRIu64 ", \"releases\": %" PRIu64
+		   ", \"unknown_releases\": %" PRIu64 ", \"untracked\": %" PRIu64 ", \"devices\": [",
+		   v->handles, v->bytes, v->host_bytes, v->mappings, v->mapped_bytes,
+		   v->host_mapped_bytes, v->imported_handles, v->imported_mappings,
+		   v->imported_mapped_bytes, v->creates, v->imports, v->retains, v->releases,
+		   v->unknown_releases, v->untracked);
+	bool first = true;
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		if (!v->device_mapped[d] && !v->device_imported_mapped[d])
+			continue;
+		out_printf(o, "%s{\"device\": %d, \"mapped_bytes\": %" PRIu64
+			   ", \"imported_mapped_bytes\": %" PRIu64 "}", first ? "" : ", ", d,
+			   v->device_mapped[d], v->device_imported_mapped[d]);
+		first = false;
+	}
+	out_printf(o, "]},\n");
+}
+
 static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s, long pid)
 {
 	out_printf(o, "{\n  \"curesv\": \"%s\", \"pid\": %ld, \"rank\": %s, \"host\": ",
@@ -633,6 +691,7 @@ static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s
 		   PRIu64 ", \"full_events\": %" PRIu64 ", \"probe_max\": %" PRIu64 ", \"bound_max\": %"
 		   PRIu64 "},\n", s->table.slots, s->table.live, s->table.high_water,
 		   s->table.full_events, s->table.probe_max, s->table.bound_max);
+	json_vmm(o, &s->vmm);
 	json_leaks(e, o, s);
 	out_printf(o, "}\n");
 }
@@ -645,12 +704,14 @@ static struct snapshot snapshot;
 void curesv_report_fork_prepare(curesv_engine *e)
 {
 	curesv_lock(&snapshot_lock);
+	curesv_vmm_fork_prepare(&e->vmm);
 	curesv_lock(&e->ledger.lock);
 }
 
 void curesv_report_fork_done(curesv_engine *e)
 {
 	curesv_unlock(&e->ledger.lock);
+	curesv_vmm_fork_done(&e->vmm);
 	curesv_unlock(&snapshot_lock);
 }
 

@@ -74,6 +74,7 @@ const char *curesv_kind_name(enum curesv_kind kind)
 	static const char *const names[CURESV_KINDS] = {
 		[CURESV_KIND_DEVICE] = "device", [CURESV_KIND_MANAGED] = "managed",
 		[CURESV_KIND_HOST] = "host", [CURESV_KIND_ASYNC] = "async",
+		[CURESV_KIND_VMM] = "vmm", [CURESV_KIND_VMM_HOST] = "vmm-host",
 		[CURESV_KIND_GRAPH] = "graph",
 	};
 	return (unsigned)kind < CURESV_KINDS && names[kind] ? names[kind] : "unknown";

@@ -13,7 +13,8 @@
  * only after the real allocation returned): a key is never inserted while a live entry holds it.
  * A stale duplicate (a free curesv never saw) is the caller's to take out first.
  *
- * All functions are thread-safe. Keys are device or host addresses; 0 is never a key. */
+ * All functions are thread-safe. Keys are device or host addresses, or tagged VMM allocation handles
+ * (vmm.h); 0 is never a key. */
 #ifndef CURESV_TABLE_H
 #define CURESV_TABLE_H
 
@@ -27,12 +28,20 @@ enum curesv_kind {
 	CURESV_KIND_MANAGED = 1,  /* cuMemAllocManaged, cudaMallocManaged */
 	CURESV_KIND_HOST = 2,     /* cuMemHostAlloc, cuMemAllocHost, cudaMallocHost, cudaHostAlloc */
 	CURESV_KIND_ASYNC = 3,    /* cuMemAllocAsync, cuMemAllocFromPoolAsync, cudaMallocAsync, ... */
-	CURESV_KIND_GRAPH = 7,    /* a graph's allocation (stream capture, cuGraphAddMemAllocNode):
+	CURESV_KIND_VMM = 4,      /* cuMemCreate located on a device (key: curesv_vmm_key, vmm.h) */
+	CURESV_KIND_VMM_HOST = 5, /* cuMemCreate located on the host (HOST, HOST_NUMA[_CURRENT]) */
+	CURESV_KIND_GRAPH = 6,    /* a graph's allocation (stream capture, cuGraphAddMemAllocNode):
 				     the graph's address, memory only while a launch holds it; never
 				     charged (graphs.c) */
 };
-#define CURESV_KINDS 8
+#define CURESV_KINDS 7
 const char *curesv_kind_name(enum curesv_kind kind);
+
+/* Host memory: counted in the host tier (ledger.h), never against a device's capacity. */
+static inline bool curesv_kind_host(unsigned kind)
+{
+	return kind == CURESV_KIND_HOST || kind == CURESV_KIND_VMM_HOST;
+}
 
 typedef struct curesv_entry {
 	uint64_t ptr;           /* the key: address returned by the allocation */

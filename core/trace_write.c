@@ -396,11 +396,11 @@ static void alloc_free(const struct curesv_trace_event *ev, uint32_t tid, uint64
 	bool alloc = ev->action == CURESV_TRACE_ALLOC;
 	int64_t delta = alloc ? (int64_t)ev->bytes : -(int64_t)ev->bytes;
 	/* RMM's log is of device memory: pinned host memory shows in the Chrome trace only */
-	if (!w.chrome && ev->kind != CURESV_KIND_HOST)
+	if (!w.chrome && !curesv_kind_host(ev->kind))
 		rmm_row(ev, tid, alloc ? "allocate" : "free");
 	if (!device_ok(ev->device))
 		return;
-	if (ev->kind == CURESV_KIND_HOST) {
+	if (curesv_kind_host(ev->kind)) {
 		w.host_acct.bytes += delta;
 		if (w.chrome) {
 			struct stamp st;
@@ -418,7 +418,7 @@ static void alloc_free(const struct curesv_trace_event *ev, uint32_t tid, uint64
 
 static void refusal(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
 {
-	if (!w.chrome && ev->kind != CURESV_KIND_HOST)
+	if (!w.chrome && !curesv_kind_host(ev->kind))
 		rmm_row(&(struct curesv_trace_event){ .ts = ev->ts, .bytes = ev->bytes,
 						     .stream = ev->stream }, tid, "allocate failure");
 	else if (w.chrome && device_ok(ev->device))
@@ -430,7 +430,7 @@ static void transfer(const struct curesv_trace_event *ev, uint32_t tid, uint64_t
 	if (!device_ok(ev->device))
 		return;
 	struct account *from = account(ev->origin, ev->device), *to = account(ev->to, ev->device);
-	bool device_tier = ev->kind != CURESV_KIND_HOST;
+	bool device_tier = !curesv_kind_host(ev->kind);
 	if (device_tier) {
 		from->bytes -= (int64_t)ev->bytes;
 		to->bytes += (int64_t)ev->bytes;

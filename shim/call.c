@@ -109,6 +109,26 @@ static int pool_device(curesv_engine *e, enum curesv_layer layer, uint64_t pool,
 	return stream_device(e, layer, stream);
 }
 
+/* Charges the allocation about to be made (c->layer, c->stream set), or refuses it. */
+static bool charge(struct curesv_call *c, int device, uint64_t bytes, enum curesv_kind kind)
+{
+	learn_devices(c->e, device);
+	frame.depth++;
+	if (curesv_alloc_begin_on(c->e, device, c->stream, bytes, kind, &c->op))
+		return true;
+	if (c->layer == CURESV_LAYER_DRIVER) {
+		frame.depth--;
+		return false;
+	}
+	/* Let the runtime make the call and meet the refusal in the driver, so that it reports (and
+	 * remembers, for cudaGetLastError) its own out-of-memory error. */
+	c->deny = true;
+	frame.deny_pending = true;
+	frame.deny_kind = (uint8_t)kind;
+	frame.deny_bytes = bytes;
+	return true;
+}
+
 bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
 		       uint64_t bytes, uint64_t stream, uint64_t pool)
 {
@@ -138,21 +158,7 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 		frame.depth++;
 		return true;
 	}
-	learn_devices(c->e, device);
-	frame.depth++;
-	if (curesv_alloc_begin_on(c->e, device, stream, bytes, kind, &c->op))
-		return true;
-	if (layer == CURESV_LAYER_DRIVER) {
-		frame.depth--;
-		return false;
-	}
-	/* Let the runtime make the call and meet the refusal in the driver, so that it reports (and
-	 * remembers, for cudaGetLastError) its own out-of-memory error. */
-	c->deny = true;
-	frame.deny_pending = true;
-	frame.deny_kind = (uint8_t)kind;
-	frame.deny_bytes = bytes;
-	return true;
+	return charge(c, device, bytes, kind);
 }
 
 bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
@@ -215,4 +221,27 @@ void curesv_call_free_done(struct curesv_call *c, bool ok)
 	if (c->graph)
 		return;
 	curesv_free_end(c->e, &c->fop, ok);
+}
+
+bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t bytes, int device)
+{
+	c->layer = CURESV_LAYER_DRIVER;
+	c->deny = false;
+	c->graph = false;
+	c->stream = CURESV_NO_STREAM;
+	if (frame.depth > 0) {
+		c->e = NULL;
+		return true;
+	}
+	c->e = curesv_shim_engine();
+	if (!c->e)
+		return true;
+	if (device == CURESV_CURRENT_DEVICE)
+		device = current_device(CURESV_LAYER_DRIVER);
+	return charge(c, device, bytes, kind);
+}
+
+void curesv_call_learn_devices(curesv_engine *e, int device)
+{
+	learn_devices(e, device == CURESV_CURRENT_DEVICE ? current_device(CURESV_LAYER_DRIVER) : device);
 }

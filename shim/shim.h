@@ -80,6 +80,14 @@ CURESV_HIDDEN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer la
 				     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
 				     uint64_t pool);
 CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr);
+/* curesv_call_alloc for a driver allocation whose device the call names (cuMemCreate: the location
+ * asked for), or CURESV_CURRENT_DEVICE; ends with curesv_call_alloc_done as the others do. */
+#define CURESV_CURRENT_DEVICE (-1)
+CURESV_HIDDEN bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t bytes,
+					int device);
+/* What curesv_call_alloc learns of the driver first (its devices, `device`'s memory), for a call
+ * that allocates nothing of this process's (an import). */
+CURESV_HIDDEN void curesv_call_learn_devices(curesv_engine *e, int device);
 CURESV_HIDDEN void curesv_call_close(struct curesv_call *c);
 
 /* Brackets around a real free: the entry leaves the table before the free and comes back if it

@@ -68,9 +68,19 @@
 	X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, CURESV_LEGACY) \
 	X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, CURESV_LEGACY)
 
+/* Virtual memory management (vmm.c): cuMemCreate is the allocation; the last reference or mapping
+ * to go (cuMemRelease, cuMemUnmap) the free; retains and imports add references. */
+#define VARIANTS_VMM(X)                                                             \
+	X(cuMemCreate, cuMemCreate, 10020, CURESV_LEGACY)                           \
+	X(cuMemRelease, cuMemRelease, 10020, CURESV_LEGACY)                         \
+	X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, CURESV_LEGACY) \
+	X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, CURESV_LEGACY) \
+	X(cuMemMap, cuMemMap, 10020, CURESV_LEGACY)                                 \
+	X(cuMemUnmap, cuMemUnmap, 10020, CURESV_LEGACY)
+
 #define VARIANTS(X)                                                                 \
 	VARIANTS_MEMORY(X) VARIANTS_LOOKUP(X) VARIANTS_STREAMS(X) VARIANTS_GRAPHS(X) \
-	VARIANTS_POOLS(X)
+	VARIANTS_POOLS(X) VARIANTS_VMM(X)
 
 enum curesv_variant {
 #define CURESV_VARIANT_ID(proc, sym, ver, flags) CURESV_V_##sym,

@@ -587,6 +587,186 @@ def check_module(report, out):
     return report["shared"]["allocs"], report["shared"]["frees"], "-"
 
 
+VMM_ENV = {"CURESV_RESERVATIONS": "vm=64M", "CURESV_ATTACH": "vmm=vm"}
+VMM_ZERO = {"handles": 0, "bytes": 0, "host_bytes": 0, "mappings": 0, "mapped_bytes": 0,
+            "host_mapped_bytes": 0, "imports": 0, "retains": 0, "unknown_releases": 0,
+            "untracked": 0, "devices": [], "imported": {"handles": 0, "mappings": 0,
+                                                       "mapped_bytes": 0}}
+
+
+def check_vmm(allocs, frees, peak, vm=None, vmm=None, leaks=0, out_has=()):
+    """vmm.c's report: reservation vm's counters (peak: in multiples of the program's bytes=),
+    the vmm section (keys not given are expected at VMM_ZERO), the leaks; nothing unknown."""
+    def check(report, out):
+        if "FAILED" in out or " ok" not in out:
+            raise AssertionError("the program's own checks failed: " + out.strip()[-600:])
+        for text in out_has:
+            if text not in out:
+                raise AssertionError("output lacks %r: %r" % (text, out.strip()[-300:]))
+        n = program_bytes(out)
+        r = res(report, "vm")
+        want = {"allocs": allocs, "frees": frees, "peak": peak * n, "allocated": 0,
+                "host_allocated": 0, "denied": 0, "cross_thread_frees": 0}
+        want.update(vm or {})
+        for key, value in want.items():
+            expect("vm " + key, r[key], value(n) if callable(value) else value)
+        got = report["vmm"]
+        for key, value in dict(VMM_ZERO, **(vmm or {})).items():
+            expect("vmm " + key, got[key], value(n) if callable(value) else value)
+        expect("leaks", report["leaks"]["count"], leaks)
+        expect("table live", report["table"]["live"], leaks)
+        expect("unknown frees", report["unknown_frees"], 0)
+        expect("shared allocs", report["shared"]["allocs"], 0)
+        return r["allocs"], r["frees"], r["cross_thread_frees"]
+    return check
+
+
+def check_vmm_leak(report, out):
+    check_vmm(1, 0, 1, vm={"allocated": lambda n: n}, leaks=1,
+              vmm={"handles": 1, "bytes": lambda n: n, "creates": 1})(report, out)
+    leak = report["leaks"]["largest"][0]
+    for key, want in (("kind", "vmm"), ("bytes", program_bytes(out)), ("reservation", "vm"),
+                      ("thread", "vmm")):
+        expect("leak " + key, leak[key], want)
+    if not int(leak["ptr"], 16) >> 63:
+        raise AssertionError("a VMM leak's key is its handle with bit 63 set: %s" % leak["ptr"])
+    return 1, 0, 0
+
+
+def check_vmm_host(report, out):
+    if "unsupported=" in out:  # this driver or device has no host-located VMM: nothing charged
+        return check_vmm(0, 0, 0)(report, out)
+    check_vmm(1, 1, 0, vmm={"creates": 1, "releases": 1})(report, out)
+    expect("device 0 peak (host memory is not the device's)", report["devices"][0]["peak"], 0)
+    return 1, 1, 0
+
+
+def check_vmm_many(report, out):
+    made = program_count(out, "created")
+    if not 0 < made < 16:
+        raise AssertionError("created=%d: the 8-slot table should refuse some of 16" % made)
+    expect("table full failures", report["table_full_failures"], 16 - made)
+    return check_vmm(made, made, made, vmm={"creates": made, "releases": made})(report, out)
+
+
+def vmm_cases(b, stack):
+    """Virtual memory management (tests/integration/vmm.c), through each way to the driver; on
+    the GPU also PyTorch's caching allocator with and without expandable segments, and NCCL."""
+    out = []
+    vmm = lambda scenario, via: [b("vmm"), scenario, via]
+    basic = {"creates": 1, "retains": 1, "releases": 2}
+    for via in ("driver", "dlsym", "proc", "entry", "entry_default"):
+        out.append(Case("vmm basic via %s" % via, vmm("basic", via), check_vmm(1, 1, 1, vmm=basic),
+                        env=VMM_ENV, same_output=True))
+    for via in ("driver", "entry"):
+        out += [
+            Case("vmm release ends it via %s" % via, vmm("release", via),
+                 check_vmm(1, 1, 1, vmm={"creates": 1, "releases": 1}), env=VMM_ENV,
+                 same_output=True),
+            Case("vmm retained handle counted once via %s" % via, vmm("retained", via),
+                 check_vmm(1, 1, 1, vmm=basic), env=VMM_ENV, same_output=True),
+            Case("vmm one unmap over 3 released handles via %s" % via, vmm("range", via),
+                 check_vmm(3, 3, 1, vmm={"creates": 3, "releases": 3}), env=VMM_ENV,
+                 same_output=True),
+            Case("vmm failed release restores via %s" % via, vmm("failrelease", via),
+                 check_vmm(1, 1, 1, vmm={"creates": 1, "releases": 1}), env=VMM_ENV,
+                 same_output=True),
+            Case("vmm failed unmap restores via %s" % via, vmm("failunmap", via),
+                 check_vmm(1, 1, 1, vmm={"creates": 1, "releases": 1}), env=VMM_ENV,
+                 same_output=True),
+            Case("vmm import shown apart via %s" % via, vmm("import", via),
+                 check_vmm(0, 0, 0, vmm={"imports": 1, "imported": lambda n: {
+                     "handles": 1, "mappings": 1, "mapped_bytes": n}, "devices": lambda n: [
+                         {"device": 0, "mapped_bytes": 0, "imported_mapped_bytes": n}]}),
+                 env=VMM_ENV, same_output=True),
+            Case("vmm host-located in the host tier via %s" % via, vmm("host", via),
+                 check_vmm_host, env=VMM_ENV, same_output=True),
+            Case("vmm enforce refuses past budget via %s" % via, vmm("enforce", via),
+                 check_vmm(1, 1, 1, vm={"denied": 1}, vmm={"creates": 1, "releases": 1},
+                           out_has=("second=CUDA_ERROR_OUT_OF_MEMORY",)),
+                 env=dict(VMM_ENV, CURESV_RESERVATIONS="vm=3M", CURESV_MODE="enforce")),
+        ]
+    out += [
+        Case("vmm leak: kind vmm in the leak list", vmm("leak", "entry"), check_vmm_leak,
+             env=VMM_ENV, same_output=True),
+        Case("vmm table full: refused creates go back", vmm("many", "entry"), check_vmm_many,
+             env=dict(VMM_ENV, CURESV_TABLE_SLOTS="8", CURESV_TABLE_FULL="fail")),
+        Case("vmm trace: one unmap over 3 handles in Chrome JSON", vmm("range", "entry"),
+             check_vmm(3, 3, 1, vmm={"creates": 3, "releases": 3}), env=VMM_ENV,
+             trace="chrome"),
+        Case("vmm trace: host-located in RMM CSV", vmm("host", "entry"), check_vmm_host,
+             env=VMM_ENV, trace="rmm"),
+    ]
+    here = os.path.dirname(os.path.abspath(__file__))
+    scripts_dir = os.path.abspath(os.path.join(here, "..", "..", "scripts"))
+    gpu_py = lambda script: ["python3", os.path.join(here, "..", "gpu", script)]
+    for expandable in (True, False):
+        env = {"PYTHONPATH": scripts_dir}
+        if expandable:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        out.append(Case("pytorch caching allocator, expandable segments %s" %
+                        ("on" if expandable else "off"), gpu_py("torch_vmm.py"),
+                        check_torch_vmm(expandable), env=env, stacks=("gpu",), same_output=True))
+    out.append(Case("nccl single-rank all-reduce", gpu_py("nccl_allreduce.py"), check_nccl,
+                    env={"PYTHONPATH": scripts_dir, "NCCL_CUMEM_ENABLE": "1"}, stacks=("gpu",),
+                    same_output=True, timeout=600))
+    return [c for c in out if stack in c.stacks]
+
+
+def stderr_counts(out, tag):
+    """The key=value words of the line starting with `tag` (the GPU scripts' own findings)."""
+    for line in out.splitlines():
+        if line.startswith(tag + " "):
+            words = [w for w in line[len(tag):].split() if "=" in w]
+            return {k: int(v) for k, v in (w.split("=", 1) for w in words)}
+    raise AssertionError("no line %r in %r" % (tag, out.strip()[-600:]))
+
+
+def check_torch_vmm(expandable):
+    """The device's peak covers what PyTorch reserved at most; empty_cache() gives everything
+    back; expandable segments come through cuMemCreate, the others through cudaMalloc."""
+    def check(report, out):
+        reserved = stderr_counts(out, "torch_vmm: reserved")["max"]
+        after = stderr_counts(out, "torch_vmm: after_empty_cache")
+        if reserved <= 0:
+            raise AssertionError("PyTorch reserved nothing")
+        dev = [d for d in report["devices"] if d["device"] == 0][0]
+        if dev["peak"] < reserved:
+            raise AssertionError("device 0 peak %d < max_memory_reserved %d" % (dev["peak"], reserved))
+        expect("device bytes live after empty_cache", after["device_allocated"], 0)
+        expect("allocs == frees after empty_cache", after["allocs"], after["frees"])
+        vmm = report["vmm"]
+        if expandable and vmm["creates"] == 0:
+            raise AssertionError("expandable segments made no cuMemCreate that curesv saw")
+        if not expandable:
+            expect("cuMemCreate without expandable segments", vmm["creates"], 0)
+        expect("vmm handles live at exit", vmm["handles"], 0)
+        expect("vmm mapped bytes at exit", vmm["mapped_bytes"], 0)
+        shared = report["shared"]
+        expect("allocs == frees at exit", shared["allocs"], shared["frees"])
+        expect("unknown frees", report["unknown_frees"], 0)
+        expect("unknown releases", vmm["unknown_releases"], 0)
+        return shared["allocs"], shared["frees"], vmm["creates"]
+    return check
+
+
+def check_nccl(report, out):
+    """After destroy_process_group() (and empty_cache()) NCCL and PyTorch have given back all
+    they allocated, its cuMem buffers included."""
+    after = stderr_counts(out, "nccl_allreduce: after_destroy_process_group")
+    expect("allocs == frees after destroy_process_group", after["allocs"], after["frees"])
+    expect("device bytes live after destroy_process_group", after["device_allocated"], 0)
+    vmm = report["vmm"]
+    if vmm["creates"] == 0:
+        raise AssertionError("NCCL made no cuMemCreate that curesv saw (NCCL_CUMEM_ENABLE=1; "
+                             "%s)" % [l for l in out.splitlines() if "nccl=" in l])
+    expect("vmm handles live at exit", vmm["handles"], 0)
+    shared = report["shared"]
+    expect("allocs == frees at exit", shared["allocs"], shared["frees"])
+    expect("unknown frees", report["unknown_frees"], 0)
+    return shared["allocs"], shared["frees"], vmm["creates"]
+
+
 def runtime_only_dir():
     """A folder holding the simulated runtime and no driver (libcuda.so.1): what a machine with the
     CUDA toolkit but no GPU driver offers."""
@@ -754,6 +934,7 @@ def cases(stack, bindir):
     out.extend(launcher_cases(launcher, b))
     out.extend(exit_status_cases(b))
     out.extend(configuration_cases(b))
+    out.extend(vmm_cases(b, stack))
     module = ["python3", os.path.join(here, "test_module.py"), "--layout", b("layout")]
     # on the GPU machine the module meets PyTorch instead (torch_module.py above)
     out.append(Case("python module with the library", module + ["--shim"], check_module,

@@ -18,7 +18,8 @@
  * A free call is a call of cuMemFree_v2, cuMemFreeHost or cuMemFreeAsync[_ptsz] with a non-NULL
  * pointer (and, for cuMemFreeAsync, a valid stream that is not capturing), whether or not the
  * pointer is live (a launched graph's allocation included), unless stream capture refuses it.
- * cuMemCreate, cuMemRelease and graph launches are never injected into.
+ * cuMemCreate, cuMemRelease and graph launches are never injected into by these; the virtual
+ * memory calls have their own injection (cusim_fail_vmm_at).
  *
  * Which memory is counted where:
  *   struct cusim_counters  the allocation entry points listed above: what they allocated and
@@ -104,6 +105,11 @@ void cusim_fail_alloc_at(long nth_from_now);
 /* Fail the nth free call from now (1 = the next one) with CUDA_ERROR_INVALID_VALUE without
  * freeing; 0 disables. One shot. Replaces any pending injection. */
 void cusim_fail_free_at(long nth_from_now);
+
+/* Fail the nth call from now (1 = the next one) of cuMemCreate, cuMemRelease or cuMemUnmap, in
+ * whatever order they come, with no effect: cuMemCreate with CUDA_ERROR_OUT_OF_MEMORY, the others
+ * with CUDA_ERROR_INVALID_VALUE. 0 disables. One shot. Replaces any pending injection of these. */
+void cusim_fail_vmm_at(long nth_from_now);
 
 /* Consistent snapshots of what the simulated driver has seen so far in this process; NULL is
  * ignored. */

@@ -436,8 +436,39 @@ void child_vmm_import(void)
 	CHECK_EQ(st.foreign + st.foreign_bytes + st.handles, 0);
 }
 
+/* cusim_fail_vmm_at: the call it names fails and changes nothing; the next one works. */
+static void test_injection(void)
+{
+	CUmemAllocationProp dev = prop_at(CU_MEM_LOCATION_TYPE_DEVICE, 0, false);
+	struct cusim_vmm_stats base = vmm_stats();
+	CUmemGenericAllocationHandle h = 0;
+	cusim_fail_vmm_at(1);
+	CHECK_EQ(cuMemCreate(&h, G, &dev, 0), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(vmm_stats().creates, base.creates);
+	h = create(G, &dev);
+	CUdeviceptr va = reserve(G);
+	map_rw(va, G, h);
+	cusim_fail_vmm_at(2); /* the release works, the unmap after it fails */
+	CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
+	CHECK_EQ(cuMemUnmap(va, G), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(vmm_stats().allocations, base.allocations + 1);
+	CHECK_EQ(cuMemUnmap(va, G), CUDA_SUCCESS);
+	CHECK_EQ(vmm_stats().allocations, base.allocations);
+	h = create(G, &dev);
+	cusim_fail_vmm_at(1);
+	CHECK_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(vmm_stats().handles, base.handles + 1);
+	cusim_fail_vmm_at(0);
+	CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
+	CHECK_EQ(cuMemAddressFree(va, G), CUDA_SUCCESS);
+	struct cusim_vmm_stats end = vmm_stats();
+	CHECK_EQ(end.handles, base.handles);
+	CHECK_EQ(end.creates, base.creates + 2);
+}
+
 void test_vmm(void)
 {
+	test_injection();
 	test_granularity_and_errors();
 	test_references();
 	test_mapping_rules();

@@ -89,6 +89,27 @@ static struct vmm_reservation *g_reservations;
 static struct vmm_map *g_maps;
 static uint64_t g_next_handle = 1;
 
+/* cusim_fail_vmm_at: calls of cuMemCreate, cuMemRelease and cuMemUnmap so far, and the one to
+ * fail (0: none). */
+static uint64_t g_vmm_calls, g_fail_vmm_at;
+
+static bool vmm_injected(void)
+{
+	pthread_mutex_lock(&sim_lock);
+	bool hit = ++g_vmm_calls == g_fail_vmm_at;
+	if (hit)
+		g_fail_vmm_at = 0;
+	pthread_mutex_unlock(&sim_lock);
+	return hit;
+}
+
+void cusim_fail_vmm_at(long nth_from_now)
+{
+	pthread_mutex_lock(&sim_lock);
+	g_fail_vmm_at = nth_from_now > 0 ? g_vmm_calls + (uint64_t)nth_from_now : 0;
+	pthread_mutex_unlock(&sim_lock);
+}
+
 /* ---------------------------------------------------------------- lookups */
 
 static struct vmm_handle *handle_find_locked(CUmemGenericAllocationHandle id)
@@ -321,6 +342,8 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	int device;
 	bool host;
 	struct stat st;
+	if (vmm_injected())
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (!handle || !prop || flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	CUresult rc = prop_check(prop, &device, &host);
@@ -353,6 +376,8 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 {
+	if (vmm_injected())
+		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim_lock);
 	struct vmm_handle *h = handle_find_locked(handle);
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
@@ -608,6 +633,8 @@ static void unmap_one_locked(struct vmm_map *m)
 CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
 	uintptr_t p = (uintptr_t)ptr;
+	if (vmm_injected())
+		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim_lock);
 	bool ok = covered_locked(p, size);
 	for (uintptr_t cur = p; ok && cur < p + size;) {
