@@ -9,7 +9,9 @@
  *    the longest probes.
  *
  *   table_bench [seconds per throughput cell]        default 0.3 */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>

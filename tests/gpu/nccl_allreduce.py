@@ -42,8 +42,9 @@ def main():
                                        else version), file=sys.stderr)
     if curesv is not None and curesv.available():
         p = curesv.pool_stats(0)
-        print("nccl_allreduce: after_destroy_process_group device_allocated=%d allocs=%d frees=%d"
-              % (p["device_allocated"], p["allocs"], p["frees"]), file=sys.stderr)
+        print("nccl_allreduce: after_destroy_process_group device_allocated=%d allocs=%d frees=%d "
+              "reserved=%d" % (p["device_allocated"], p["allocs"], p["frees"],
+                               torch.cuda.memory_reserved()), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -44,9 +44,16 @@ def main():
     def consumer():
         curesv.name_thread("pipe")
         curesv.attach("pipe")
+        # Held until the producer is done: a tensor taken off the queue while the producer's put()
+        # still holds its argument could otherwise be freed by the producer, whichever ref is last.
+        held = []
         while (t := handoff.get()) is not None:
+            held.append(t)
+        del t
+        for t in held:
             sums.append(t.double().sum().item())
-            del t
+        del t
+        held.clear()
         torch.cuda.synchronize()
 
     threads = [threading.Thread(target=producer), threading.Thread(target=consumer)]

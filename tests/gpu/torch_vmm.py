@@ -44,8 +44,9 @@ def main():
     print("torch_vmm: reserved max=%d" % reserved, file=sys.stderr)
     if curesv is not None and curesv.available():
         p = curesv.pool_stats(0)
-        print("torch_vmm: after_empty_cache device_allocated=%d allocs=%d frees=%d"
-              % (p["device_allocated"], p["allocs"], p["frees"]), file=sys.stderr)
+        print("torch_vmm: after_empty_cache device_allocated=%d allocs=%d frees=%d reserved=%d"
+              % (p["device_allocated"], p["allocs"], p["frees"], torch.cuda.memory_reserved()),
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

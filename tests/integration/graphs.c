@@ -23,12 +23,16 @@ static int failures;
 
 static pthread_barrier_t inside, done;
 
-/* Allocates and frees on a stream of its own while the main thread captures. */
+/* Allocates and frees on a stream of its own while the main thread captures. In its default
+ * (global) mode the driver would refuse these stream-ordered calls and invalidate the capture
+ * (cudaErrorStreamCaptureUnsupported): a thread that works beside a global capture goes relaxed. */
 static void *bystander(void *arg)
 {
 	(void)arg;
 	cudaStream_t s;
 	CHECK(cudaStreamCreate(&s));
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
 	pthread_barrier_wait(&inside);
 	void *p;
 	CHECK(cudaMallocAsync(&p, 1 << 20, s));

@@ -494,8 +494,11 @@ def check_torch_module(report, out):
         raise AssertionError("scan cross_thread_frees %d < %d" % (scan["cross_thread_frees"], n))
     expect("scan allocated", scan["allocated"], 0)
     expect("scan size", scan["size"], 1 << 30)
-    if pipe["caller_view"] > -n * size:
-        raise AssertionError("pipe caller_view %d, want <= %d" % (pipe["caller_view"], -n * size))
+    # pipe freed the n tensors; then the main thread's tensor, transferred to pipe (its caller_view
+    # takes it), was freed by the main thread (whose view is debited)
+    if pipe["caller_view"] > -(n - 1) * size:
+        raise AssertionError("pipe caller_view %d, want <= %d" % (pipe["caller_view"],
+                                                                  -(n - 1) * size))
     return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
 
 
@@ -707,6 +710,11 @@ def vmm_cases(b, stack):
         out.append(Case("pytorch caching allocator, expandable segments %s" %
                         ("on" if expandable else "off"), gpu_py("torch_vmm.py"),
                         check_torch_vmm(expandable), env=env, stacks=("gpu",), same_output=True))
+    for allocator in ("platform", "cuda_async"):
+        out.append(Case("jax, XLA_PYTHON_CLIENT_ALLOCATOR=%s" % allocator, gpu_py("jax_alloc.py"),
+                        check_jax, env={"PYTHONPATH": scripts_dir, "XLA_PYTHON_CLIENT_PREALLOCATE":
+                                        "false", "XLA_PYTHON_CLIENT_ALLOCATOR": allocator},
+                        stacks=("gpu",), same_output=True))
     out.append(Case("nccl single-rank all-reduce", gpu_py("nccl_allreduce.py"), check_nccl,
                     env={"PYTHONPATH": scripts_dir, "NCCL_CUMEM_ENABLE": "1"}, stacks=("gpu",),
                     same_output=True, timeout=600))
@@ -722,6 +730,15 @@ def stderr_counts(out, tag):
     raise AssertionError("no line %r in %r" % (tag, out.strip()[-600:]))
 
 
+def host_only_leaks(report):
+    """What is live at exit is pinned host memory alone: PyTorch's host allocator keeps its blocks
+    (the one that stages .item()'s copies among them) until the process ends."""
+    leaks = report["leaks"]
+    kinds = sorted({x["kind"] for x in leaks["largest"]})
+    if kinds not in ([], ["host"]) or len(leaks["largest"]) < min(leaks["count"], 10):
+        raise AssertionError("device memory live at exit: %r" % leaks)
+
+
 def check_torch_vmm(expandable):
     """The device's peak covers what PyTorch reserved at most; empty_cache() gives everything
     back; expandable segments come through cuMemCreate, the others through cudaMalloc."""
@@ -733,8 +750,9 @@ def check_torch_vmm(expandable):
         dev = [d for d in report["devices"] if d["device"] == 0][0]
         if dev["peak"] < reserved:
             raise AssertionError("device 0 peak %d < max_memory_reserved %d" % (dev["peak"], reserved))
-        expect("device bytes live after empty_cache", after["device_allocated"], 0)
-        expect("allocs == frees after empty_cache", after["allocs"], after["frees"])
+        expect("device bytes live after empty_cache: what PyTorch still reserves",
+               after["device_allocated"], after["reserved"])
+        host_only_leaks(report)
         vmm = report["vmm"]
         if expandable and vmm["creates"] == 0:
             raise AssertionError("expandable segments made no cuMemCreate that curesv saw")
@@ -743,26 +761,40 @@ def check_torch_vmm(expandable):
         expect("vmm handles live at exit", vmm["handles"], 0)
         expect("vmm mapped bytes at exit", vmm["mapped_bytes"], 0)
         shared = report["shared"]
-        expect("allocs == frees at exit", shared["allocs"], shared["frees"])
         expect("unknown frees", report["unknown_frees"], 0)
         expect("unknown releases", vmm["unknown_releases"], 0)
         return shared["allocs"], shared["frees"], vmm["creates"]
     return check
 
 
+def check_jax(report, out):
+    """Every array XLA made is seen on device 0 while it lives and gone once deleted."""
+    arrays = 16 * (4 << 20)
+    live = stderr_counts(out, "jax_alloc: live")["delta"]
+    deleted = stderr_counts(out, "jax_alloc: deleted")
+    if live < arrays:
+        raise AssertionError("device bytes counted while the arrays lived: %d < %d" % (live, arrays))
+    if deleted["delta"] > live - arrays:
+        raise AssertionError("after the deletes %d bytes more than before (%d while live)"
+                             % (deleted["delta"], live))
+    expect("unknown frees", report["unknown_frees"], 0)
+    shared = report["shared"]
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_nccl(report, out):
     """After destroy_process_group() (and empty_cache()) NCCL and PyTorch have given back all
     they allocated, its cuMem buffers included."""
     after = stderr_counts(out, "nccl_allreduce: after_destroy_process_group")
-    expect("allocs == frees after destroy_process_group", after["allocs"], after["frees"])
-    expect("device bytes live after destroy_process_group", after["device_allocated"], 0)
+    expect("device bytes live after destroy_process_group: what PyTorch still reserves",
+           after["device_allocated"], after["reserved"])
+    host_only_leaks(report)
     vmm = report["vmm"]
     if vmm["creates"] == 0:
         raise AssertionError("NCCL made no cuMemCreate that curesv saw (NCCL_CUMEM_ENABLE=1; "
                              "%s)" % [l for l in out.splitlines() if "nccl=" in l])
     expect("vmm handles live at exit", vmm["handles"], 0)
     shared = report["shared"]
-    expect("allocs == frees at exit", shared["allocs"], shared["frees"])
     expect("unknown frees", report["unknown_frees"], 0)
     return shared["allocs"], shared["frees"], vmm["creates"]
 
@@ -1123,6 +1155,8 @@ def run_case(case, lib, stack, first=""):
                                timeout=case.timeout)
         except subprocess.TimeoutExpired:
             return False, ("-", "-", "-"), "timed out", "-"
+        except FileNotFoundError:
+            return False, ("-", "-", "-"), "%s was not built" % case.argv[0], "-"
         # stdout's last line may be unterminated: stderr's first line starts on a line of its own
         out = p.stdout + ("\n" if p.stdout and not p.stdout.endswith("\n") else "") + p.stderr
         if p.returncode != case.exit_code:

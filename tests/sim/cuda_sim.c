@@ -594,6 +594,8 @@ static CUresult stream_alloc_locked(CUdeviceptr *dptr, size_t bytes, bool from_p
 		return CUDA_ERROR_INVALID_VALUE;
 	if (sim_captures_active && (rc = sim_capture_route_locked(s, dev, &record)) != CUDA_SUCCESS)
 		return rc;
+	if (!record && sim_captures_active && (rc = sim_capture_unsafe_other_locked()) != CUDA_SUCCESS)
+		return rc;
 	struct alloc_req req = from_pool
 		? (struct alloc_req){ bytes, pool->device, pool->arena, KIND_POOL, pool, false }
 		: (struct alloc_req){ bytes, dev, dev, KIND_ASYNC, sim_current_pool[dev], false };
@@ -626,6 +628,8 @@ static CUresult stream_free(CUdeviceptr dptr, CUstream hStream, bool ptsz)
 	CUresult rc = sim_stream_resolve_locked(hStream, ptsz, &s, &dev);
 	if (rc == CUDA_SUCCESS && dptr && sim_captures_active)
 		rc = sim_capture_route_locked(s, dev, &record);
+	if (rc == CUDA_SUCCESS && dptr && !record && sim_captures_active)
+		rc = sim_capture_unsafe_other_locked();
 	if (rc == CUDA_SUCCESS && dptr)
 		rc = record ? sim_capture_free_locked(s, dptr) : free_locked((uintptr_t)dptr, FAMILY_DEVICE);
 	pthread_mutex_unlock(&sim_lock);

@@ -59,7 +59,11 @@ static void expect_invalidated_end(int line, cudaStream_t s)
 
 /* ---------------------------------------------------------------- other threads' calls */
 
-enum unsafe_call { CALL_MALLOC, CALL_FREE, CALL_MALLOC_HOST, CALL_DEVICE_SYNC };
+enum unsafe_call {
+	CALL_MALLOC, CALL_FREE, CALL_MALLOC_HOST, CALL_DEVICE_SYNC,
+	CALL_MALLOC_ASYNC, /* on a stream that is not capturing (as CUDA 13 answers on an H200) */
+	CALL_FREE_ASYNC,
+};
 
 struct unsafe_job {
 	enum unsafe_call call;
@@ -85,6 +89,13 @@ static cudaError_t unsafe_call(struct unsafe_job *j)
 		if (err == cudaSuccess)
 			cudaFreeHost(p);
 		return err;
+	case CALL_MALLOC_ASYNC:
+		err = cudaMallocAsync(&p, 1000, cudaStreamPerThread);
+		if (err == cudaSuccess)
+			cudaFreeAsync(p, cudaStreamPerThread);
+		return err;
+	case CALL_FREE_ASYNC:
+		return cudaFreeAsync(j->ptr, cudaStreamPerThread);
 	default:
 		return cudaDeviceSynchronize();
 	}
@@ -282,7 +293,8 @@ static void test_capture_modes(void)
 	void *victim = NULL;
 	CHECK_EQ(cudaMalloc(&victim, 100), cudaSuccess);
 	static const enum unsafe_call calls[] = { CALL_MALLOC, CALL_FREE, CALL_MALLOC_HOST,
-						  CALL_DEVICE_SYNC };
+						  CALL_DEVICE_SYNC, CALL_MALLOC_ASYNC,
+						  CALL_FREE_ASYNC };
 	for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
 		CHECK_EQ(cudaStreamBeginCapture(s, global), cudaSuccess);
 		CHECK_EQ(unsafe_in_thread(calls[i], global, victim), cudaErrorStreamCaptureUnsupported);

@@ -784,6 +784,26 @@ CUresult sim_capture_unsafe_locked(void)
 	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
+/* A stream-ordered call outside any capture: refused (and the capture invalidated) only for a
+ * global-mode thread during another thread's global capture, which is what CUDA 13 on an H200
+ * answers; the capturing thread's own calls on other streams go on. */
+CUresult sim_capture_unsafe_other_locked(void)
+{
+	if (t_mode != CU_STREAM_CAPTURE_MODE_GLOBAL)
+		return CUDA_SUCCESS;
+	pthread_t self = pthread_self();
+	bool refused = false;
+	for (struct sim_capture *c = g_captures; c; c = c->next)
+		if (c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL && !pthread_equal(c->owner, self)) {
+			invalidate_locked(c);
+			refused = true;
+		}
+	if (!refused)
+		return CUDA_SUCCESS;
+	sim_graph_stats.unsafe_refused++;
+	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 static bool blocking_capture_on(int dev)
 {
 	for (struct sim_capture *c = g_captures; c; c = c->next)

@@ -128,6 +128,9 @@ void sim_pool_release_locked(CUmemoryPool pool, uint64_t bytes);
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the conflicting captures when this
  * thread's capture mode prohibits it. */
 CUresult sim_capture_unsafe_locked(void);
+/* The same for a stream-ordered call that no capture records: refused only for a global-mode
+ * thread during another thread's global capture. */
+CUresult sim_capture_unsafe_other_locked(void);
 /* Before an operation on stream s (NULL: legacy) of device dev runs. *record tells that s is
  * capturing: the caller records a graph node instead of running it. Errors: the capture was
  * invalidated; the legacy stream while a blocking stream captures (implicit synchronisation,
