@@ -71,6 +71,11 @@ class _Stats(ctypes.Structure):
                 ("transfers_in", ctypes.c_uint64), ("transfers_out", ctypes.c_uint64)]
 
 
+class _StreamStats(ctypes.Structure):
+    """curesv_stream_stats_t"""
+    _fields_ = [("streams_attached", ctypes.c_uint64), ("cross_stream_frees", ctypes.c_uint64)]
+
+
 class _PoolStats(ctypes.Structure):
     """curesv_pool_stats_t"""
     _fields_ = [("device", ctypes.c_int), ("capacity", ctypes.c_int64),
@@ -259,6 +264,14 @@ def stats(name):
     counts): device, released, size, allocated, peak, caller_view, host_allocated, allocs, frees,
     cross_thread_frees, denied, over_budget, transfers_in, transfers_out."""
     return _filled("curesv_stats", _Stats, _name("curesv_stats", name))
+
+
+def stream_stats(name):
+    """Reservation `name`'s stream figures as a dict with curesv_stream_stats_t's field names:
+    streams_attached (streams attached to it now), cross_stream_frees (stream-ordered frees of its
+    allocations on another stream than the allocating one) (curesv_stream_stats). Raises
+    Unavailable when the loaded libcuresv.so has no such call."""
+    return _filled("curesv_stream_stats", _StreamStats, _name("curesv_stream_stats", name))
 
 
 def pool_stats(device=0):

@@ -40,6 +40,9 @@ int main(void)
 	FIELD(curesv_pool_stats_t, frees);
 	FIELD(curesv_pool_stats_t, cross_thread_frees);
 	FIELD(curesv_pool_stats_t, denied);
+	printf("\ncuresv_stream_stats_t %zu", sizeof(curesv_stream_stats_t));
+	FIELD(curesv_stream_stats_t, streams_attached);
+	FIELD(curesv_stream_stats_t, cross_stream_frees);
 	printf("\n");
 	return 0;
 }

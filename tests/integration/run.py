@@ -584,7 +584,8 @@ def check_module(report, out):
     for key, want in (("allocs", 1), ("frees", 1), ("cross_thread_frees", 1), ("allocated", 0)):
         expect("py_rule " + key, rule[key], want)
     released = sorted(r["name"] for r in report["reservations"] if r["released"])
-    expect("released by the tests", released, ["py_a", "py_b", "py_c", "py_d", "py_e", "py_f"])
+    expect("released by the tests", released, ["py_a", "py_b", "py_c", "py_d", "py_e", "py_f",
+                                            "py_st"])
     expect("table live", report["table"]["live"], 0)
     expect("orphan bytes", report["orphan_bytes"], 0)
     return report["shared"]["allocs"], report["shared"]["frees"], "-"

@@ -79,7 +79,8 @@ class Everywhere(unittest.TestCase):
     def test_structures_match_the_header(self):
         structs, version = layout()
         for cls, cname in ((curesv._Stats, "curesv_stats_t"),
-                           (curesv._PoolStats, "curesv_pool_stats_t")):
+                           (curesv._PoolStats, "curesv_pool_stats_t"),
+                           (curesv._StreamStats, "curesv_stream_stats_t")):
             size, fields = structs[cname]
             self.assertEqual(ctypes.sizeof(cls), size, cname)
             self.assertEqual([(f, getattr(cls, f).offset) for f, _ in cls._fields_], fields, cname)
@@ -119,7 +120,8 @@ class WithoutTheLibrary(unittest.TestCase):
         calls = [lambda: curesv.reserve("x", MiB), lambda: curesv.release("x"),
                  lambda: curesv.attach("x"), lambda: curesv.attach(None),
                  lambda: curesv.transfer(4096, "x"), lambda: curesv.attach_stream(0, "x"),
-                 lambda: curesv.stats("x"), lambda: curesv.pool_stats(0), curesv.report]
+                 lambda: curesv.stats("x"), lambda: curesv.stream_stats("x"),
+                 lambda: curesv.pool_stats(0), curesv.report]
         for call in calls:
             with self.assertRaises(curesv.Unavailable) as cm:
                 call()
@@ -257,6 +259,15 @@ class WithTheLibrary(unittest.TestCase):
         self.assertStatus("CURESV_ERR_UNKNOWN_NAME", curesv.attach_stream, Stream(), "py_nosuch")
         with self.assertRaises(TypeError):
             curesv.attach_stream(object(), "py_rule")
+        curesv.reserve("py_st", 1 << 20)
+        self.assertEqual(curesv.stream_stats("py_st"),
+                         {"streams_attached": 0, "cross_stream_frees": 0})
+        curesv.attach_stream(Stream(), "py_st")
+        self.assertEqual(curesv.stream_stats("py_st")["streams_attached"], 1)
+        curesv.attach_stream(Stream(), None)
+        self.assertEqual(curesv.stream_stats("py_st")["streams_attached"], 0)
+        self.assertStatus("CURESV_ERR_UNKNOWN_NAME", curesv.stream_stats, "py_nosuch")
+        curesv.release("py_st")
 
     def test_report_now(self):
         path = os.environ["CURESV_REPORT_FILE"]
