@@ -60,41 +60,19 @@ static CUresult ended(CUresult r, CUstream s)
 	return r;
 }
 
-CUresult curesv_hook_cuStreamBeginCapture(CUstream hStream)
-{
-	CURESV_FORWARD_TO(cuStreamBeginCapture);
-	return began(real(hStream), hStream);
-}
+/* In a _ptsz variant the NULL stream is the calling thread's own. */
+#define PTDS(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
 
-CUresult curesv_hook_cuStreamBeginCapture_ptsz(CUstream hStream)
-{
-	CURESV_FORWARD_TO(cuStreamBeginCapture_ptsz);
-	return began(real(hStream), hStream ? hStream : CU_STREAM_PER_THREAD);
-}
-
-CUresult curesv_hook_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-	CURESV_FORWARD_TO(cuStreamBeginCapture_v2);
-	return began(real(hStream, mode), hStream);
-}
-
-CUresult curesv_hook_cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-	CURESV_FORWARD_TO(cuStreamBeginCapture_v2_ptsz);
-	return began(real(hStream, mode), hStream ? hStream : CU_STREAM_PER_THREAD);
-}
-
-CUresult curesv_hook_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-	CURESV_FORWARD_TO(cuStreamEndCapture);
-	return ended(real(hStream, phGraph), hStream);
-}
-
-CUresult curesv_hook_cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-	CURESV_FORWARD_TO(cuStreamEndCapture_ptsz);
-	return ended(real(hStream, phGraph), hStream ? hStream : CU_STREAM_PER_THREAD);
-}
+CURESV_HOOK_THEN(cuStreamBeginCapture, (CUstream hStream), began(real(hStream), hStream))
+CURESV_HOOK_THEN(cuStreamBeginCapture_ptsz, (CUstream hStream), began(real(hStream), PTDS(hStream)))
+CURESV_HOOK_THEN(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode),
+		 began(real(hStream, mode), hStream))
+CURESV_HOOK_THEN(cuStreamBeginCapture_v2_ptsz, (CUstream hStream, CUstreamCaptureMode mode),
+		 began(real(hStream, mode), PTDS(hStream)))
+CURESV_HOOK_THEN(cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph),
+		 ended(real(hStream, phGraph), hStream))
+CURESV_HOOK_THEN(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),
+		 ended(real(hStream, phGraph), PTDS(hStream)))
 
 CUresult curesv_hook_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 					    const CUgraphNode *dependencies, size_t numDependencies,
@@ -118,34 +96,19 @@ static CUresult launched(CUresult r, CUstream s)
 	return r;
 }
 
-CUresult curesv_hook_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+/* What graphs hold changes after these: read it back (-1: the current device's). */
+static CUresult read_back(CUresult r, int device)
 {
-	CURESV_FORWARD_TO(cuGraphLaunch);
-	return launched(real(hGraphExec, hStream), hStream);
-}
-
-CUresult curesv_hook_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-	CURESV_FORWARD_TO(cuGraphLaunch_ptsz);
-	return launched(real(hGraphExec, hStream), hStream ? hStream : CU_STREAM_PER_THREAD);
-}
-
-CUresult curesv_hook_cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-	CURESV_FORWARD_TO(cuGraphExecDestroy);
-	CUresult r = real(hGraphExec);
-	if (r == CUDA_SUCCESS)
-		graph_mem(curesv_shim_engine(), -1);
-	return r;
-}
-
-CUresult curesv_hook_cuDeviceGraphMemTrim(CUdevice device)
-{
-	CURESV_FORWARD_TO(cuDeviceGraphMemTrim);
-	CUresult r = real(device);
 	if (r == CUDA_SUCCESS)
 		graph_mem(curesv_shim_engine(), device);
 	return r;
 }
+
+CURESV_HOOK_THEN(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream),
+		 launched(real(hGraphExec, hStream), hStream))
+CURESV_HOOK_THEN(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream),
+		 launched(real(hGraphExec, hStream), PTDS(hStream)))
+CURESV_HOOK_THEN(cuGraphExecDestroy, (CUgraphExec hGraphExec), read_back(real(hGraphExec), -1))
+CURESV_HOOK_THEN(cuDeviceGraphMemTrim, (CUdevice device), read_back(real(device), device))
 
 VARIANTS_GRAPHS(CURESV_EXPORT_HOOK)

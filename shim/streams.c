@@ -8,11 +8,11 @@ static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
 static struct curesv_real drv_primary_state = { "cuDevicePrimaryCtxGetState", NULL };
 
 /* A stream was made in the calling thread's current context. */
-static void created(CUresult r, CUstream *ph)
+static CUresult created(CUresult r, CUstream *ph)
 {
 	curesv_engine *e = curesv_shim_engine();
 	if (r != CUDA_SUCCESS || !ph || !*ph || !e)
-		return;
+		return r;
 	CUresult (*get_ctx)(CUcontext *) = curesv_real_driver(&drv_ctx_get_current);
 	CUresult (*get_dev)(CUdevice *) = curesv_real_driver(&drv_ctx_get_device);
 	CUcontext ctx = NULL;
@@ -22,23 +22,13 @@ static void created(CUresult r, CUstream *ph)
 	if (!get_dev || get_dev(&dev) != CUDA_SUCCESS)
 		dev = -1;
 	curesv_engine_stream_created(e, (uint64_t)(uintptr_t)*ph, dev, ctx ? curesv_ctx_tag(ctx) : 0);
-}
-
-CUresult curesv_hook_cuStreamCreate(CUstream *phStream, unsigned int Flags)
-{
-	CURESV_FORWARD_TO(cuStreamCreate);
-	CUresult r = real(phStream, Flags);
-	created(r, phStream);
 	return r;
 }
 
-CUresult curesv_hook_cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
-{
-	CURESV_FORWARD_TO(cuStreamCreateWithPriority);
-	CUresult r = real(phStream, flags, priority);
-	created(r, phStream);
-	return r;
-}
+CURESV_HOOK_THEN(cuStreamCreate, (CUstream *phStream, unsigned int Flags),
+		 created(real(phStream, Flags), phStream))
+CURESV_HOOK_THEN(cuStreamCreateWithPriority, (CUstream *phStream, unsigned int flags, int priority),
+		 created(real(phStream, flags, priority), phStream))
 
 /* The record leaves before the real destroy (a stream created meanwhile by another thread may get
  * the same handle) and comes back if the destroy fails. */
@@ -53,17 +43,8 @@ static CUresult destroy(CUresult (*real)(CUstream), CUstream h)
 	return r;
 }
 
-CUresult curesv_hook_cuStreamDestroy(CUstream hStream)
-{
-	CURESV_FORWARD_TO(cuStreamDestroy);
-	return destroy(real, hStream);
-}
-
-CUresult curesv_hook_cuStreamDestroy_v2(CUstream hStream)
-{
-	CURESV_FORWARD_TO(cuStreamDestroy_v2);
-	return destroy(real, hStream);
-}
+CURESV_HOOK_THEN(cuStreamDestroy, (CUstream hStream), destroy(real, hStream))
+CURESV_HOOK_THEN(cuStreamDestroy_v2, (CUstream hStream), destroy(real, hStream))
 
 static CUresult ctx_destroyed(CUresult r, CUcontext ctx)
 {
@@ -73,17 +54,8 @@ static CUresult ctx_destroyed(CUresult r, CUcontext ctx)
 	return r;
 }
 
-CUresult curesv_hook_cuCtxDestroy(CUcontext ctx)
-{
-	CURESV_FORWARD_TO(cuCtxDestroy);
-	return ctx_destroyed(real(ctx), ctx);
-}
-
-CUresult curesv_hook_cuCtxDestroy_v2(CUcontext ctx)
-{
-	CURESV_FORWARD_TO(cuCtxDestroy_v2);
-	return ctx_destroyed(real(ctx), ctx);
-}
+CURESV_HOOK_THEN(cuCtxDestroy, (CUcontext ctx), ctx_destroyed(real(ctx), ctx))
+CURESV_HOOK_THEN(cuCtxDestroy_v2, (CUcontext ctx), ctx_destroyed(real(ctx), ctx))
 
 /* The primary context of `dev` was reset, or released: if it is gone, so are its streams. */
 static CUresult primary_gone(CUresult r, CUdevice dev, bool check)
@@ -102,28 +74,9 @@ static CUresult primary_gone(CUresult r, CUdevice dev, bool check)
 	return r;
 }
 
-CUresult curesv_hook_cuDevicePrimaryCtxReset(CUdevice dev)
-{
-	CURESV_FORWARD_TO(cuDevicePrimaryCtxReset);
-	return primary_gone(real(dev), dev, false);
-}
-
-CUresult curesv_hook_cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-	CURESV_FORWARD_TO(cuDevicePrimaryCtxReset_v2);
-	return primary_gone(real(dev), dev, false);
-}
-
-CUresult curesv_hook_cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-	CURESV_FORWARD_TO(cuDevicePrimaryCtxRelease);
-	return primary_gone(real(dev), dev, true);
-}
-
-CUresult curesv_hook_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-	CURESV_FORWARD_TO(cuDevicePrimaryCtxRelease_v2);
-	return primary_gone(real(dev), dev, true);
-}
+CURESV_HOOK_THEN(cuDevicePrimaryCtxReset, (CUdevice dev), primary_gone(real(dev), dev, false))
+CURESV_HOOK_THEN(cuDevicePrimaryCtxReset_v2, (CUdevice dev), primary_gone(real(dev), dev, false))
+CURESV_HOOK_THEN(cuDevicePrimaryCtxRelease, (CUdevice dev), primary_gone(real(dev), dev, true))
+CURESV_HOOK_THEN(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), primary_gone(real(dev), dev, true))
 
 VARIANTS_STREAMS(CURESV_EXPORT_HOOK)

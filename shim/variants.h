@@ -116,4 +116,14 @@ CURESV_HIDDEN CUresult curesv_no_driver(enum curesv_variant id);
 	if (!real)                                                                            \
 		return curesv_no_driver(CURESV_V_##sym)
 
+/* A hook that makes the real call and hands its result to `then`, an expression in which `real`
+ * is the driver's function and the parameters are in scope (what the family files' hooks do:
+ * call, then record). */
+#define CURESV_HOOK_THEN(sym, params, then)                                                   \
+	CUresult curesv_hook_##sym params                                                     \
+	{                                                                                     \
+		CURESV_FORWARD_TO(sym);                                                       \
+		return then;                                                                  \
+	}
+
 #endif
