@@ -289,6 +289,7 @@ def check_fork_free(reports, out):
         expect(who + " peak: one 64 KiB buffer at a time", shared["peak"], 64 * KiB)
         expect(who + " device 0 allocated", r["devices"][0]["allocated"], 0)
         expect(who + " device 0 peak", r["devices"][0]["peak"], 64 * KiB)
+        expect(who + " denied", shared["denied"], 0)
         expect(who + " stale entries", r["stale_entries"], 0)
         expect(who + " table live", r["table"]["live"], 0)
         expect(who + " leaks", (r["leaks"]["count"], r["leaks"]["bytes"]), (0, 0))
@@ -871,6 +872,12 @@ def cases(stack, bindir):
     out.append(Case("fork during another thread's slow free", [b("fork_free")], check_fork_free,
                     env={"CUDA_SIM_FREE_DELAY_US": "800000"}, per_process=True, timeout=60,
                     stacks=("sim",)))
+    # The buffer fills the device's capacity: the child's second allocation fits only if the free
+    # of p was debited.
+    out.append(Case("fork during another thread's slow free, enforce mode", [b("fork_free")],
+                    check_fork_free, env={"CUDA_SIM_FREE_DELAY_US": "800000",
+                                          "CURESV_MODE": "enforce", "CURESV_CAPACITY": "64K"},
+                    per_process=True, timeout=60, stacks=("sim",)))
     out.append(Case("exit() from a signal handler inside curesv", [b("exit_in_handler")],
                     check_nothing, report=False, timeout=60))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
