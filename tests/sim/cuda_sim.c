@@ -558,7 +558,8 @@ static void free_delay(void)
 	if (!us)
 		return;
 	atomic_fetch_add_explicit(&g_frees_delayed, 1, memory_order_relaxed);
-	struct timespec ts = { .tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000 };
+	struct timespec ts = { .tv_sec = (time_t)(us / 1000000),
+			       .tv_nsec = (long)(us % 1000000) * 1000 };
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 	atomic_fetch_sub_explicit(&g_frees_delayed, 1, memory_order_relaxed);

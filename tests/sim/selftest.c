@@ -1112,8 +1112,9 @@ static void child_env_free_delay(void)
 	CHECK_EQ(cudaFreeAsync(a, 0), cudaSuccess);
 	t[3] = now_us();
 	for (int i = 0; i < 3; i++)
-		check(t[i + 1] - t[i] >= delay, __FILE__, __LINE__, "free %d took %llu us, want >= %llu",
-		      i, (unsigned long long)(t[i + 1] - t[i]), (unsigned long long)delay);
+		check(t[i + 1] - t[i] >= delay, __FILE__, __LINE__,
+		      "free %d took %llu us, want >= %llu", i, (unsigned long long)(t[i + 1] - t[i]),
+		      (unsigned long long)delay);
 	CHECK_EQ(cusim_set_free_delay(0), delay);
 	CHECK_EQ(counters().live_allocations, 0);
 }
@@ -1217,7 +1218,8 @@ struct child {
 
 static const struct child k_children[] = {
 	{ "env-faults", child_env_faults, { "CUDA_SIM_FAIL_ALLOC=3", "CUDA_SIM_FAIL_FREE=2" }, false, false },
-	{ "env-free-delay", child_env_free_delay, { "CUDA_SIM_FREE_DELAY_US=50000" }, false, false },
+	{ "env-free-delay", child_env_free_delay, { "CUDA_SIM_FREE_DELAY_US=50000" }, false,
+	  false },
 	{ "small-device", child_small_device, { "CUDA_SIM_TOTAL_MEM=1M" }, false, false },
 	{ "two-devices", child_two_devices, { "CUDA_SIM_DEVICES=2" }, false, false },
 	{ "dlsym-spy", child_spy, { NULL }, true, false },
