@@ -36,10 +36,13 @@ class Case:
     environment. `trace`: "rmm" or "chrome": the run writes a CURESV_TRACE too, checked against the
     report (its final values too when `quiescent`: nothing ran on after the report).
     `report_file(tmp)`, when given, makes what CURESV_REPORT_FILE names and returns its path and a
-    function that checks it afterwards."""
+    function that checks it afterwards. `per_process`: every process writes its own JSON report
+    (CURESV_REPORT_FILE with %p); the check gets them all, {pid: report}, instead of one."""
     def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
                  report=True, timeout=300, same_output=False, sanitized=True, preload=(),
-                 shim=True, setup=None, trace=None, quiescent=True, report_file=None):
+                 shim=True, setup=None, trace=None, quiescent=True, report_file=None,
+                 per_process=False):
+        self.per_process = per_process
         self.trace, self.quiescent = trace, quiescent
         self.sanitized = sanitized  # False: only with the plain shim (its own LD_PRELOAD order)
         self.preload = preload      # libraries preloaded before libcuresv.so
@@ -266,6 +269,31 @@ def check_untouched_scan(report, out):
 
 def check_nothing(report, out):
     return "-", "-", "-"
+
+
+def check_fork_free(reports, out):
+    """fork() during another thread's slow cudaFree(p): in the child the free never finishes, so p
+    is still live there and the child's own free of it is an ordinary one; both books balance."""
+    parent, child = printed(out, "parent"), printed(out, "child")
+    expect("reports, by pid", sorted(reports), sorted([parent, child]))
+    # (allocs, frees, cross_thread_frees): the child inherits p's allocation, frees it itself and
+    # allocates and frees the same address once more; the parent's thread freed p.
+    for who, pid, want in (("parent", parent, (1, 1, 1)), ("child", child, (2, 2, 0))):
+        r = reports[pid]
+        expect(who + " pid", r["pid"], pid)
+        shared = r["shared"]
+        expect(who + " unknown frees", r["unknown_frees"], 0)
+        expect(who + " allocated", shared["allocated"], 0)
+        expect(who + " allocs, frees, cross-thread frees",
+               (shared["allocs"], shared["frees"], shared["cross_thread_frees"]), want)
+        expect(who + " peak: one 64 KiB buffer at a time", shared["peak"], 64 * KiB)
+        expect(who + " device 0 allocated", r["devices"][0]["allocated"], 0)
+        expect(who + " device 0 peak", r["devices"][0]["peak"], 64 * KiB)
+        expect(who + " denied", shared["denied"], 0)
+        expect(who + " stale entries", r["stale_entries"], 0)
+        expect(who + " table live", r["table"]["live"], 0)
+        expect(who + " leaks", (r["leaks"]["count"], r["leaks"]["bytes"]), (0, 0))
+    return "1+2", "1+2", "1+0"
 
 
 def program_count(out, key):
@@ -874,6 +902,15 @@ def cases(stack, bindir):
                     check_wrapped(2), preload=["libwrapmem.so"]))
     out.append(Case("fork while another thread is inside curesv", [b("fork_child"), "50"],
                     check_nothing, report=False, timeout=120, stacks=("sim",)))
+    out.append(Case("fork during another thread's slow free", [b("fork_free")], check_fork_free,
+                    env={"CUDA_SIM_FREE_DELAY_US": "800000"}, per_process=True, timeout=60,
+                    stacks=("sim",)))
+    # The buffer fills the device's capacity: the child's second allocation fits only if the free
+    # of p was debited.
+    out.append(Case("fork during another thread's slow free, enforce mode", [b("fork_free")],
+                    check_fork_free, env={"CUDA_SIM_FREE_DELAY_US": "800000",
+                                          "CURESV_MODE": "enforce", "CURESV_CAPACITY": "64K"},
+                    per_process=True, timeout=60, stacks=("sim",)))
     out.append(Case("exit() from a signal handler inside curesv", [b("exit_in_handler")],
                     check_nothing, report=False, timeout=60))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
@@ -1133,11 +1170,29 @@ def configuration_cases(b):
     ]
 
 
+def per_process_check(case, tmp, out):
+    """The reports of a per_process case: report-PID.json in `tmp`, one per process."""
+    reports = {}
+    try:
+        for name in sorted(os.listdir(tmp)):
+            m = re.fullmatch(r"report-(\d+)\.json", name)
+            if m:
+                with open(os.path.join(tmp, name), encoding="utf-8") as f:
+                    reports[int(m.group(1))] = json.load(f)
+        return True, case.check(reports, out), "", "-"
+    except (OSError, ValueError) as err:
+        return False, ("-", "-", "-"), "no JSON report: %s; %s" % (err, out.strip()[-300:]), "-"
+    except AssertionError as err:
+        return False, ("-", "-", "-"), str(err), "-"
+
+
 def run_case(case, lib, stack, first=""):
     with tempfile.TemporaryDirectory() as tmp:
         path, after = os.path.join(tmp, "report.json"), None
         if case.report_file:
             path, after = case.report_file(tmp)
+        if case.per_process:
+            path = os.path.join(tmp, "report-%p.json")
         env = dict(os.environ)
         env.update(case.env)
         if case.setup:
@@ -1190,6 +1245,8 @@ def run_case(case, lib, stack, first=""):
                 return True, case.check(text, out + text), "", "-"
             except (OSError, ValueError, AssertionError) as err:
                 return False, ("-", "-", "-"), str(err), "-"
+        if case.per_process:
+            return per_process_check(case, tmp, out)
         try:
             with open(path, encoding="utf-8") as f:  # strict: JSON text is UTF-8
                 report = json.load(f)

@@ -31,12 +31,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "cuda_sim.h"
 #include "sim_internal.h"
@@ -76,6 +78,9 @@ static struct { struct live *slots; size_t cap, n; } g_live;
 static struct cusim_counters g_stats;
 static uint64_t g_alloc_calls, g_free_calls;      /* for fault injection */
 static uint64_t g_fail_alloc_at, g_fail_free_at;  /* call number to fail; 0: none */
+/* Outside the lock: read by every free before it takes the lock (see free_delay). */
+static _Atomic uint64_t g_free_delay_us;          /* CUDA_SIM_FREE_DELAY_US, cusim_set_free_delay */
+static _Atomic uint64_t g_frees_delayed;          /* free calls asleep in their delay now */
 
 /* The current context of this thread. Without one, calls act on device 0 (lenient, so driver-only
  * tests need no set-up), but cuCtxGetCurrent reports NULL as the real driver does, so that a
@@ -136,7 +141,7 @@ static void arena_setup(void)
 
 __attribute__((constructor)) static void sim_load(void)
 {
-	uint64_t devices = 1, fail_alloc = 0, fail_free = 0;
+	uint64_t devices = 1, fail_alloc = 0, fail_free = 0, free_delay_us = 0;
 	env_u64("CUDA_SIM_DEVICES", false, &devices);
 	if (devices < 1 || devices > SIM_MAX_DEVICES) {
 		fprintf(stderr, "cuda_sim: CUDA_SIM_DEVICES must be 1..%d; using 1\n", SIM_MAX_DEVICES);
@@ -146,8 +151,10 @@ __attribute__((constructor)) static void sim_load(void)
 	env_u64("CUDA_SIM_TOTAL_MEM", true, &sim_cfg.total);
 	env_u64("CUDA_SIM_FAIL_ALLOC", false, &fail_alloc);
 	env_u64("CUDA_SIM_FAIL_FREE", false, &fail_free);
+	env_u64("CUDA_SIM_FREE_DELAY_US", false, &free_delay_us);
 	g_fail_alloc_at = fail_alloc;
 	g_fail_free_at = fail_free;
+	atomic_store_explicit(&g_free_delay_us, free_delay_us, memory_order_relaxed);
 	for (int d = 0; d < SIM_MAX_DEVICES; d++)
 		sim_ctx[d].device = d;
 	sim_pools_init();
@@ -541,9 +548,27 @@ static CUresult free_locked(uintptr_t addr, unsigned family)
 	return CUDA_SUCCESS;
 }
 
+/* A slow driver free. The sleep comes first, before the driver looks at the pointer and without its
+ * lock: the memory is still allocated while the caller waits, and every other call goes on, so a
+ * caller that tracks frees is caught between its own bookkeeping and the driver's (a fork taken
+ * now gives a child in which this free never finishes, and whose driver is not locked). */
+static void free_delay(void)
+{
+	uint64_t us = atomic_load_explicit(&g_free_delay_us, memory_order_relaxed);
+	if (!us)
+		return;
+	atomic_fetch_add_explicit(&g_frees_delayed, 1, memory_order_relaxed);
+	struct timespec ts = { .tv_sec = (time_t)(us / 1000000),
+			       .tv_nsec = (long)(us % 1000000) * 1000 };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+	atomic_fetch_sub_explicit(&g_frees_delayed, 1, memory_order_relaxed);
+}
+
 /* Every synchronous free entry point ends here with a non-NULL address. */
 static CUresult sim_free(uintptr_t addr, unsigned family)
 {
+	free_delay();
 	pthread_mutex_lock(&sim_lock);
 	CUresult rc = sim_captures_active ? sim_capture_unsafe_locked() : CUDA_SUCCESS;
 	if (rc == CUDA_SUCCESS)
@@ -624,6 +649,8 @@ static CUresult stream_free(CUdeviceptr dptr, CUstream hStream, bool ptsz)
 	struct CUstream_st *s;
 	int dev;
 	bool record = false;
+	if (dptr)
+		free_delay();
 	pthread_mutex_lock(&sim_lock);
 	CUresult rc = sim_stream_resolve_locked(hStream, ptsz, &s, &dev);
 	if (rc == CUDA_SUCCESS && dptr && sim_captures_active)
@@ -1094,6 +1121,16 @@ void cusim_fail_free_at(long nth_from_now)
 	pthread_mutex_lock(&sim_lock);
 	g_fail_free_at = target_from_now(g_free_calls, nth_from_now);
 	pthread_mutex_unlock(&sim_lock);
+}
+
+uint64_t cusim_set_free_delay(uint64_t microseconds)
+{
+	return atomic_exchange_explicit(&g_free_delay_us, microseconds, memory_order_relaxed);
+}
+
+uint64_t cusim_frees_delayed(void)
+{
+	return atomic_load_explicit(&g_frees_delayed, memory_order_relaxed);
 }
 
 void cusim_counters(struct cusim_counters *out)

@@ -1,7 +1,8 @@
 /* SIMULATION ONLY: test hooks of the stand-in CUDA driver (tests/sim/cuda_sim.c and the sim_*.c
  * files beside it, built as build/sim/libcuda.so.1). The real libcuda has none of these
  * symbols; test programs that must also run on a GPU resolve them with dlsym(RTLD_DEFAULT, ...)
- * and skip the checks when absent. Every hook is thread-safe (it takes the driver's one lock).
+ * and skip the checks when absent. Every hook is thread-safe (it takes the driver's one lock
+ * unless it says it is lock-free).
  *
  * Environment read when libcuda.so.1 is loaded:
  *   CUDA_SIM_DEVICES     number of simulated devices, 1..8 (default 1)
@@ -9,6 +10,12 @@
  *   CUDA_SIM_FAIL_ALLOC  N: the Nth allocation call of the process fails with
  *                        CUDA_ERROR_OUT_OF_MEMORY (1-based; 0 or unset: never)
  *   CUDA_SIM_FAIL_FREE   N: the Nth free call fails with CUDA_ERROR_INVALID_VALUE, freeing nothing
+ *   CUDA_SIM_FREE_DELAY_US  N: every call of cuMemFree_v2, cuMemFreeHost or cuMemFreeAsync[_ptsz]
+ *                        with a non-NULL pointer (so cudaFree, cudaFreeHost, cudaFreeAsync too)
+ *                        sleeps N microseconds on entry, before the driver looks at the pointer
+ *                        and without holding its lock: the memory stays allocated until the
+ *                        sleep ends, other calls go on meanwhile (0 or unset: no delay; see
+ *                        cusim_set_free_delay)
  *
  * What counts as a call: an allocation call is a call of any 64-bit allocation entry point
  * (cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemHostAlloc, cuMemAllocHost_v2,
@@ -105,6 +112,15 @@ void cusim_fail_alloc_at(long nth_from_now);
 /* Fail the nth free call from now (1 = the next one) with CUDA_ERROR_INVALID_VALUE without
  * freeing; 0 disables. One shot. Replaces any pending injection. */
 void cusim_fail_free_at(long nth_from_now);
+
+/* CUDA_SIM_FREE_DELAY_US at run time: free calls that start from now sleep `microseconds` on
+ * entry (0: none). Returns the delay it replaces. Lock-free: never waits for a sleeping free. */
+uint64_t cusim_set_free_delay(uint64_t microseconds);
+
+/* Free calls asleep in their delay now: each has its pointer still allocated and has not yet
+ * looked at it. Lock-free. (In a forked child, the calls of threads it does not have still count:
+ * they will never wake there.) */
+uint64_t cusim_frees_delayed(void);
 
 /* Fail the nth call from now (1 = the next one) of cuMemCreate, cuMemRelease or cuMemUnmap, in
  * whatever order they come, with no effect: cuMemCreate with CUDA_ERROR_OUT_OF_MEMORY, the others

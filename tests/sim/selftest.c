@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda_sim.h"
@@ -576,6 +578,79 @@ static void test_invalid_frees(void)
 	cudaGetLastError();
 }
 
+/* ---------------------------------------------------------------- slow frees */
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+struct slow_free {
+	void *ptr;
+	uint64_t us;            /* how long cudaFree took */
+	cudaError_t err;
+};
+
+static void *job_slow_free(void *arg)
+{
+	struct slow_free *f = arg;
+	uint64_t t0 = now_us();
+	f->err = cudaFree(f->ptr);
+	f->us = now_us() - t0;
+	return NULL;
+}
+
+/* Waits (10 s at most) until `n` free calls are asleep in their delay. */
+static bool frees_delayed_reach(uint64_t n)
+{
+	for (uint64_t t0 = now_us(); now_us() - t0 < 10000000;) {
+		if (cusim_frees_delayed() == n)
+			return true;
+		sched_yield();
+	}
+	return false;
+}
+
+/* A free asleep in its delay holds no lock and has freed nothing yet: another thread reads the
+ * counters and allocates meanwhile, and sees the memory still allocated (a new allocation of the
+ * same size gets another address, where LIFO reuse would hand out a freed one). A delay set
+ * while a free sleeps applies to the calls after it. */
+static void test_free_delay(void)
+{
+	const uint64_t delay = 200000;
+	void *p = NULL, *q = NULL;
+	CHECK_EQ(cudaMalloc(&p, 64 * KiB), cudaSuccess);
+	struct cusim_counters before = counters();
+	CHECK_EQ(cusim_frees_delayed(), 0);
+	CHECK_EQ(cusim_set_free_delay(delay), 0);
+	struct slow_free f = { .ptr = p };
+	pthread_t t;
+	if (!CHECK(pthread_create(&t, NULL, job_slow_free, &f) == 0)) {
+		cusim_set_free_delay(0);
+		return;
+	}
+	CHECK(frees_delayed_reach(1));
+	CHECK_EQ(cusim_set_free_delay(0), delay);
+	struct cusim_counters mid = counters();
+	CHECK_EQ(cudaMalloc(&q, 64 * KiB), cudaSuccess);
+	bool asleep = cusim_frees_delayed() == 1; /* so `mid` and q were made during the sleep */
+	pthread_join(t, NULL);
+	if (CHECK(asleep)) {
+		CHECK_EQ(mid.live_allocations, before.live_allocations);
+		CHECK_EQ(mid.frees, before.frees);
+		CHECK(q != p);
+	}
+	CHECK_EQ(f.err, cudaSuccess);
+	check(f.us >= delay, __FILE__, __LINE__, "the slow free took %llu us, want >= %llu",
+	      (unsigned long long)f.us, (unsigned long long)delay);
+	CHECK_EQ(cusim_frees_delayed(), 0);
+	CHECK_EQ(counters().frees, before.frees + 1);
+	CHECK_EQ(cudaFree(q), cudaSuccess);
+	CHECK_EQ(counters().live_allocations, before.live_allocations - 1);
+}
+
 /* ---------------------------------------------------------------- streams, pools, async */
 
 static void test_async_and_pools(void)
@@ -1020,6 +1095,30 @@ static void child_env_faults(void)
 	CHECK_EQ(c.live_allocations, 0);
 }
 
+/* CUDA_SIM_FREE_DELAY_US=50000: each free family sleeps; a NULL free is not a free call. */
+static void child_env_free_delay(void)
+{
+	const uint64_t delay = 50000;
+	void *d = NULL, *h = NULL, *a = NULL;
+	CHECK_EQ(cudaMalloc(&d, 1000), cudaSuccess);
+	CHECK_EQ(cudaMallocHost(&h, 1000), cudaSuccess);
+	CHECK_EQ(cudaMallocAsync(&a, 1000, 0), cudaSuccess);
+	uint64_t t[4];
+	t[0] = now_us();
+	CHECK_EQ(cudaFree(d), cudaSuccess);
+	t[1] = now_us();
+	CHECK_EQ(cudaFreeHost(h), cudaSuccess);
+	t[2] = now_us();
+	CHECK_EQ(cudaFreeAsync(a, 0), cudaSuccess);
+	t[3] = now_us();
+	for (int i = 0; i < 3; i++)
+		check(t[i + 1] - t[i] >= delay, __FILE__, __LINE__,
+		      "free %d took %llu us, want >= %llu", i, (unsigned long long)(t[i + 1] - t[i]),
+		      (unsigned long long)delay);
+	CHECK_EQ(cusim_set_free_delay(0), delay);
+	CHECK_EQ(counters().live_allocations, 0);
+}
+
 /* CUDA_SIM_TOTAL_MEM=1M */
 static void child_small_device(void)
 {
@@ -1119,6 +1218,8 @@ struct child {
 
 static const struct child k_children[] = {
 	{ "env-faults", child_env_faults, { "CUDA_SIM_FAIL_ALLOC=3", "CUDA_SIM_FAIL_FREE=2" }, false, false },
+	{ "env-free-delay", child_env_free_delay, { "CUDA_SIM_FREE_DELAY_US=50000" }, false,
+	  false },
 	{ "small-device", child_small_device, { "CUDA_SIM_TOTAL_MEM=1M" }, false, false },
 	{ "two-devices", child_two_devices, { "CUDA_SIM_DEVICES=2" }, false, false },
 	{ "dlsym-spy", child_spy, { NULL }, true, false },
@@ -1244,6 +1345,7 @@ int main(int argc, char **argv)
 	test_out_of_memory();
 	test_injection_hooks();
 	test_invalid_frees();
+	test_free_delay();
 	test_async_and_pools();
 	test_threads();
 	test_proc_new_entries();
