@@ -25,7 +25,10 @@ void curesv_engine_pool_learned(curesv_engine *e, uint64_t pool, int device, boo
 	if (curesv_streams_get(&e->streams, pool, &had) && had.device == device &&
 	    had.flags == info.flags)
 		return; /* a device's pool asked for again: nothing moves, no epoch bump */
-	if (!curesv_streams_put(&e->streams, pool, &info))
+	curesv_streams_lock(&e->streams, true);
+	bool ok = curesv_streams_put(&e->streams, pool, &info);
+	curesv_streams_unlock(&e->streams);
+	if (!ok)
 		CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams and pools): further "
 				"pools' allocations are charged to their stream's device",
 				CURESV_STREAM_SLOTS);
@@ -34,6 +37,8 @@ void curesv_engine_pool_learned(curesv_engine *e, uint64_t pool, int device, boo
 void curesv_engine_pool_destroyed(curesv_engine *e, uint64_t pool)
 {
 	curesv_stream_info info;
+	curesv_streams_lock(&e->streams, true);
 	if (curesv_streams_get(&e->streams, pool, &info) && (info.flags & CURESV_STREAM_POOL))
 		curesv_streams_drop(&e->streams, pool, NULL);
+	curesv_streams_unlock(&e->streams);
 }

@@ -706,10 +706,12 @@ void curesv_report_fork_prepare(curesv_engine *e)
 	curesv_lock(&snapshot_lock);
 	curesv_vmm_fork_prepare(&e->vmm);
 	curesv_lock(&e->ledger.lock);
+	curesv_streams_lock(&e->streams, true);
 }
 
 void curesv_report_fork_done(curesv_engine *e)
 {
+	curesv_streams_unlock(&e->streams);
 	curesv_unlock(&e->ledger.lock);
 	curesv_vmm_fork_done(&e->vmm);
 	curesv_unlock(&snapshot_lock);
