@@ -198,6 +198,18 @@ def check_streams_devices(report, out):
     return allocs, frees, sum(d["shared"]["cross_thread_frees"] for d in dev.values())
 
 
+def check_pool_race(report, out):
+    """Both allocations came from a host-located pool: none may reach device 0's books."""
+    expect("the host pool got the destroyed device pool's handle", printed(out, "reused"), 1)
+    shared, dev = report["shared"], report["devices"][0]
+    expect("shared allocs", shared["allocs"], 2)
+    expect("shared frees", shared["frees"], 2)
+    expect("device 0 peak (host-pool allocations charged to the device)", dev["peak"], 0)
+    expect("device 0 allocated", dev["allocated"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_graphs(report, out):
     """Graph allocations are neither charged nor unknown frees; the relaxed-mode cudaMalloc is."""
     launches = printed(out, "launches")
@@ -873,6 +885,10 @@ def cases(stack, bindir):
                     same_output=True))
     out.append(Case("streams: devices of streams and of memory pools", [b("streams"), "devices"],
                     check_streams_devices, env={"CUDA_SIM_DEVICES": "2"}, stacks=("sim",),
+                    same_output=True))
+    out.append(Case("streams: a host pool given the handle of a pool being destroyed",
+                    [b("streams"), "poolrace"], check_pool_race,
+                    env={"CUDA_SIM_POOL_DESTROY_DELAY_US": "300000"}, stacks=("sim",),
                     same_output=True))
     rounds = 2000 if stack == "sim" else 500
     out.append(Case("streams: 16 threads on 8 attached streams, frees on others",
