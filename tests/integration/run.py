@@ -231,6 +231,20 @@ def check_graphs(report, out):
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
 
 
+def check_graph_wrong_thread(report, out):
+    """The capture a refused EndCapture left running still records: its allocation is the graph's."""
+    graphs = report["graph_allocations"]
+    expect("graph allocations recorded", graphs["recorded"], printed(out, "captured"))
+    expect("frees of them outside the graph", graphs["frees"], printed(out, "launches"))
+    shared = report["shared"]
+    expect("real allocations: the warm-up", shared["allocs"], 1)
+    expect("their frees", shared["frees"], 1)
+    expect("peak: the graph allocation is not charged", shared["peak"], 4096)
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_badfree(report, out):
     shared = report["shared"]
     expect("allocs", shared["allocs"], 1)
@@ -876,6 +890,8 @@ def cases(stack, bindir):
     out.append(Case("unknown and double free", [b("badfree")], check_badfree))
     out.append(Case("graph memory: capture, launches, cudaFree of a graph allocation",
                     [b("graphs"), "3"], check_graphs, same_output=True))
+    out.append(Case("graph memory: EndCapture refused on another thread, the capture goes on",
+                    [b("graphs"), "wrongthread"], check_graph_wrong_thread, same_output=True))
     out.append(Case("streams: the creator rule across threads", [b("streams"), "creator"],
                     check_streams_creator,
                     env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan-*=scan",
