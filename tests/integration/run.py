@@ -892,6 +892,12 @@ def cases(stack, bindir):
                     [b("graphs"), "3"], check_graphs, same_output=True))
     out.append(Case("graph memory: EndCapture refused on another thread, the capture goes on",
                     [b("graphs"), "wrongthread"], check_graph_wrong_thread, same_output=True))
+    out.append(Case("graph memory: a capture on a stream past the stream table's capacity",
+                    [b("graphs"), "tablefull"],
+                    check_has("curesv: stream table full (16384 streams and pools): further "
+                              "streams' devices are asked of the driver and they cannot be "
+                              "attached", then=check_graph_wrong_thread),
+                    same_output=True, stacks=("sim",)))
     out.append(Case("streams: the creator rule across threads", [b("streams"), "creator"],
                     check_streams_creator,
                     env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan-*=scan",
