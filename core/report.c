@@ -525,11 +525,13 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 		   atomic_load(&e->untracked_allocs), atomic_load(&e->stale_entries));
 	if (atomic_load(&e->graph_allocs)) {
 		char bytes[32];
+		uint64_t frees = atomic_load(&e->graph_frees);
 		out_printf(o, "curesv: graph allocations: %" PRIu64 " recorded (made during stream capture "
-			   "or by memory nodes: the graphs' memory, not charged), %" PRIu64 " addresses "
-			   "(%s) held, %" PRIu64 " frees of them\n", atomic_load(&e->graph_allocs),
-			   s->leaks.graph, curesv_format_bytes((int64_t)s->leaks.graph_bytes, bytes),
-			   atomic_load(&e->graph_frees));
+			   "or by memory nodes: the graphs' memory, not charged), %" PRIu64 " address%s "
+			   "(%s) held, %" PRIu64 " free%s of them\n", atomic_load(&e->graph_allocs),
+			   s->leaks.graph, s->leaks.graph == 1 ? "" : "es",
+			   curesv_format_bytes((int64_t)s->leaks.graph_bytes, bytes), frees,
+			   frees == 1 ? "" : "s");
 	}
 	text_vmm(o, &s->vmm);
 	text_leaks(e, o, s);

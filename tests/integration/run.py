@@ -892,6 +892,11 @@ def cases(stack, bindir):
                     [b("graphs"), "3"], check_graphs, same_output=True))
     out.append(Case("graph memory: EndCapture refused on another thread, the capture goes on",
                     [b("graphs"), "wrongthread"], check_graph_wrong_thread, same_output=True))
+    out.append(Case("graph memory: the text report's line",
+                    [b("graphs"), "wrongthread"],
+                    check_has("curesv: graph allocations: 1 recorded (made during stream capture or "
+                              "by memory nodes: the graphs' memory, not charged), 1 address (1 MiB) "
+                              "held, 2 frees of them"), report="text", stacks=("sim",)))
     out.append(Case("graph memory: a capture on a stream past the stream table's capacity",
                     [b("graphs"), "tablefull"],
                     check_has("curesv: stream table full (16384 streams and pools): further "
