@@ -143,8 +143,12 @@ bool curesv_engine_pool(curesv_engine *e, uint64_t pool, int *device, bool *host
 /* A pool was created (cuMemPoolCreate) or handed out as a device's default or current pool, located
  * on `device` or, with `host`, in host memory (HOST, HOST_NUMA). */
 void curesv_engine_pool_learned(curesv_engine *e, uint64_t pool, int device, bool host);
-/* The pool was destroyed (cuMemPoolDestroy succeeded). */
-void curesv_engine_pool_destroyed(curesv_engine *e, uint64_t pool);
+/* A pool is about to be destroyed (cuMemPoolDestroy): its record leaves now, into *saved for
+ * curesv_engine_pool_restore when the destroy fails. Before the call, not after: once the driver
+ * has destroyed it, another thread's cuMemPoolCreate may be handed the same handle, whose record
+ * must not be forgotten in its place. False when curesv knew no such pool. */
+bool curesv_engine_pool_destroying(curesv_engine *e, uint64_t pool, curesv_stream_info *saved);
+void curesv_engine_pool_restore(curesv_engine *e, uint64_t pool, const curesv_stream_info *saved);
 
 /* ---- graph memory (graphs.c) ------------------------------------------------------------------ */
 

@@ -6,17 +6,22 @@
  * cuDeviceGetGraphMemAttribute, read at the shim's graph calls and shown per device. */
 #include "engine.h"
 
+/* A capture the full stream table cannot record still counts, for good: its end finds no flag to
+ * clear, so from then on every stream-ordered call asks the driver whether its stream is capturing
+ * (slower, and still right). */
 static void capture_flag(curesv_engine *e, uint64_t stream, bool on)
 {
 	curesv_stream_info info = { .device = -1, .ref = CURESV_SHARED };
+	curesv_streams_lock(&e->streams, true);
 	bool known = curesv_streams_get(&e->streams, stream, &info);
 	bool was = known && (info.flags & CURESV_STREAM_CAPTURING);
-	if (was == on)
-		return;
-	info.flags = (uint8_t)(on ? info.flags | CURESV_STREAM_CAPTURING
-				  : info.flags & ~CURESV_STREAM_CAPTURING);
-	if (curesv_streams_put(&e->streams, stream, &info) || !on)
+	if (was != on) {
+		info.flags = (uint8_t)(on ? info.flags | CURESV_STREAM_CAPTURING
+					  : info.flags & ~CURESV_STREAM_CAPTURING);
+		curesv_streams_put(&e->streams, stream, &info);
 		atomic_fetch_add_explicit(&e->captures, on ? 1 : -1, memory_order_relaxed);
+	}
+	curesv_streams_unlock(&e->streams);
 }
 
 void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream)

@@ -14,6 +14,14 @@ void curesv_lock(pthread_mutex_t *m)
 	locks_held++;
 }
 
+bool curesv_trylock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_trylock(m) != 0)
+		return false;
+	locks_held++;
+	return true;
+}
+
 void curesv_unlock(pthread_mutex_t *m)
 {
 	locks_held--;

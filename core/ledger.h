@@ -212,6 +212,7 @@ void curesv_ledger_name(curesv_ledger *l, uint32_t handle, char out[CURESV_NAME_
  * that may run in the middle of curesv on the same thread (an exit handler reached from a signal
  * handler) asks curesv_locks_held() before taking any. */
 void curesv_lock(pthread_mutex_t *m);
+bool curesv_trylock(pthread_mutex_t *m);        /* false: another thread holds it */
 void curesv_unlock(pthread_mutex_t *m);
 int curesv_locks_held(void);
 

@@ -25,15 +25,27 @@ void curesv_engine_pool_learned(curesv_engine *e, uint64_t pool, int device, boo
 	if (curesv_streams_get(&e->streams, pool, &had) && had.device == device &&
 	    had.flags == info.flags)
 		return; /* a device's pool asked for again: nothing moves, no epoch bump */
-	if (!curesv_streams_put(&e->streams, pool, &info))
+	curesv_streams_lock(&e->streams, true);
+	bool ok = curesv_streams_put(&e->streams, pool, &info);
+	curesv_streams_unlock(&e->streams);
+	if (!ok)
 		CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams and pools): further "
 				"pools' allocations are charged to their stream's device",
 				CURESV_STREAM_SLOTS);
 }
 
-void curesv_engine_pool_destroyed(curesv_engine *e, uint64_t pool)
+bool curesv_engine_pool_destroying(curesv_engine *e, uint64_t pool, curesv_stream_info *saved)
 {
-	curesv_stream_info info;
-	if (curesv_streams_get(&e->streams, pool, &info) && (info.flags & CURESV_STREAM_POOL))
-		curesv_streams_drop(&e->streams, pool, NULL);
+	curesv_streams_lock(&e->streams, true);
+	bool had = curesv_streams_get(&e->streams, pool, saved) &&
+		   (saved->flags & CURESV_STREAM_POOL) && curesv_streams_drop(&e->streams, pool, saved);
+	curesv_streams_unlock(&e->streams);
+	return had;
+}
+
+void curesv_engine_pool_restore(curesv_engine *e, uint64_t pool, const curesv_stream_info *saved)
+{
+	curesv_streams_lock(&e->streams, true);
+	curesv_streams_put(&e->streams, pool, saved);
+	curesv_streams_unlock(&e->streams);
 }

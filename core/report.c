@@ -525,11 +525,13 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 		   atomic_load(&e->untracked_allocs), atomic_load(&e->stale_entries));
 	if (atomic_load(&e->graph_allocs)) {
 		char bytes[32];
+		uint64_t frees = atomic_load(&e->graph_frees);
 		out_printf(o, "curesv: graph allocations: %" PRIu64 " recorded (made during stream capture "
-			   "or by memory nodes: the graphs' memory, not charged), %" PRIu64 " addresses "
-			   "(%s) held, %" PRIu64 " frees of them\n", atomic_load(&e->graph_allocs),
-			   s->leaks.graph, curesv_format_bytes((int64_t)s->leaks.graph_bytes, bytes),
-			   atomic_load(&e->graph_frees));
+			   "or by memory nodes: the graphs' memory, not charged), %" PRIu64 " address%s "
+			   "(%s) held, %" PRIu64 " free%s of them\n", atomic_load(&e->graph_allocs),
+			   s->leaks.graph, s->leaks.graph == 1 ? "" : "es",
+			   curesv_format_bytes((int64_t)s->leaks.graph_bytes, bytes), frees,
+			   frees == 1 ? "" : "s");
 	}
 	text_vmm(o, &s->vmm);
 	text_leaks(e, o, s);
@@ -706,10 +708,12 @@ void curesv_report_fork_prepare(curesv_engine *e)
 	curesv_lock(&snapshot_lock);
 	curesv_vmm_fork_prepare(&e->vmm);
 	curesv_lock(&e->ledger.lock);
+	curesv_streams_lock(&e->streams, true);
 }
 
 void curesv_report_fork_done(curesv_engine *e)
 {
+	curesv_streams_unlock(&e->streams);
 	curesv_unlock(&e->ledger.lock);
 	curesv_vmm_fork_done(&e->vmm);
 	curesv_unlock(&snapshot_lock);

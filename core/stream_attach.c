@@ -29,12 +29,21 @@ bool curesv_engine_stream(curesv_engine *e, uint64_t stream, curesv_stream_info 
 	return true;
 }
 
+static void table_full(void)
+{
+	CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams and pools): further "
+			"streams' devices are asked of the driver and they cannot be attached",
+			CURESV_STREAM_SLOTS);
+}
+
+/* Records `info` for `stream`, under the table's lock. */
 static void put(curesv_engine *e, uint64_t stream, const curesv_stream_info *info)
 {
-	if (!curesv_streams_put(&e->streams, stream, info))
-		CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams and pools): further "
-				"streams' devices are asked of the driver and they cannot be attached",
-				CURESV_STREAM_SLOTS);
+	curesv_streams_lock(&e->streams, true);
+	bool ok = curesv_streams_put(&e->streams, stream, info);
+	curesv_streams_unlock(&e->streams);
+	if (!ok)
+		table_full();
 }
 
 void curesv_engine_stream_created(curesv_engine *e, uint64_t stream, int device, uint32_t ctx)
@@ -48,21 +57,27 @@ void curesv_engine_stream_created(curesv_engine *e, uint64_t stream, int device,
 	put(e, stream, &info);
 }
 
+/* On the allocation path: when another thread is changing the table, the next call learns it. */
 void curesv_engine_stream_learned(curesv_engine *e, uint64_t stream, int device)
 {
+	if (!curesv_streams_lock(&e->streams, false))
+		return;
 	curesv_stream_info info = { .device = device, .ref = CURESV_SHARED };
-	curesv_stream_info had;
-	if (curesv_streams_get(&e->streams, stream, &had)) {
-		had.device = device;
-		info = had;
-	}
-	put(e, stream, &info);
+	if (curesv_streams_get(&e->streams, stream, &info))
+		info.device = device; /* its attachment stays */
+	bool ok = curesv_streams_put(&e->streams, stream, &info);
+	curesv_streams_unlock(&e->streams);
+	if (!ok)
+		table_full();
 }
 
 /* A stream destroyed while capturing ends its capture. */
 bool curesv_engine_stream_destroying(curesv_engine *e, uint64_t stream, curesv_stream_info *saved)
 {
-	if (!curesv_streams_drop(&e->streams, stream, saved))
+	curesv_streams_lock(&e->streams, true);
+	bool had = curesv_streams_drop(&e->streams, stream, saved);
+	curesv_streams_unlock(&e->streams);
+	if (!had)
 		return false;
 	if (saved->flags & CURESV_STREAM_CAPTURING)
 		atomic_fetch_sub_explicit(&e->captures, 1, memory_order_relaxed);
@@ -88,13 +103,14 @@ curesv_status curesv_engine_attach_stream(curesv_engine *e, uint64_t stream, con
 			return st;
 	}
 	curesv_stream_info info = { .device = -1, .ref = CURESV_SHARED };
+	curesv_streams_lock(&e->streams, true);
 	curesv_streams_get(&e->streams, stream, &info); /* its device and context stay */
 	info.ref = ref;
 	info.flags = (uint8_t)((info.flags & ~(CURESV_STREAM_ATTACHED | CURESV_STREAM_WARNED)) |
 			       (name ? CURESV_STREAM_ATTACHED : 0));
-	if (!curesv_streams_put(&e->streams, stream, &info))
-		return CURESV_ERR_TABLE_FULL;
-	return CURESV_OK;
+	bool ok = curesv_streams_put(&e->streams, stream, &info);
+	curesv_streams_unlock(&e->streams);
+	return ok ? CURESV_OK : CURESV_ERR_TABLE_FULL;
 }
 
 curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *attached)
@@ -107,29 +123,40 @@ curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *
 
 /* The stream's reservation was found released by a charge (a warning, and the stream draws from
  * the shared pool from now on), or to be on another device than the allocation (a warning, once).
- * Each goes through the table, so every thread sees it. */
+ * Each goes through the table, so every thread sees it, and is decided under the table's lock, so
+ * that of the threads that find it at once one warns. On the allocation path: when another thread
+ * is changing the table, a later charge finds it again. */
 static void stream_warned(curesv_engine *e, uint64_t stream, curesv_ref ref, bool released,
 			  int device)
 {
 	curesv_stream_info info;
-	if (!curesv_streams_get(&e->streams, stream, &info) || info.ref != ref ||
-	    !(info.flags & CURESV_STREAM_ATTACHED) || (!released && (info.flags & CURESV_STREAM_WARNED)))
+	if (!curesv_streams_lock(&e->streams, false))
+		return;
+	bool tell = curesv_streams_get(&e->streams, stream, &info) && info.ref == ref &&
+		    (info.flags & CURESV_STREAM_ATTACHED) &&
+		    (released || !(info.flags & CURESV_STREAM_WARNED));
+	if (tell) {
+		if (released) {
+			info.ref = CURESV_SHARED;
+			info.flags &= (uint8_t)~CURESV_STREAM_ATTACHED;
+		} else {
+			info.flags |= CURESV_STREAM_WARNED;
+		}
+		tell = curesv_streams_put(&e->streams, stream, &info);
+	}
+	curesv_streams_unlock(&e->streams);
+	if (!tell)
 		return;
 	char name[CURESV_NAME_MAX];
 	curesv_ledger_name(&e->ledger, curesv_ref_handle(ref), name);
-	if (released) {
+	if (released)
 		curesv_log(CURESV_LOG_WARN, "stream 0x%" PRIx64 " was attached to reservation '%s', "
 			   "which was released; its allocations now draw from the shared pool", stream,
 			   name);
-		info.ref = CURESV_SHARED;
-		info.flags &= (uint8_t)~CURESV_STREAM_ATTACHED;
-	} else {
+	else
 		curesv_log(CURESV_LOG_WARN, "stream 0x%" PRIx64 " is attached to reservation '%s' but "
 			   "its allocations are on device %d, which is not that reservation's: they draw "
 			   "from device %d's shared pool", stream, name, device, device);
-		info.flags |= CURESV_STREAM_WARNED;
-	}
-	put(e, stream, &info);
 }
 
 void curesv_engine_stream_fell_back(curesv_engine *e, uint64_t stream, curesv_ref ref)

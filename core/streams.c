@@ -22,21 +22,36 @@ static void moved(curesv_streams *s)
 bool curesv_streams_init(curesv_streams *s)
 {
 	atomic_init(&s->epoch, 1);
+	pthread_mutex_init(&s->lock, NULL);
 	return curesv_table_init(&s->map, CURESV_STREAM_SLOTS);
 }
 
 void curesv_streams_destroy(curesv_streams *s)
 {
 	curesv_table_destroy(&s->map);
+	pthread_mutex_destroy(&s->lock);
 }
 
+bool curesv_streams_lock(curesv_streams *s, bool wait)
+{
+	if (!wait)
+		return curesv_trylock(&s->lock);
+	curesv_lock(&s->lock);
+	return true;
+}
+
+void curesv_streams_unlock(curesv_streams *s)
+{
+	curesv_unlock(&s->lock);
+}
+
+/* With no other writer, replacing finds the one record there is: the handle stays recorded once. */
 bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_info *info)
 {
 	if (handle == 0)
 		return false;
-	curesv_table_remove(&s->map, handle, NULL);
-	curesv_entry e = entry_of(handle, info);
-	bool ok = curesv_table_insert(&s->map, &e);
+	curesv_entry e = entry_of(handle, info), old;
+	bool ok = curesv_table_insert_replacing(&s->map, &e, &old);
 	moved(s);
 	return ok;
 }
@@ -82,6 +97,7 @@ static void collect(const curesv_entry *e, void *arg)
 
 static void drop_matching(curesv_streams *s, struct drop_walk *w)
 {
+	curesv_streams_lock(s, true);
 	do {
 		w->n = 0;
 		w->more = false;
@@ -90,6 +106,7 @@ static void drop_matching(curesv_streams *s, struct drop_walk *w)
 			curesv_table_remove(&s->map, w->keys[i], NULL);
 	} while (w->more);
 	moved(s);
+	curesv_streams_unlock(s);
 }
 
 void curesv_streams_drop_ctx(curesv_streams *s, uint32_t ctx)

@@ -3,14 +3,24 @@
  *
  * A bounded lock-free map over the origin table's implementation (table.h): the handle is the key,
  * the attachment's handle the origin, its serial the `bytes` field, the context tag the `thread`
- * field. Lookups are lock-free and never allocate; puts replace (take, then insert), so a lookup
- * racing a put may miss the handle once and fall back to asking the driver. `epoch` moves on every
+ * field. Lookups are lock-free and never allocate; a put replaces the record in place, so a lookup
+ * racing it may miss the handle once and fall back to asking the driver. `epoch` moves on every
  * change, so a thread may cache its last lookup and check one word.
+ *
+ * Changes are made one at a time, under `lock` (curesv_streams_lock): a change often reads the
+ * record first (an attach keeps the stream's device, a capture flag its attachment, a fallback
+ * warns only while the attachment is still the one that failed), and two threads changing one
+ * stream at once would otherwise lose one change, or record the handle twice, a copy that then
+ * outlives the stream's destroy. The lock is a leaf: held only around the map's own calls, never
+ * across a CUDA call, another curesv lock or a fork guard's section. Callers on the allocation
+ * path only try it (a stream's device learned from the driver, a fallback's warning) and leave the
+ * change to a later call when another thread holds it.
  *
  * Thread-safe. Handles are opaque pointer values; 0 is never stored (the legacy default stream). */
 #ifndef CURESV_STREAMS_H
 #define CURESV_STREAMS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,22 +66,31 @@ typedef struct curesv_stream_info {
 typedef struct curesv_streams {
 	curesv_table map;
 	_Atomic uint32_t epoch;
+	pthread_mutex_t lock;           /* held by the one change under way */
 } curesv_streams;
 
 bool curesv_streams_init(curesv_streams *s);
 void curesv_streams_destroy(curesv_streams *s);
 
-/* Records `info` for `handle`, replacing what was there. False when the map is full. */
+/* Takes the lock that changes are made under; with `wait` false, returns false at once when
+ * another thread holds it. */
+bool curesv_streams_lock(curesv_streams *s, bool wait);
+void curesv_streams_unlock(curesv_streams *s);
+
+/* Records `info` for `handle`, replacing what was there. False when the map is full (what was
+ * recorded stays). Call with the lock held. */
 bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_info *info);
-/* What is recorded for `handle`; false when nothing is. */
+/* What is recorded for `handle`; false when nothing is. Lock-free. */
 bool curesv_streams_get(curesv_streams *s, uint64_t handle, curesv_stream_info *out);
-/* Forgets `handle` (the stream or pool was destroyed). Returns what was recorded, if asked. */
+/* Forgets `handle` (the stream or pool was destroyed). Returns what was recorded, if asked. Call
+ * with the lock held. */
 bool curesv_streams_drop(curesv_streams *s, uint64_t handle, curesv_stream_info *out);
 /* Forgets every stream made in context `ctx` (the context was destroyed), or on `device` (its
- * primary context was reset or destroyed). */
+ * primary context was reset or destroyed). Each takes the lock. */
 void curesv_streams_drop_ctx(curesv_streams *s, uint32_t ctx);
 void curesv_streams_drop_device(curesv_streams *s, int device);
-/* Streams attached to reservation handle `handle` now (the report's per-reservation count). */
+/* Streams attached to reservation handle `handle` now (the report's per-reservation count).
+ * Lock-free. */
 unsigned curesv_streams_attached(curesv_streams *s, uint32_t handle);
 
 static inline uint32_t curesv_streams_epoch(curesv_streams *s)

@@ -8,6 +8,7 @@
 static struct curesv_real drv_graph_mem = { "cuDeviceGetGraphMemAttribute", NULL };
 static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
 static struct curesv_real drv_stream_device = { "cuStreamGetDevice", NULL };
+static struct curesv_real drv_is_capturing = { "cuStreamIsCapturing", NULL };
 
 /* Reads `device`'s graph memory (the current device when device < 0). */
 static void graph_mem(curesv_engine *e, int device)
@@ -49,11 +50,22 @@ static CUresult began(CUresult r, CUstream s)
 	return r;
 }
 
-/* A capture ends whether or not EndCapture succeeds (an invalidated one ends with an error). */
+/* Whether a capture is still under way on `s` after an EndCapture that failed: one refused
+ * (another thread's EndCapture of a global or thread-local capture) goes on; an invalidated one
+ * ended with its error. */
+static bool still_capturing(CUresult r, CUstream s)
+{
+	if (r == CUDA_SUCCESS)
+		return false;
+	CUresult (*is)(CUstream, CUstreamCaptureStatus *) = curesv_real_driver(&drv_is_capturing);
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	return is && is(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 static CUresult ended(CUresult r, CUstream s)
 {
 	curesv_engine *e = curesv_shim_engine();
-	if (e) {
+	if (e && !still_capturing(r, s)) {
 		curesv_engine_capture_end(e, (uint64_t)(uintptr_t)s);
 		graph_mem(e, device_of(s));
 	}

@@ -24,9 +24,10 @@ static _Atomic pid_t owner;
 /* Set by before_fork when it took the engine's locks (only an active engine has them). */
 static bool fork_locked;
 
-/* The sections first: no thread holds a curesv lock while inside one, so taking the locks after
- * cannot wait on a thread held at a section's entry. Then the trace's writer lock (a reservation
- * holds it while taking the ledger's), then the report's and the ledger's. */
+/* The sections first: no thread waits for a curesv lock while inside one (the stream table's is only
+ * tried there), so taking the locks after cannot wait on a thread held at a section's entry. Then
+ * the trace's writer lock (a reservation holds it while taking the ledger's), then the report's,
+ * the ledger's and the stream table's. */
 static void before_fork(void)
 {
 	fork_locked = atomic_load_explicit(&state, memory_order_acquire) == ACTIVE;

@@ -38,15 +38,17 @@ CUresult curesv_hook_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 	return r;
 }
 
-/* Forgotten after the destroy: a pool made meanwhile with the same handle is recorded by its own
- * create, which can only follow this destroy's return. */
+/* Forgotten before the destroy (and recorded again if it fails): a pool made meanwhile with the
+ * same handle is recorded by its own create, which can only follow the driver's destroy. */
 CUresult curesv_hook_cuMemPoolDestroy(CUmemoryPool pool)
 {
 	CURESV_FORWARD_TO(cuMemPoolDestroy);
-	CUresult r = real(pool);
 	curesv_engine *e = curesv_shim_engine();
-	if (r == CUDA_SUCCESS && e)
-		curesv_engine_pool_destroyed(e, (uint64_t)(uintptr_t)pool);
+	curesv_stream_info saved;
+	bool had = e && curesv_engine_pool_destroying(e, (uint64_t)(uintptr_t)pool, &saved);
+	CUresult r = real(pool);
+	if (r != CUDA_SUCCESS && had)
+		curesv_engine_pool_restore(e, (uint64_t)(uintptr_t)pool, &saved);
 	return r;
 }
 

@@ -3,12 +3,22 @@
  * own stream during the (global-mode) capture; a relaxed-mode capture makes a plain cudaMalloc,
  * which is real memory. Unmodified program: the capture must succeed under curesv as without it.
  *
- *   graphs [LAUNCHES]        default 3. Prints "graphs: launches=N captured=2 ok". */
+ *   graphs [LAUNCHES]        default 3. Prints "graphs: launches=N captured=2 ok".
+ *   graphs wrongthread       another thread's cudaStreamEndCapture of a global-mode capture is
+ *                            refused (cudaErrorStreamCaptureWrongThread) and the capture goes on:
+ *                            the cudaMallocAsync that follows is still the graph's. Launched twice,
+ *                            freed with cudaFree after each launch. Prints "graphs: wrongthread
+ *                            launches=2 captured=1 ok".
+ *   graphs tablefull         the same capture (on one thread) on a stream made after 16400 others,
+ *                            more than curesv's stream table holds. Prints "graphs: tablefull
+ *                            launches=2 captured=1 ok". */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int failures;
 
@@ -43,8 +53,64 @@ static void *bystander(void *arg)
 	return NULL;
 }
 
+static cudaStream_t captured;
+
+static void *ender(void *arg)
+{
+	(void)arg;
+	cudaGraph_t g = NULL;
+	cudaError_t e = cudaStreamEndCapture(captured, &g);
+	if (e != cudaErrorStreamCaptureWrongThread) {
+		fprintf(stderr, "graphs: EndCapture from another thread: %d\n", (int)e);
+		failures++;
+	}
+	return NULL;
+}
+
+#define MANY 16400
+
+static int capture_once(bool many)
+{
+	static cudaStream_t others[MANY];
+	for (int i = 0; many && i < MANY; i++)
+		CHECK(cudaStreamCreate(&others[i]));
+	CHECK(cudaStreamCreate(&captured));
+	void *warm;
+	CHECK(cudaMalloc(&warm, 4096));
+	CHECK(cudaFree(warm));
+	CHECK(cudaStreamBeginCapture(captured, cudaStreamCaptureModeGlobal));
+	if (!many) {
+		pthread_t t;
+		pthread_create(&t, NULL, ender, NULL);
+		pthread_join(t, NULL);
+	}
+	void *p = NULL;
+	CHECK(cudaMallocAsync(&p, 1 << 20, captured));
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	CHECK(cudaStreamEndCapture(captured, &g));
+	CHECK(cudaGraphInstantiate(&ge, g, 0));
+	for (int i = 0; i < 2; i++) {
+		CHECK(cudaGraphLaunch(ge, captured));
+		CHECK(cudaStreamSynchronize(captured));
+		CHECK(cudaFree(p));
+	}
+	CHECK(cudaGraphExecDestroy(ge));
+	CHECK(cudaGraphDestroy(g));
+	CHECK(cudaStreamDestroy(captured));
+	for (int i = 0; many && i < MANY; i++)
+		CHECK(cudaStreamDestroy(others[i]));
+	printf("graphs: %s launches=2 captured=1 %s\n", many ? "tablefull" : "wrongthread",
+	       failures ? "FAILED" : "ok");
+	return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "wrongthread") == 0)
+		return capture_once(false);
+	if (argc > 1 && strcmp(argv[1], "tablefull") == 0)
+		return capture_once(true);
 	int launches = argc > 1 ? atoi(argv[1]) : 3;
 	cudaStream_t s;
 	CHECK(cudaStreamCreate(&s));

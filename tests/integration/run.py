@@ -198,6 +198,18 @@ def check_streams_devices(report, out):
     return allocs, frees, sum(d["shared"]["cross_thread_frees"] for d in dev.values())
 
 
+def check_pool_race(report, out):
+    """Both allocations came from a host-located pool: none may reach device 0's books."""
+    expect("the host pool got the destroyed device pool's handle", printed(out, "reused"), 1)
+    shared, dev = report["shared"], report["devices"][0]
+    expect("shared allocs", shared["allocs"], 2)
+    expect("shared frees", shared["frees"], 2)
+    expect("device 0 peak (host-pool allocations charged to the device)", dev["peak"], 0)
+    expect("device 0 allocated", dev["allocated"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_graphs(report, out):
     """Graph allocations are neither charged nor unknown frees; the relaxed-mode cudaMalloc is."""
     launches = printed(out, "launches")
@@ -216,6 +228,20 @@ def check_graphs(report, out):
     dev = report["devices"][0]
     if dev["graph"] is None or dev["graph"]["used_high"] < (4 << 20):
         raise AssertionError("no graph memory read from the driver: %r" % dev["graph"])
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_graph_wrong_thread(report, out):
+    """The capture a refused EndCapture left running still records: its allocation is the graph's."""
+    graphs = report["graph_allocations"]
+    expect("graph allocations recorded", graphs["recorded"], printed(out, "captured"))
+    expect("frees of them outside the graph", graphs["frees"], printed(out, "launches"))
+    shared = report["shared"]
+    expect("real allocations: the warm-up", shared["allocs"], 1)
+    expect("their frees", shared["frees"], 1)
+    expect("peak: the graph allocation is not charged", shared["peak"], 4096)
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
 
 
@@ -864,6 +890,19 @@ def cases(stack, bindir):
     out.append(Case("unknown and double free", [b("badfree")], check_badfree))
     out.append(Case("graph memory: capture, launches, cudaFree of a graph allocation",
                     [b("graphs"), "3"], check_graphs, same_output=True))
+    out.append(Case("graph memory: EndCapture refused on another thread, the capture goes on",
+                    [b("graphs"), "wrongthread"], check_graph_wrong_thread, same_output=True))
+    out.append(Case("graph memory: the text report's line",
+                    [b("graphs"), "wrongthread"],
+                    check_has("curesv: graph allocations: 1 recorded (made during stream capture or "
+                              "by memory nodes: the graphs' memory, not charged), 1 address (1 MiB) "
+                              "held, 2 frees of them"), report="text", stacks=("sim",)))
+    out.append(Case("graph memory: a capture on a stream past the stream table's capacity",
+                    [b("graphs"), "tablefull"],
+                    check_has("curesv: stream table full (16384 streams and pools): further "
+                              "streams' devices are asked of the driver and they cannot be "
+                              "attached", then=check_graph_wrong_thread),
+                    same_output=True, stacks=("sim",)))
     out.append(Case("streams: the creator rule across threads", [b("streams"), "creator"],
                     check_streams_creator,
                     env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan-*=scan",
@@ -873,6 +912,10 @@ def cases(stack, bindir):
                     same_output=True))
     out.append(Case("streams: devices of streams and of memory pools", [b("streams"), "devices"],
                     check_streams_devices, env={"CUDA_SIM_DEVICES": "2"}, stacks=("sim",),
+                    same_output=True))
+    out.append(Case("streams: a host pool given the handle of a pool being destroyed",
+                    [b("streams"), "poolrace"], check_pool_race,
+                    env={"CUDA_SIM_POOL_DESTROY_DELAY_US": "300000"}, stacks=("sim",),
                     same_output=True))
     rounds = 2000 if stack == "sim" else 500
     out.append(Case("streams: 16 threads on 8 attached streams, frees on others",

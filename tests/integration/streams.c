@@ -14,6 +14,12 @@
  *                          from a pool made on device 1, 4 MiB from device 1's default pool, all on
  *                          the legacy stream of device 0; then 3 MiB from a host-located pool, left
  *                          live at exit
+ *   streams poolrace       another thread destroys a device-located pool, slowly (run with
+ *                          CUDA_SIM_POOL_DESTROY_DELAY_US): once the driver has destroyed it, this one
+ *                          creates a host-located pool, which the simulated driver gives the same
+ *                          handle, and allocates from it before and after the destroy returns: host
+ *                          memory both times, no device byte charged. Prints reused=1 when the
+ *                          handle was the same
  * Prints "streams: MODE ... ok" and the counts it made, which the report must match. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -23,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "curesv.h"
 
@@ -223,6 +230,52 @@ static int devices(void)
 	return failures != 0;
 }
 
+/* ---- poolrace ------------------------------------------------------------------------------- */
+
+static cudaMemPool_t doomed;
+static atomic_int destroying;
+
+static cudaMemPool_t make_pool(enum cudaMemLocationType where)
+{
+	struct cudaMemPoolProps props = { .allocType = cudaMemAllocationTypePinned,
+					  .location = { where, 0 } };
+	cudaMemPool_t p = NULL;
+	CHECK(cudaMemPoolCreate(&p, &props) == cudaSuccess);
+	return p;
+}
+
+static void *destroyer(void *arg)
+{
+	(void)arg;
+	atomic_store(&destroying, 1);
+	CHECK(cudaMemPoolDestroy(doomed) == cudaSuccess);
+	return NULL;
+}
+
+static int pool_race(void)
+{
+	cudaStream_t s;
+	CHECK(cudaStreamCreate(&s) == cudaSuccess);
+	doomed = make_pool(cudaMemLocationTypeDevice);
+	pthread_t t;
+	pthread_create(&t, NULL, destroyer, NULL);
+	while (!atomic_load(&destroying))
+		sched_yield();
+	usleep(100000); /* the driver has destroyed it, and is still in the call */
+	cudaMemPool_t host = make_pool(cudaMemLocationTypeHost);
+	void *p, *q;
+	CHECK(cudaMallocFromPoolAsync(&p, 4096, host, s) == cudaSuccess);
+	CHECK(cudaFreeAsync(p, s) == cudaSuccess);
+	pthread_join(t, NULL);
+	CHECK(cudaMallocFromPoolAsync(&q, 8192, host, s) == cudaSuccess);
+	CHECK(cudaFreeAsync(q, s) == cudaSuccess);
+	CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+	CHECK(cudaMemPoolDestroy(host) == cudaSuccess);
+	CHECK(cudaStreamDestroy(s) == cudaSuccess);
+	printf("streams: poolrace reused=%d %s\n", host == doomed, failures ? "FAILED" : "ok");
+	return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
 	attach_stream = (curesv_status(*)(const void *, const char *))dlsym(RTLD_DEFAULT,
@@ -234,6 +287,8 @@ int main(int argc, char **argv)
 		return destroyed();
 	if (strcmp(mode, "devices") == 0)
 		return devices();
+	if (strcmp(mode, "poolrace") == 0)
+		return pool_race();
 	int threads = argc > 2 ? atoi(argv[2]) : 16;
 	if (argc > 3)
 		rounds = atol(argv[3]);

@@ -152,6 +152,7 @@ __attribute__((constructor)) static void sim_load(void)
 	env_u64("CUDA_SIM_FAIL_ALLOC", false, &fail_alloc);
 	env_u64("CUDA_SIM_FAIL_FREE", false, &fail_free);
 	env_u64("CUDA_SIM_FREE_DELAY_US", false, &free_delay_us);
+	env_u64("CUDA_SIM_POOL_DESTROY_DELAY_US", false, &sim_pool_destroy_delay_us);
 	g_fail_alloc_at = fail_alloc;
 	g_fail_free_at = fail_free;
 	atomic_store_explicit(&g_free_delay_us, free_delay_us, memory_order_relaxed);

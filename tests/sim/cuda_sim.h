@@ -16,6 +16,12 @@
  *                        and without holding its lock: the memory stays allocated until the
  *                        sleep ends, other calls go on meanwhile (0 or unset: no delay; see
  *                        cusim_set_free_delay)
+ *   CUDA_SIM_POOL_DESTROY_DELAY_US  N: a cuMemPoolDestroy that destroyed a pool sleeps N
+ *                        microseconds before it returns, without the driver's lock: the pool is
+ *                        gone and its handle can be handed out again meanwhile (0 or unset: none)
+ *
+ * A pool destroyed with no allocation live is reused: the next cuMemPoolCreate gets its handle
+ * back, as a real driver's may, so that a caller still holding a record of the old pool is caught.
  *
  * What counts as a call: an allocation call is a call of any 64-bit allocation entry point
  * (cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemHostAlloc, cuMemAllocHost_v2,

@@ -1119,6 +1119,29 @@ static void child_env_free_delay(void)
 	CHECK_EQ(counters().live_allocations, 0);
 }
 
+/* CUDA_SIM_POOL_DESTROY_DELAY_US=50000: a destroy that destroyed a pool sleeps; one refused does
+ * not. */
+static void child_env_pool_destroy_delay(void)
+{
+	const uint64_t delay = 50000;
+	struct cudaMemPoolProps props;
+	memset(&props, 0, sizeof props);
+	props.allocType = cudaMemAllocationTypePinned;
+	props.location.type = cudaMemLocationTypeDevice;
+	cudaMemPool_t pool = NULL;
+	CHECK_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
+	uint64_t t0 = now_us();
+	CHECK_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
+	uint64_t t1 = now_us();
+	CHECK_EQ(cudaMemPoolDestroy(pool), cudaErrorInvalidValue);
+	uint64_t t2 = now_us();
+	check(t1 - t0 >= delay, __FILE__, __LINE__, "destroy took %llu us, want >= %llu",
+	      (unsigned long long)(t1 - t0), (unsigned long long)delay);
+	check(t2 - t1 < delay, __FILE__, __LINE__, "refused destroy took %llu us, want < %llu",
+	      (unsigned long long)(t2 - t1), (unsigned long long)delay);
+	cudaGetLastError();
+}
+
 /* CUDA_SIM_TOTAL_MEM=1M */
 static void child_small_device(void)
 {
@@ -1220,6 +1243,8 @@ static const struct child k_children[] = {
 	{ "env-faults", child_env_faults, { "CUDA_SIM_FAIL_ALLOC=3", "CUDA_SIM_FAIL_FREE=2" }, false, false },
 	{ "env-free-delay", child_env_free_delay, { "CUDA_SIM_FREE_DELAY_US=50000" }, false,
 	  false },
+	{ "env-pool-destroy-delay", child_env_pool_destroy_delay,
+	  { "CUDA_SIM_POOL_DESTROY_DELAY_US=50000" }, false, false },
 	{ "small-device", child_small_device, { "CUDA_SIM_TOTAL_MEM=1M" }, false, false },
 	{ "two-devices", child_two_devices, { "CUDA_SIM_DEVICES=2" }, false, false },
 	{ "dlsym-spy", child_spy, { NULL }, true, false },

@@ -367,10 +367,28 @@ static void test_pool_attributes(void)
 	cudaGetLastError();
 }
 
+/* A pool destroyed with nothing live gives its handle to the next cuMemPoolCreate; one destroyed
+ * with an allocation live lives on until it is freed, and its handle is not handed out. */
+static void test_pool_reuse(void)
+{
+	cudaMemPool_t a = make_pool(cudaMemLocationTypeDevice, 0, 0);
+	CHECK_EQ(cudaMemPoolDestroy(a), cudaSuccess);
+	cudaMemPool_t b = make_pool(cudaMemLocationTypeHost, 0, 0);
+	CHECK_PTR(b, a);
+	void *p = NULL;
+	CHECK_EQ(cudaMallocFromPoolAsync(&p, 64, b, 0), cudaSuccess);
+	CHECK_EQ(cudaMemPoolDestroy(b), cudaSuccess);
+	cudaMemPool_t c = make_pool(cudaMemLocationTypeDevice, 0, 0);
+	CHECK(c != b);
+	CHECK_EQ(cudaFreeAsync(p, 0), cudaSuccess);
+	CHECK_EQ(cudaMemPoolDestroy(c), cudaSuccess);
+}
+
 void test_pools(void)
 {
 	test_host_pools();
 	test_pool_attributes();
+	test_pool_reuse();
 }
 
 /* CUDA_SIM_TOTAL_MEM=8M: device pools draw on the device; host pools do not. */

@@ -118,6 +118,7 @@ void sim_host_uncharge_locked(uint64_t bytes);
  * CUDA_ERROR_INVALID_HANDLE for anything else. */
 CUresult sim_stream_resolve_locked(CUstream hStream, bool ptsz, struct CUstream_st **s, int *dev);
 void sim_pools_init(void);            /* at load: the default pools of all devices */
+extern uint64_t sim_pool_destroy_delay_us;      /* CUDA_SIM_POOL_DESTROY_DELAY_US, set at load */
 bool sim_pool_known_locked(CUmemoryPool pool);
 void sim_pool_charge_locked(CUmemoryPool pool, uint64_t bytes);
 void sim_pool_release_locked(CUmemoryPool pool, uint64_t bytes);

@@ -21,10 +21,12 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "sim_internal.h"
 #include "sim_procs.h"
@@ -385,6 +387,12 @@ static CUresult pool_location(const CUmemPoolProps *props, int *device, int *are
 	return CUDA_SUCCESS;
 }
 
+uint64_t sim_pool_destroy_delay_us;
+
+/* The last pool destroyed with no allocation live (sim_lock): the next cuMemPoolCreate gets its
+ * handle back. */
+static struct CUmemPoolHandle_st *g_pool_spare;
+
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
 	int device, arena;
@@ -393,8 +401,11 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolP
 	CUresult rc = pool_location(poolProps, &device, &arena);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	struct CUmemPoolHandle_st *p = malloc(sizeof *p);
-	if (!p)
+	pthread_mutex_lock(&sim_lock);
+	struct CUmemPoolHandle_st *p = g_pool_spare;
+	g_pool_spare = NULL;
+	pthread_mutex_unlock(&sim_lock);
+	if (!p && !(p = malloc(sizeof *p)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pool_init(p, poolProps, device, arena, false);
 	pthread_mutex_lock(&sim_lock);
@@ -421,10 +432,18 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 				sim_current_pool[d] = &sim_default_pool[d];
 		gone->magic = 0;
 		gone->destroyed = true;
-		if (!gone->live)
-			free(gone);
+		if (!gone->live) {
+			free(g_pool_spare);
+			g_pool_spare = gone;
+		}
 	}
 	pthread_mutex_unlock(&sim_lock);
+	if (gone && sim_pool_destroy_delay_us) {
+		struct timespec ts = { .tv_sec = (time_t)(sim_pool_destroy_delay_us / 1000000),
+				       .tv_nsec = (long)(sim_pool_destroy_delay_us % 1000000) * 1000 };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
 	/* Unknown handles and default pools, which cannot be destroyed. */
 	return gone ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

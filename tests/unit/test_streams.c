@@ -266,3 +266,105 @@ Test(streams, a_stream_on_another_device_than_its_reservation)
 	EXPECT_RES(&E, "far", .device = 1, .size = 256 * KiB, .streams = 1);
 	curesv_engine_destroy(&E);
 }
+
+/* ---- one stream's record, changed by several threads at once ----------------------------------- */
+
+#define RACERS 8
+
+struct stream_race {
+	pthread_barrier_t go;
+	int rounds;
+	int k;                  /* racers started so far: each takes its own range of pointers */
+	_Atomic int next;
+};
+
+static void *attach_racer(void *arg)
+{
+	struct stream_race *r = arg;
+	for (int i = 0; i < r->rounds; i++) {
+		pthread_barrier_wait(&r->go);
+		cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "scan"), CURESV_OK);
+		pthread_barrier_wait(&r->go);
+	}
+	return NULL;
+}
+
+/* Threads attaching the same stream at once record it once: it counts as one stream, a detach
+ * detaches it, and once destroyed nothing of it is left to attach a later stream of that handle. */
+Test(streams, concurrent_attaches_record_a_stream_once)
+{
+	ENGINE(&E, STREAM_ENV);
+	struct stream_race r = { .rounds = 3000 };
+	pthread_barrier_init(&r.go, NULL, RACERS + 1);
+	pthread_t t[RACERS];
+	for (int i = 0; i < RACERS; i++)
+		pthread_create(&t[i], NULL, attach_racer, &r);
+	unsigned counted_twice = 0, stayed_attached = 0;
+	for (int i = 0; i < r.rounds; i++) {
+		pthread_barrier_wait(&r.go);
+		pthread_barrier_wait(&r.go);
+		counted_twice += curesv_streams_attached(&E.streams, handle_of(&E, "scan")) != 1;
+		cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, NULL), CURESV_OK);
+		stayed_attached += curesv_streams_attached(&E.streams, handle_of(&E, "scan")) != 0;
+	}
+	for (int i = 0; i < RACERS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&r.go);
+	cr_assert_eq(counted_twice, 0, "rounds after which one stream counted as %u", counted_twice);
+	cr_assert_eq(stayed_attached, 0, "rounds after which a detached stream stayed attached");
+	curesv_stream_info saved;
+	cr_assert(curesv_engine_stream_destroying(&E, S_SCAN, &saved));
+	cr_assert_not(curesv_streams_get(&E.streams, S_SCAN, &saved), "a record outlived the destroy");
+	curesv_engine_destroy(&E);
+}
+
+static void *fallback_racer(void *arg)
+{
+	struct stream_race *r = arg;
+	uint64_t base = 1 + 64 * (uint64_t)atomic_fetch_add(&r->next, 1);
+	for (int i = 0; i < r->rounds; i++) {
+		pthread_barrier_wait(&r->go);
+		for (uint64_t k = 0; k < 4; k++)
+			cr_assert_eq(eng_alloc_on(&E, S_SCAN, fake_ptr(base + k), 4 * KiB), GRANTED);
+		for (uint64_t k = 0; k < 4; k++)
+			cr_assert(eng_free_on(&E, S_SCAN, fake_ptr(base + k)));
+		pthread_barrier_wait(&r->go);
+	}
+	return NULL;
+}
+
+/* A stream whose reservation was released warns once, however many threads allocate on it then. */
+Test(streams, a_released_reservation_warns_once_per_stream_across_threads)
+{
+	ENGINE(&E, "CURESV_CAPACITY=64M");
+	struct stream_race r = { .rounds = 200 };
+	pthread_barrier_init(&r.go, NULL, RACERS + 1);
+	pthread_t t[RACERS];
+	for (int i = 0; i < RACERS; i++)
+		pthread_create(&t[i], NULL, fallback_racer, &r);
+	struct capture cap;
+	static char log[1 << 16];
+	capture_start(&cap);
+	for (int i = 0; i < r.rounds; i++) {
+		cr_assert_eq(curesv_engine_reserve(&E, "scan", 1 * MiB, 0), CURESV_OK);
+		cr_assert_eq(curesv_engine_attach_stream(&E, S_SCAN, "scan"), CURESV_OK);
+		cr_assert_eq(curesv_engine_release(&E, "scan"), CURESV_OK);
+		pthread_barrier_wait(&r.go);
+		pthread_barrier_wait(&r.go);
+	}
+	capture_stop(&cap, log, sizeof log);
+	for (int i = 0; i < RACERS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&r.go);
+	unsigned lines = 0;
+	for (const char *p = log; (p = strstr(p, "which was released")) != NULL; p++)
+		lines++;
+	cr_assert_eq(lines, (unsigned)r.rounds, "%u warnings for %d released attachments", lines,
+		     r.rounds);
+	curesv_stats_t st;
+	curesv_ledger_stats(&E.ledger, CURESV_SHARED, 0, &st);
+	cr_assert_eq(st.allocs, (uint64_t)RACERS * 4 * r.rounds);
+	cr_assert_eq(st.frees, (uint64_t)RACERS * 4 * r.rounds);
+	cr_assert_eq(st.allocated, 0);
+	curesv_engine_destroy(&E);
+}
