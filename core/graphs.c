@@ -6,16 +6,21 @@
  * cuDeviceGetGraphMemAttribute, read at the shim's graph calls and shown per device. */
 #include "engine.h"
 
+/* Read and changed under the stream table's lock: an attachment made meanwhile stays. */
 static void capture_flag(curesv_engine *e, uint64_t stream, bool on)
 {
 	curesv_stream_info info = { .device = -1, .ref = CURESV_SHARED };
+	curesv_streams_lock(&e->streams);
 	bool known = curesv_streams_get(&e->streams, stream, &info);
 	bool was = known && (info.flags & CURESV_STREAM_CAPTURING);
-	if (was == on)
-		return;
-	info.flags = (uint8_t)(on ? info.flags | CURESV_STREAM_CAPTURING
-				  : info.flags & ~CURESV_STREAM_CAPTURING);
-	if (curesv_streams_put(&e->streams, stream, &info) || !on)
+	bool counted = false;
+	if (was != on) {
+		info.flags = (uint8_t)(on ? info.flags | CURESV_STREAM_CAPTURING
+					  : info.flags & ~CURESV_STREAM_CAPTURING);
+		counted = curesv_streams_put_locked(&e->streams, stream, &info) || !on;
+	}
+	curesv_streams_unlock(&e->streams);
+	if (counted)
 		atomic_fetch_add_explicit(&e->captures, on ? 1 : -1, memory_order_relaxed);
 }
 

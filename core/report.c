@@ -705,12 +705,14 @@ void curesv_report_fork_prepare(curesv_engine *e)
 {
 	curesv_lock(&snapshot_lock);
 	curesv_vmm_fork_prepare(&e->vmm);
+	curesv_streams_fork_prepare(&e->streams);
 	curesv_lock(&e->ledger.lock);
 }
 
 void curesv_report_fork_done(curesv_engine *e)
 {
 	curesv_unlock(&e->ledger.lock);
+	curesv_streams_fork_done(&e->streams);
 	curesv_vmm_fork_done(&e->vmm);
 	curesv_unlock(&snapshot_lock);
 }

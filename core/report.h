@@ -25,8 +25,9 @@ typedef struct curesv_findings {
 } curesv_findings;
 void curesv_report_findings(curesv_engine *e, curesv_findings *f);
 
-/* Around fork(): take every lock the report and the ledger use, in the order they are taken, and
- * give them back in parent and child, so a child never inherits one held by a thread it lacks. */
+/* Around fork(): take every lock the report, the stream table and the ledger use, in the order
+ * they are taken, and give them back in parent and child, so a child never inherits one held by
+ * a thread it lacks. */
 void curesv_report_fork_prepare(curesv_engine *e);
 void curesv_report_fork_done(curesv_engine *e);
 

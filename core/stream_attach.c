@@ -29,12 +29,17 @@ bool curesv_engine_stream(curesv_engine *e, uint64_t stream, curesv_stream_info 
 	return true;
 }
 
+static void table_full(void)
+{
+	CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams and pools): further "
+			"streams' devices are asked of the driver and they cannot be attached",
+			CURESV_STREAM_SLOTS);
+}
+
 static void put(curesv_engine *e, uint64_t stream, const curesv_stream_info *info)
 {
 	if (!curesv_streams_put(&e->streams, stream, info))
-		CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams and pools): further "
-				"streams' devices are asked of the driver and they cannot be attached",
-				CURESV_STREAM_SLOTS);
+		table_full();
 }
 
 void curesv_engine_stream_created(curesv_engine *e, uint64_t stream, int device, uint32_t ctx)
@@ -51,12 +56,13 @@ void curesv_engine_stream_created(curesv_engine *e, uint64_t stream, int device,
 void curesv_engine_stream_learned(curesv_engine *e, uint64_t stream, int device)
 {
 	curesv_stream_info info = { .device = device, .ref = CURESV_SHARED };
-	curesv_stream_info had;
-	if (curesv_streams_get(&e->streams, stream, &had)) {
-		had.device = device;
-		info = had;
-	}
-	put(e, stream, &info);
+	curesv_streams_lock(&e->streams); /* an attachment made meanwhile stays */
+	if (curesv_streams_get(&e->streams, stream, &info))
+		info.device = device;
+	bool ok = curesv_streams_put_locked(&e->streams, stream, &info);
+	curesv_streams_unlock(&e->streams);
+	if (!ok)
+		table_full();
 }
 
 /* A stream destroyed while capturing ends its capture. */
@@ -88,13 +94,14 @@ curesv_status curesv_engine_attach_stream(curesv_engine *e, uint64_t stream, con
 			return st;
 	}
 	curesv_stream_info info = { .device = -1, .ref = CURESV_SHARED };
+	curesv_streams_lock(&e->streams);
 	curesv_streams_get(&e->streams, stream, &info); /* its device and context stay */
 	info.ref = ref;
 	info.flags = (uint8_t)((info.flags & ~(CURESV_STREAM_ATTACHED | CURESV_STREAM_WARNED)) |
 			       (name ? CURESV_STREAM_ATTACHED : 0));
-	if (!curesv_streams_put(&e->streams, stream, &info))
-		return CURESV_ERR_TABLE_FULL;
-	return CURESV_OK;
+	bool ok = curesv_streams_put_locked(&e->streams, stream, &info);
+	curesv_streams_unlock(&e->streams);
+	return ok ? CURESV_OK : CURESV_ERR_TABLE_FULL;
 }
 
 curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *attached)
@@ -107,29 +114,42 @@ curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *
 
 /* The stream's reservation was found released by a charge (a warning, and the stream draws from
  * the shared pool from now on), or to be on another device than the allocation (a warning, once).
- * Each goes through the table, so every thread sees it. */
+ * Each goes through the table, so every thread sees it; only while the stream still carries `ref`
+ * (read and changed under the table's lock: an attachment made since, to the reservation's next
+ * generation say, is never undone), and the line comes once the change is made. */
 static void stream_warned(curesv_engine *e, uint64_t stream, curesv_ref ref, bool released,
 			  int device)
 {
 	curesv_stream_info info;
-	if (!curesv_streams_get(&e->streams, stream, &info) || info.ref != ref ||
-	    !(info.flags & CURESV_STREAM_ATTACHED) || (!released && (info.flags & CURESV_STREAM_WARNED)))
+	curesv_streams_lock(&e->streams);
+	bool mine = curesv_streams_get(&e->streams, stream, &info) && info.ref == ref &&
+		    (info.flags & CURESV_STREAM_ATTACHED) &&
+		    (released || !(info.flags & CURESV_STREAM_WARNED));
+	bool stored = false;
+	if (mine) {
+		if (released) {
+			info.ref = CURESV_SHARED;
+			info.flags &= (uint8_t)~CURESV_STREAM_ATTACHED;
+		} else {
+			info.flags |= CURESV_STREAM_WARNED;
+		}
+		stored = curesv_streams_put_locked(&e->streams, stream, &info);
+	}
+	curesv_streams_unlock(&e->streams);
+	if (mine && !stored)
+		table_full();
+	if (!mine)
 		return;
 	char name[CURESV_NAME_MAX];
 	curesv_ledger_name(&e->ledger, curesv_ref_handle(ref), name);
-	if (released) {
+	if (released)
 		curesv_log(CURESV_LOG_WARN, "stream 0x%" PRIx64 " was attached to reservation '%s', "
 			   "which was released; its allocations now draw from the shared pool", stream,
 			   name);
-		info.ref = CURESV_SHARED;
-		info.flags &= (uint8_t)~CURESV_STREAM_ATTACHED;
-	} else {
+	else
 		curesv_log(CURESV_LOG_WARN, "stream 0x%" PRIx64 " is attached to reservation '%s' but "
 			   "its allocations are on device %d, which is not that reservation's: they draw "
 			   "from device %d's shared pool", stream, name, device, device);
-		info.flags |= CURESV_STREAM_WARNED;
-	}
-	put(e, stream, &info);
 }
 
 void curesv_engine_stream_fell_back(curesv_engine *e, uint64_t stream, curesv_ref ref)

@@ -22,15 +22,37 @@ static void moved(curesv_streams *s)
 bool curesv_streams_init(curesv_streams *s)
 {
 	atomic_init(&s->epoch, 1);
+	pthread_mutex_init(&s->lock, NULL);
 	return curesv_table_init(&s->map, CURESV_STREAM_SLOTS);
 }
 
 void curesv_streams_destroy(curesv_streams *s)
 {
 	curesv_table_destroy(&s->map);
+	pthread_mutex_destroy(&s->lock);
 }
 
-bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_info *info)
+void curesv_streams_lock(curesv_streams *s)
+{
+	curesv_lock(&s->lock);
+}
+
+void curesv_streams_unlock(curesv_streams *s)
+{
+	curesv_unlock(&s->lock);
+}
+
+void curesv_streams_fork_prepare(curesv_streams *s)
+{
+	curesv_lock(&s->lock);
+}
+
+void curesv_streams_fork_done(curesv_streams *s)
+{
+	curesv_unlock(&s->lock);
+}
+
+bool curesv_streams_put_locked(curesv_streams *s, uint64_t handle, const curesv_stream_info *info)
 {
 	if (handle == 0)
 		return false;
@@ -38,6 +60,14 @@ bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_
 	curesv_entry e = entry_of(handle, info);
 	bool ok = curesv_table_insert(&s->map, &e);
 	moved(s);
+	return ok;
+}
+
+bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_info *info)
+{
+	curesv_lock(&s->lock);
+	bool ok = curesv_streams_put_locked(s, handle, info);
+	curesv_unlock(&s->lock);
 	return ok;
 }
 
@@ -53,9 +83,15 @@ bool curesv_streams_get(curesv_streams *s, uint64_t handle, curesv_stream_info *
 bool curesv_streams_drop(curesv_streams *s, uint64_t handle, curesv_stream_info *out)
 {
 	curesv_entry e;
-	if (handle == 0 || !curesv_table_remove(&s->map, handle, &e))
+	if (handle == 0)
 		return false;
-	moved(s);
+	curesv_lock(&s->lock);
+	bool had = curesv_table_remove(&s->map, handle, &e);
+	if (had)
+		moved(s);
+	curesv_unlock(&s->lock);
+	if (!had)
+		return false;
 	if (out)
 		info_of(&e, out);
 	return true;
@@ -82,6 +118,7 @@ static void collect(const curesv_entry *e, void *arg)
 
 static void drop_matching(curesv_streams *s, struct drop_walk *w)
 {
+	curesv_lock(&s->lock);
 	do {
 		w->n = 0;
 		w->more = false;
@@ -90,6 +127,7 @@ static void drop_matching(curesv_streams *s, struct drop_walk *w)
 			curesv_table_remove(&s->map, w->keys[i], NULL);
 	} while (w->more);
 	moved(s);
+	curesv_unlock(&s->lock);
 }
 
 void curesv_streams_drop_ctx(curesv_streams *s, uint32_t ctx)

@@ -7,10 +7,19 @@
  * racing a put may miss the handle once and fall back to asking the driver. `epoch` moves on every
  * change, so a thread may cache its last lookup and check one word.
  *
+ * Writers (put, drop, and the drops by context or device) take `lock`, one at a time: two puts of
+ * one handle at once would each take the old record and insert a record of their own, leaving
+ * two. A change made from what a lookup read (attach a stream, mark it captured, detach it after
+ * its reservation was released) holds the lock from its read to its put (curesv_streams_lock,
+ * ..._put_locked), so no change made between them is lost. The lock is a leaf: held over this
+ * map alone, never across another lock, a CUDA call, a log line or a fork-guard section (shard.h);
+ * writers are control-plane or once per stream, and the allocation path only looks up.
+ *
  * Thread-safe. Handles are opaque pointer values; 0 is never stored (the legacy default stream). */
 #ifndef CURESV_STREAMS_H
 #define CURESV_STREAMS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,6 +65,7 @@ typedef struct curesv_stream_info {
 typedef struct curesv_streams {
 	curesv_table map;
 	_Atomic uint32_t epoch;
+	pthread_mutex_t lock;           /* writers' (see above) */
 } curesv_streams;
 
 bool curesv_streams_init(curesv_streams *s);
@@ -63,6 +73,13 @@ void curesv_streams_destroy(curesv_streams *s);
 
 /* Records `info` for `handle`, replacing what was there. False when the map is full. */
 bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_info *info);
+/* A change read from the map and written back in one step: lock, get, put_locked, unlock. */
+void curesv_streams_lock(curesv_streams *s);
+void curesv_streams_unlock(curesv_streams *s);
+bool curesv_streams_put_locked(curesv_streams *s, uint64_t handle, const curesv_stream_info *info);
+/* Around fork(): the writers' lock is taken and given back (report.h's fork handlers). */
+void curesv_streams_fork_prepare(curesv_streams *s);
+void curesv_streams_fork_done(curesv_streams *s);
 /* What is recorded for `handle`; false when nothing is. */
 bool curesv_streams_get(curesv_streams *s, uint64_t handle, curesv_stream_info *out);
 /* Forgets `handle` (the stream or pool was destroyed). Returns what was recorded, if asked. */
