@@ -715,31 +715,64 @@ static void checkpoint(const char *label, bool final)
 
 /* ---- the end: free everything, then the budgets' exact headroom ----------------------------- */
 
+/* One allocation of `bytes` by the main thread, booked to account a (nothing else runs: its
+ * caller_view nets to zero with the free). */
+static cudaError_t probe_alloc(enum account a, size_t bytes, void **p)
+{
+	cudaError_t r = cudaMalloc(p, bytes);
+	if (r == cudaSuccess) {
+		atomic_fetch_add(&B[a].allocs, 1);
+		atomic_fetch_add(&S.sim_allocs, 1);
+	} else if (r == cudaErrorMemoryAllocation) {
+		atomic_fetch_add(&B[a].denied, 1);
+	}
+	return r;
+}
+
+static void probe_free(enum account a, void *p)
+{
+	CHECK(cudaFree(p) == cudaSuccess, "cudaFree");
+	atomic_fetch_add(&B[a].frees, 1);
+	atomic_fetch_add(&S.sim_frees, 1);
+}
+
 /* In enforce mode, with nothing live, each budget must hand out exactly its size and refuse one
- * byte more: no lease, orphan byte or lost debit may have been left behind. */
+ * byte more: no lease, orphan byte or lost debit may have been left behind. When it does not,
+ * the most that still fits says by how much. */
 static void probe(struct worker *m, int device, const char *name, enum account a, int64_t bytes)
 {
+	const char *what = name ? name : "shared pool";
 	void *p = NULL, *q = NULL;
 	CHECK(A.attach(name) == CURESV_OK, "curesv_attach(%s)", name ? name : "NULL");
 	m->attached = device == 0 ? a : A_SHARED0;
 	cudaSetDevice(device);
-	cudaError_t r = cudaMalloc(&p, (size_t)bytes);
-	CHECK(r == cudaSuccess, "device %d %s: %" PRId64 " bytes, all its budget, refused: %s",
-	      device, name ? name : "shared pool", bytes, cudaGetErrorString(r));
-	if (r != cudaSuccess)
+	cudaError_t r = probe_alloc(a, (size_t)bytes, &p);
+	if (r != cudaSuccess) {
+		int64_t fits = 0, refused = bytes;
+		while (r == cudaErrorMemoryAllocation && refused - fits > 1) {
+			int64_t mid = fits + (refused - fits) / 2;
+			if (probe_alloc(a, (size_t)mid, &q) == cudaSuccess) {
+				probe_free(a, q);
+				fits = mid;
+			} else {
+				refused = mid;
+			}
+		}
+		curesv_pool_stats_t ps = { 0 };
+		A.pool_stats(device, &ps);
+		FAIL("device %d %s: %" PRId64 " bytes, all its budget, refused (%s): %" PRId64
+		     " fit (capacity %" PRId64 ", reserved %" PRId64 ", orphan %" PRId64
+		     ", shared pool %" PRId64 ", available %" PRId64 ", device %" PRId64 ")", device,
+		     what, bytes, cudaGetErrorString(r), fits, ps.capacity, ps.reserved,
+		     ps.orphan_bytes, ps.allocated, ps.available, ps.device_allocated);
 		return;
-	atomic_fetch_add(&B[a].allocs, 1);
-	r = cudaMalloc(&q, 1);
+	}
+	r = probe_alloc(a, 1, &q);
 	CHECK(r == cudaErrorMemoryAllocation, "device %d %s: one byte past its budget: %s", device,
-	      name ? name : "shared pool", cudaGetErrorString(r));
-	if (r == cudaErrorMemoryAllocation)
-		atomic_fetch_add(&B[a].denied, 1);
-	else if (r == cudaSuccess)
-		cudaFree(q);
-	CHECK(cudaFree(p) == cudaSuccess, "cudaFree");
-	atomic_fetch_add(&B[a].frees, 1);
-	atomic_fetch_add(&S.sim_allocs, 1);
-	atomic_fetch_add(&S.sim_frees, 1);
+	      what, cudaGetErrorString(r));
+	if (r == cudaSuccess)
+		probe_free(a, q);
+	probe_free(a, p);
 }
 
 static void finish(struct worker *m)
