@@ -62,6 +62,10 @@ class Problems:
             self.lines.append("%s: %s" % (where, what))
 
 
+def slack(budget):
+    return min(1 << 20, budget // 64)
+
+
 def live_rows(report, device):
     return [r for r in report["reservations"] if r["device"] == device and not r["released"]]
 
@@ -142,6 +146,20 @@ def check_books(p, where, report, books):
          sum(acc[n]["allocated"] for n in STABLE + ["shared0"]))
     p.eq(where, "device 0 reserved", d0["reserved"], sum(acc[n]["size"] for n in STABLE))
     p.eq(where, "device 0 orphan_bytes", d0["orphan_bytes"], 0)
+    # A peak is what a thread saw when it allocated: short of the truth by at most what every
+    # other thread's share holds, min(1 MiB, budget / 64) each (core/ledger.h); after the last
+    # allocation or transfer only frees came, so it is no further below what is live now.
+    shards = books["threads"] + 1
+    for name in STABLE:
+        if name in rows:
+            r = rows[name]
+            short = shards * slack(r["size"])
+            p.true(where, r["peak"] >= r["allocated"] - short, "%s peak %d below its %d live "
+                   "bytes by more than %d" % (name, r["peak"], r["allocated"], short))
+    for dev in (d0, d1):
+        short = shards * slack(dev["capacity"])
+        p.true(where, dev["peak"] >= dev["allocated"] - short, "device %d peak %d below its %d "
+               "live bytes by more than %d" % (dev["device"], dev["peak"], dev["allocated"], short))
     p.eq(where, "device capacities", [d0["capacity"], d1["capacity"]], books["capacity"])
     # device 1: every generation of every churn reservation, its shared pool, the orphan tier
     rows1 = [r for r in report["reservations"] if r["device"] == 1] + [d1["shared"]]

@@ -370,11 +370,14 @@ static struct {
 	int64_t device_over;    /* the most a read of device_allocated passed the capacity by */
 } seen = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* Slot a of `seen`: a stable reservation, or (A_SHARED0, A_DEV1) a device's shared pool. */
 static void monotonic(int a, uint64_t allocs, uint64_t frees, uint64_t denied)
 {
+	const char *name = a == A_SHARED0 ? "device 0's shared pool" : a == A_DEV1
+			   ? "device 1's shared pool" : account_name[a];
 	CHECK(allocs >= seen.allocs[a] && frees >= seen.frees[a] && denied >= seen.denied[a],
 	      "%s: counters went back: allocs %" PRIu64 " -> %" PRIu64 ", frees %" PRIu64 " -> %"
-	      PRIu64 ", denied %" PRIu64 " -> %" PRIu64, account_name[a], seen.allocs[a], allocs,
+	      PRIu64 ", denied %" PRIu64 " -> %" PRIu64, name, seen.allocs[a], allocs,
 	      seen.frees[a], frees, seen.denied[a], denied);
 	seen.allocs[a] = allocs, seen.frees[a] = frees, seen.denied[a] = denied;
 }
