@@ -163,7 +163,7 @@ check-integration: $(O)/libcuresv.so sim
 # Built once, plain; run under $(O)'s shim (a sanitized one behind its runtime), observe and enforce.
 OPS ?= 1000000
 THREADS ?= 16
-# make test's run under the TSan shim, which is 20 to 35 times slower than the plain one
+# make test's run under the TSan shim, which is 20 to 40 times slower than the plain one
 TSAN_OPS ?= 200000
 SOAK_BIN := $(BUILD)/plain/soak/soak
 SOAK_SRC := tests/soak/soak.c tests/soak/families.c
