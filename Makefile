@@ -6,6 +6,7 @@
 #   make bench      print the benchmark tables
 #   make install    install under PREFIX (default /usr/local; DESTDIR for staging); make uninstall
 #   make fuzz       run each libFuzzer harness of tests/fuzz for FUZZ_RUNS inputs (clang)
+#   make soak       the randomized drift soak (tests/soak) for OPS operations on THREADS threads
 #
 # VARIANT selects a build flavour, each in its own folder: plain (default), asan, tsan.
 
@@ -56,7 +57,7 @@ export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
 .PHONY: all core unit check-unit check-integration check-install check-tools test deps deps-build \
-	demo bench fuzz clean install uninstall
+	demo bench fuzz soak clean install uninstall
 all: $(O)/libcuresv.so
 
 core: $(O)/libcuresv_core.a
@@ -158,6 +159,25 @@ check-integration: $(O)/libcuresv.so sim
 		--lib $(O)/libcuresv.so --bin $(IT_BIN) --stack sim \
 		$(if $(SAN_RUNTIME),--sanitizer-runtime $(SAN_RUNTIME))
 
+# ---- the drift soak: random operations of every family racing control calls, exact books ---------
+# Built once, plain; run under $(O)'s shim (a sanitized one behind its runtime), observe and enforce.
+OPS ?= 1000000
+THREADS ?= 16
+# make test's run under the TSan shim, which is 20 to 40 times slower than the plain one
+TSAN_OPS ?= 200000
+SOAK_BIN := $(BUILD)/plain/soak/soak
+SOAK_SRC := tests/soak/soak.c tests/soak/families.c
+
+$(SOAK_BIN): $(SOAK_SRC) tests/soak/soak.h shim/curesv.h $(wildcard core/*.h) $(SIM_LINKS)
+	@mkdir -p $(@D)
+	$(IT_CC) -Wall -Wextra -Ishim -Icore $(SOAK_SRC) $(IT_DYN) -ldl -o $@
+
+soak: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(SOAK_BIN)
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/soak/run.py --lib $(O)/libcuresv.so \
+		--bin $(SOAK_BIN) --ops $(OPS) --threads $(THREADS) \
+		$(if $(SAN_RUNTIME),--sanitizer-runtime $(SAN_RUNTIME))
+
 # ---- installing ---------------------------------------------------------------------------------------
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -227,9 +247,10 @@ deps-build:
 	@scripts/install-deps build
 
 test: deps
-	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools sim-selftest
-	$(MAKE) VARIANT=asan check-unit check-integration
+	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools sim-selftest soak
+	$(MAKE) VARIANT=asan check-unit check-integration soak
 	$(MAKE) VARIANT=tsan check-unit check-integration
+	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)
 	$(MAKE) -j2 fuzz
 
 # ---- fuzzing: libFuzzer harnesses over core/, built with clang, ASan and UBSan --------------------------

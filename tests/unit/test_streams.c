@@ -368,3 +368,157 @@ Test(streams, a_released_reservation_warns_once_per_stream_across_threads)
 	cr_assert_eq(st.allocated, 0);
 	curesv_engine_destroy(&E);
 }
+
+/* ---- several threads changing one stream's record at once -------------------------------------- */
+
+#define PUT_RACERS 4
+#define S_RACED UINT64_C(0x7ace000)
+
+struct round_gate {
+	pthread_barrier_t go, done;     /* every racer and the test's thread */
+	unsigned rounds;
+};
+
+struct key_count {
+	uint64_t key;
+	unsigned n;
+};
+
+static void count_key(const curesv_entry *e, void *arg)
+{
+	struct key_count *k = arg;
+	k->n += e->ptr == k->key;
+}
+
+static unsigned records_of(curesv_streams *s, uint64_t handle)
+{
+	struct key_count k = { handle, 0 };
+	curesv_table_walk(&s->map, count_key, &k);
+	return k.n;
+}
+
+struct put_racer {
+	struct round_gate *gate;
+	curesv_streams *streams;
+	int device;
+};
+
+static void *put_racer_main(void *arg)
+{
+	struct put_racer *r = arg;
+	curesv_stream_info info = { .device = r->device, .ref = CURESV_SHARED };
+	for (unsigned i = 0; i < r->gate->rounds; i++) {
+		pthread_barrier_wait(&r->gate->go);
+		curesv_streams_lock(r->streams, true);
+		curesv_streams_put(r->streams, S_RACED, &info);
+		curesv_streams_unlock(r->streams);
+		pthread_barrier_wait(&r->gate->done);
+	}
+	return NULL;
+}
+
+/* Threads that record the same stream at once (its creation, a fallback's detach,
+ * curesv_attach_stream) leave one record of it: a second would answer lookups with what was
+ * replaced, and outlive the stream's destroy. */
+Test(streams, concurrent_puts_leave_one_record)
+{
+	curesv_streams s;
+	cr_assert(curesv_streams_init(&s));
+	struct round_gate gate = { .rounds = (unsigned)test_scale(20000) };
+	pthread_barrier_init(&gate.go, NULL, PUT_RACERS + 1);
+	pthread_barrier_init(&gate.done, NULL, PUT_RACERS + 1);
+	struct put_racer r[PUT_RACERS];
+	pthread_t tid[PUT_RACERS];
+	for (int k = 0; k < PUT_RACERS; k++) {
+		r[k] = (struct put_racer){ &gate, &s, k };
+		pthread_create(&tid[k], NULL, put_racer_main, &r[k]);
+	}
+	unsigned bad = 0, first_bad = 0, most = 1;
+	for (unsigned i = 0; i < gate.rounds; i++) {
+		pthread_barrier_wait(&gate.go);
+		pthread_barrier_wait(&gate.done);
+		unsigned n = records_of(&s, S_RACED);
+		if (n != 1 && !bad++)
+			first_bad = i;
+		most = n > most ? n : most;
+		curesv_streams_drop(&s, S_RACED, NULL);
+		while (curesv_streams_drop(&s, S_RACED, NULL))
+			;
+	}
+	for (int k = 0; k < PUT_RACERS; k++)
+		pthread_join(tid[k], NULL);
+	cr_assert_eq(bad, 0, "%u of %u rounds left other than one record (first round %u, up to %u)",
+		     bad, gate.rounds, first_bad, most);
+	curesv_streams_destroy(&s);
+}
+
+struct fallback_race {
+	struct round_gate *gate;
+	curesv_engine *e;
+	_Atomic curesv_ref old;         /* the reservation the stream was attached to before */
+	bool reattach;                  /* else: report the fallback of `old` */
+	_Atomic int refused;
+};
+
+static void *fallback_racer_main(void *arg)
+{
+	struct fallback_race *r = arg;
+	for (unsigned i = 0; i < r->gate->rounds; i++) {
+		pthread_barrier_wait(&r->gate->go);
+		if (r->reattach) {
+			if (curesv_engine_attach_stream(r->e, S_RACED, "r") != CURESV_OK)
+				r->refused++;
+		} else {
+			curesv_engine_stream_fell_back(r->e, S_RACED, atomic_load(&r->old));
+		}
+		pthread_barrier_wait(&r->gate->done);
+	}
+	return NULL;
+}
+
+/* Reservation r is released while stream S carries it and reserved again; S is attached to the
+ * new r while an allocation that found the old one released detaches S (its fallback). Whichever
+ * comes first, S ends attached to the new r: the fallback concerns the old reservation only. */
+Test(streams, a_fallback_never_undoes_a_newer_attachment)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_RESERVATIONS=r=64K");
+	cr_assert_eq(curesv_engine_attach_stream(&E, S_RACED, "r"), CURESV_OK);
+	struct round_gate gate = { .rounds = (unsigned)test_scale(10000) };
+	pthread_barrier_init(&gate.go, NULL, 3);
+	pthread_barrier_init(&gate.done, NULL, 3);
+	struct fallback_race fell = { .gate = &gate, .e = &E }, again = fell;
+	again.reattach = true;
+	pthread_t t1, t2;
+	pthread_create(&t1, NULL, fallback_racer_main, &fell);
+	pthread_create(&t2, NULL, fallback_racer_main, &again);
+	struct capture cap;
+	capture_start(&cap); /* a warning per detach */
+	unsigned lost = 0, first_lost = 0, extra = 0;
+	for (unsigned i = 0; i < gate.rounds; i++) {
+		curesv_ref old, now;
+		cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "r", &old), CURESV_OK);
+		cr_assert_eq(curesv_engine_release(&E, "r"), CURESV_OK);
+		cr_assert_eq(curesv_engine_reserve(&E, "r", 64 * KiB, 0), CURESV_OK);
+		cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "r", &now), CURESV_OK);
+		atomic_store(&fell.old, old);
+		pthread_barrier_wait(&gate.go);
+		pthread_barrier_wait(&gate.done);
+		curesv_stream_info info;
+		bool attached = curesv_streams_get(&E.streams, S_RACED, &info) &&
+				(info.flags & CURESV_STREAM_ATTACHED) && info.ref == now;
+		if (!attached && !lost++)
+			first_lost = i;
+		extra += records_of(&E.streams, S_RACED) != 1;
+		if (!attached)
+			cr_assert_eq(curesv_engine_attach_stream(&E, S_RACED, "r"), CURESV_OK);
+	}
+	char log[256];
+	capture_stop(&cap, log, sizeof log);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	cr_assert_eq(again.refused, 0);
+	cr_assert_eq(lost, 0, "%u of %u rounds lost the new attachment (first round %u)", lost,
+		     gate.rounds, first_lost);
+	cr_assert_eq(extra, 0, "%u rounds left other than one record of the stream", extra);
+	curesv_engine_destroy(&E);
+}
