@@ -103,14 +103,18 @@ static void log_denial(curesv_engine *e, const curesv_charge *c)
 		curesv_ledger_name(&e->ledger, c->origin, res);
 		snprintf(name, sizeof name, "'%s'", res);
 	}
-	curesv_format_bytes((int64_t)c->bytes, asked);
-	if (c->bytes >= 1024)
+	if (c->bytes > CURESV_SIZE_LIMIT) /* past 64 TiB: the exact figure says it best */
+		snprintf(asked, sizeof asked, "%" PRIu64 " bytes", c->bytes);
+	else if (curesv_format_bytes((int64_t)c->bytes, asked), c->bytes >= 1024)
 		snprintf(asked + strlen(asked), sizeof asked - strlen(asked), " (%" PRIu64 " bytes)",
 			 c->bytes);
+	if (c->budget == INT64_MAX)
+		snprintf(budget, sizeof budget, "unbounded");
+	else
+		curesv_format_bytes(c->budget, budget);
 	curesv_log(c->first_denial ? CURESV_LOG_WARN : CURESV_LOG_INFO,
 		   "CURESV_MODE=enforce refused %s on device %d: %s has %s of its %s budget in use%s",
-		   asked, c->device, name, curesv_format_bytes(c->books, used),
-		   curesv_format_bytes(c->budget, budget),
+		   asked, c->device, name, curesv_format_bytes(c->books, used), budget,
 		   c->first_denial ? "; further refusals are counted in the report" : "");
 }
 
@@ -172,38 +176,52 @@ bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64
 	return ok;
 }
 
-static void alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
+static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
 
-void curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
+bool curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 {
 	int shard = curesv_section_enter();
-	alloc_resize(e, op, bytes);
+	bool ok = alloc_resize(e, op, bytes);
+	if (!ok && op->state != CURESV_OP_IDLE) {
+		op->state = CURESV_OP_IDLE;
+		curesv_shard_publish(shard, NULL);
+	}
 	curesv_section_leave(shard);
+	if (!ok) {
+		log_denial(e, &op->charge);
+		trace_refused(op);
+	}
+	return ok;
 }
 
-static void alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
+static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 {
 	curesv_charge *c = &op->charge;
 	if (op->untracked || bytes == c->bytes)
-		return;
+		return true;
 	if (bytes == 0 || bytes > CURESV_SIZE_LIMIT) {
 		if (op->charged)
 			curesv_ledger_uncharge(&e->ledger, c);
 		op->charged = false;
 		op->untracked = true;
 		c->bytes = bytes;
-		return;
+		return true;
 	}
 	if (!op->charged) {
 		c->bytes = bytes;
-		return;
+		return true;
 	}
-	/* Already allocated: move the charge to the real size, past the budget if need be. */
+	/* Already allocated: move the charge to the real size. Enforce mode holds the real size to
+	 * the budget too (the driver's padding made it more than was asked): refused, counted. */
 	curesv_ledger_uncharge(&e->ledger, c);
-	if (!charge(e, op, c->device, bytes, c->kind, false)) {
-		op->charged = false;
-		op->untracked = true;
-	}
+	bool enforce = enforcing(e);
+	if (charge(e, op, c->device, bytes, c->kind, enforce))
+		return true;
+	op->charged = false;
+	if (enforce && !c->full)
+		return false;
+	op->untracked = true; /* more than the account can count: passed through */
+	return true;
 }
 
 /* An address the table still held was handed out again: its free went unseen. Settle it now (a

@@ -71,8 +71,10 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
 			   enum curesv_kind kind, curesv_alloc_op *op);
 /* The allocation turned out to be `bytes` long (a pitched allocation's pitch * height, known only
- * after the call): call between the real allocation and curesv_alloc_end. */
-void curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
+ * after the call): call between the real allocation and curesv_alloc_end. False in enforce mode
+ * when `bytes` do not fit the budget: the refusal is counted and the operation over (no
+ * curesv_alloc_end); the caller frees the allocation and fails the call. */
+bool curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
 /* After it: `ok` = it succeeded and returned `ptr`. Returns false only when the table is full under
  * CURESV_TABLE_FULL=fail: the caller must free `ptr` and report out-of-memory. */
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);

@@ -290,7 +290,8 @@ FREE_HOOK(cuMemFreeAsync, dptr, (uint64_t)(uintptr_t)hStream,
 FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (uint64_t)(uintptr_t)PTDS_STREAM(hStream),
 	  (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
 
-/* Pitched: the budget is checked on width * height; the books keep pitch * height. */
+/* Pitched: the budget is checked on width * height before the call, and on pitch * height, what the
+ * books keep, after it (enforce mode gives back what the padding took past the budget). */
 CUresult curesv_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 					size_t Height, unsigned int ElementSizeBytes)
 {
@@ -303,8 +304,12 @@ CUresult curesv_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	if (r == CUDA_SUCCESS && pPitch && c.e &&
-	    !__builtin_mul_overflow((uint64_t)*pPitch, (uint64_t)Height, &bytes))
-		curesv_alloc_resize(c.e, &c.op, bytes);
+	    !__builtin_mul_overflow((uint64_t)*pPitch, (uint64_t)Height, &bytes) &&
+	    !curesv_alloc_resize(c.e, &c.op, bytes)) {
+		give_back(dptr ? *dptr : 0, CURESV_KIND_DEVICE);
+		curesv_call_close(&c);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	return alloc_result(&c, r, dptr ? *dptr : 0, CURESV_KIND_DEVICE);
 }
 

@@ -108,7 +108,8 @@ static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t p
 RT_ALLOCS(ALLOC_HOOK)
 RT_FREES(FREE_HOOK)
 
-/* Pitched: the budget is checked on width * height; the books keep pitch * height. */
+/* Pitched: the budget is checked on width * height before the call, and on pitch * height, what the
+ * books keep, after it (enforce mode gives back what the padding took past the budget). */
 CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
 	FORWARD_TO(cudaMallocPitch, (void **, size_t *, size_t, size_t));
@@ -120,7 +121,11 @@ CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t w
 		return cudaErrorMemoryAllocation;
 	cudaError_t r = real(devPtr, pitch, width, height);
 	if (r == cudaSuccess && pitch && c.e && !c.deny &&
-	    !__builtin_mul_overflow((uint64_t)*pitch, (uint64_t)height, &bytes))
-		curesv_alloc_resize(c.e, &c.op, bytes);
+	    !__builtin_mul_overflow((uint64_t)*pitch, (uint64_t)height, &bytes) &&
+	    !curesv_alloc_resize(c.e, &c.op, bytes)) {
+		give_back(devPtr ? (uint64_t)(uintptr_t)*devPtr : 0, CURESV_KIND_DEVICE);
+		curesv_call_close(&c);
+		return cudaErrorMemoryAllocation;
+	}
 	return alloc_result(&c, r, devPtr ? (uint64_t)(uintptr_t)*devPtr : 0, CURESV_KIND_DEVICE);
 }

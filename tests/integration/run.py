@@ -274,6 +274,23 @@ def check_pool_denial(report, out):
     return 0, 0, 0
 
 
+def check_pitch_denial(report, out):
+    """256 bytes asked, 256 rows of the simulated driver's 512-byte pitch made: past 64 KiB, so the
+    allocation is given back and refused, counted once, with nothing left behind."""
+    shared = report["shared"]
+    expect("shared denied", shared["denied"], 1)
+    expect("shared allocs", shared["allocs"], 0)
+    expect("shared allocated", shared["allocated"], 0)
+    expect("unknown frees (the give-back is not one)", report["unknown_frees"], 0)
+    expect("device 0 peak", report["devices"][0]["peak"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    line = ("curesv: CURESV_MODE=enforce refused 128 KiB (131072 bytes) on device 0: the shared "
+            "pool has 0 B of its 64 KiB budget in use; further refusals are counted in the report")
+    if line not in out.splitlines():
+        raise AssertionError("no warning line %r in %r" % (line, out[-400:]))
+    return 0, 0, 0
+
+
 def check_wrapped(wrapper_calls):
     def check(report, out):
         expect("wrapper calls", program_count(out, "calls"), wrapper_calls)
@@ -924,6 +941,9 @@ def cases(stack, bindir):
     out.append(Case("driver OOM changes nothing", [b("oom")], check_untouched))
     out.append(Case("enforce: shared pool refuses, report shows it", [b("oom"), "2097152"],
                     check_pool_denial, env={"CURESV_MODE": "enforce", "CURESV_CAPACITY": "1M"}))
+    out.append(Case("enforce: a pitched allocation whose padding passes the budget is refused",
+                    [b("oom"), "pitch", "1", "256"], check_pitch_denial,
+                    env={"CURESV_MODE": "enforce", "CURESV_CAPACITY": "64K"}, stacks=("sim",)))
     launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
                             "curesv")
     out.append(Case("launcher sets the environment",

@@ -151,19 +151,20 @@ static enum alloc_result alloc_vmm(struct worker *w, struct entry *e)
 	return ALLOC_OK;
 }
 
-/* The pitched form: in enforce mode a width the pitch needs no padding for, since curesv checks
- * the budget on width * height and books pitch * height. */
+/* The pitched form, padded or not: enforce mode holds pitch * height, what curesv books, to the
+ * budget as well as width * height (a refusal after the call is one refusal). */
 static enum alloc_result alloc_pitch(struct worker *w, struct entry *e)
 {
-	size_t width = S.enforce ? 512 * (1 + below(w, 64)) : 1 + below(w, 32 << 10);
+	size_t width = below(w, 2) ? 512 * (1 + below(w, 64)) : 1 + below(w, 32 << 10);
 	size_t height = 1 + below(w, 32), pitch = 0;
 	void *p = NULL;
 	e->bytes = width * height; /* a refusal is counted on what was asked */
 	enum alloc_result res = rt(w, e, cudaMallocPitch(&p, &pitch, width, height));
+	if (res == ALLOC_DENIED && width % 512)
+		atomic_fetch_add(&S.pitch_refused, 1);
 	if (res != ALLOC_OK)
 		return res;
-	CHECK(pitch >= width && (!S.enforce || pitch == width), "cudaMallocPitch: pitch %zu for "
-	      "width %zu", pitch, width);
+	CHECK(pitch >= width, "cudaMallocPitch: pitch %zu for width %zu", pitch, width);
 	e->ptr = (uint64_t)(uintptr_t)p;
 	e->bytes = pitch * height;
 	return ALLOC_OK;

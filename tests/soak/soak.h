@@ -107,6 +107,8 @@ struct soak {
 	int64_t churn_size;
 	int64_t capacity[2];
 	_Atomic uint64_t sim_allocs, sim_frees;         /* calls the simulated driver must have seen */
+	_Atomic uint64_t pitch_refused;  /* padded pitched allocations refused: each may have been
+					    made by the driver and given back at once, or not made */
 	_Atomic uint64_t vmm_creates, vmm_frees;
 	_Atomic uint64_t transfers_refused, attach_refused, reserve_refused;
 	_Atomic long done;      /* operations done, over every thread */

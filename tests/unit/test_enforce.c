@@ -253,3 +253,29 @@ Test(enforce, an_account_that_cannot_count_more_passes_allocations_through)
 		      .frees = 1);
 	curesv_engine_destroy(&E);
 }
+
+/* ---- pitched allocations: the driver's padding is held to the budget too -------------------- */
+
+/* A soak found a 32 KiB reservation holding 64 KiB after a pitched allocation whose width * height
+ * fit: the books keep pitch * height, so enforce mode checks that too once the pitch is known. */
+Test(enforce, a_pitched_allocation_whose_padding_passes_the_budget_is_refused)
+{
+	ENGINE(&E, "CURESV_MODE=enforce", "CURESV_CAPACITY=1M");
+	curesv_alloc_op op;
+	cr_assert(curesv_alloc_begin(&E, 0, 16 * KiB, CURESV_KIND_DEVICE, &op));
+	EXPECT_SHARED(&E, .device = 0, .size = 1 * MiB, .allocated = 16 * KiB, .caller_view = 16 * KiB);
+	cr_assert_not(curesv_alloc_resize(&E, &op, 2 * MiB), "padding past the capacity granted");
+	EXPECT_SHARED(&E, .device = 0, .size = 1 * MiB, .denied = 1);
+	/* one that fits moves the charge to the padded size */
+	cr_assert(curesv_alloc_begin(&E, 0, 16 * KiB, CURESV_KIND_DEVICE, &op));
+	cr_assert(curesv_alloc_resize(&E, &op, 64 * KiB));
+	cr_assert(curesv_alloc_end(&E, &op, true, fake_ptr(1)));
+	EXPECT_SHARED(&E, .device = 0, .size = 1 * MiB, .allocated = 64 * KiB, .peak = 64 * KiB,
+		      .caller_view = 64 * KiB, .allocs = 1, .denied = 1);
+	curesv_free_op f;
+	curesv_free_begin(&E, fake_ptr(1), &f);
+	curesv_free_end(&E, &f, true);
+	EXPECT_SHARED(&E, .device = 0, .size = 1 * MiB, .peak = 64 * KiB, .allocs = 1, .frees = 1,
+		      .denied = 1);
+	curesv_engine_destroy(&E);
+}
