@@ -8,7 +8,9 @@
  *                            refused (cudaErrorStreamCaptureWrongThread) and the capture goes on:
  *                            the cudaMallocAsync that follows is still the graph's. Launched twice,
  *                            freed with cudaFree after each launch. Prints "graphs: wrongthread
- *                            launches=2 captured=1 ok".
+ *                            launches=2 captured=1 ok". As the simulated driver answers: CUDA 13.0
+ *                            on an H200 refuses the capturing thread's own EndCapture afterwards
+ *                            too (401), with or without curesv.
  *   graphs tablefull         the same capture (on one thread) on a stream made after 16400 others,
  *                            more than curesv's stream table holds. Prints "graphs: tablefull
  *                            launches=2 captured=1 ok". */
