@@ -178,14 +178,21 @@ bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64
 
 static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
 
+/* The operation is over: a fork from now on has nothing of it to settle in the child. */
+static void alloc_retired(int shard, curesv_alloc_op *op)
+{
+	if (op->state != CURESV_OP_IDLE) {
+		op->state = CURESV_OP_IDLE;
+		curesv_shard_publish(shard, NULL);
+	}
+}
+
 bool curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 {
 	int shard = curesv_section_enter();
 	bool ok = alloc_resize(e, op, bytes);
-	if (!ok && op->state != CURESV_OP_IDLE) {
-		op->state = CURESV_OP_IDLE;
-		curesv_shard_publish(shard, NULL);
-	}
+	if (!ok)
+		alloc_retired(shard, op);
 	curesv_section_leave(shard);
 	if (!ok) {
 		log_denial(e, &op->charge);
@@ -246,10 +253,7 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 {
 	int shard = curesv_section_enter();
 	bool keep = alloc_end(e, op, ok, ptr);
-	if (op->state != CURESV_OP_IDLE) {
-		op->state = CURESV_OP_IDLE;
-		curesv_shard_publish(shard, NULL);
-	}
+	alloc_retired(shard, op);
 	curesv_section_leave(shard);
 	return keep;
 }

@@ -25,10 +25,7 @@ void curesv_engine_pool_learned(curesv_engine *e, uint64_t pool, int device, boo
 	if (curesv_streams_get(&e->streams, pool, &had) && had.device == device &&
 	    had.flags == info.flags)
 		return; /* a device's pool asked for again: nothing moves, no epoch bump */
-	curesv_streams_lock(&e->streams, true);
-	bool ok = curesv_streams_put(&e->streams, pool, &info);
-	curesv_streams_unlock(&e->streams);
-	if (!ok)
+	if (!curesv_streams_set(&e->streams, pool, &info))
 		CURESV_LOG_ONCE(CURESV_LOG_WARN, "stream table full (%d streams and pools): further "
 				"pools' allocations are charged to their stream's device",
 				CURESV_STREAM_SLOTS);
@@ -45,7 +42,5 @@ bool curesv_engine_pool_destroying(curesv_engine *e, uint64_t pool, curesv_strea
 
 void curesv_engine_pool_restore(curesv_engine *e, uint64_t pool, const curesv_stream_info *saved)
 {
-	curesv_streams_lock(&e->streams, true);
-	curesv_streams_put(&e->streams, pool, saved);
-	curesv_streams_unlock(&e->streams);
+	curesv_streams_set(&e->streams, pool, saved);
 }

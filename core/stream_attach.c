@@ -39,10 +39,7 @@ static void table_full(void)
 /* Records `info` for `stream`, under the table's lock. */
 static void put(curesv_engine *e, uint64_t stream, const curesv_stream_info *info)
 {
-	curesv_streams_lock(&e->streams, true);
-	bool ok = curesv_streams_put(&e->streams, stream, info);
-	curesv_streams_unlock(&e->streams);
-	if (!ok)
+	if (!curesv_streams_set(&e->streams, stream, info))
 		table_full();
 }
 

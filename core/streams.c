@@ -45,6 +45,14 @@ void curesv_streams_unlock(curesv_streams *s)
 	curesv_unlock(&s->lock);
 }
 
+bool curesv_streams_set(curesv_streams *s, uint64_t handle, const curesv_stream_info *info)
+{
+	curesv_streams_lock(s, true);
+	bool ok = curesv_streams_put(s, handle, info);
+	curesv_streams_unlock(s);
+	return ok;
+}
+
 /* With no other writer, replacing finds the one record there is: the handle stays recorded once. */
 bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_info *info)
 {

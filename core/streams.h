@@ -80,6 +80,8 @@ void curesv_streams_unlock(curesv_streams *s);
 /* Records `info` for `handle`, replacing what was there. False when the map is full (what was
  * recorded stays). Call with the lock held. */
 bool curesv_streams_put(curesv_streams *s, uint64_t handle, const curesv_stream_info *info);
+/* curesv_streams_put of a record that does not depend on what was there: takes the lock itself. */
+bool curesv_streams_set(curesv_streams *s, uint64_t handle, const curesv_stream_info *info);
 /* What is recorded for `handle`; false when nothing is. Lock-free. */
 bool curesv_streams_get(curesv_streams *s, uint64_t handle, curesv_stream_info *out);
 /* Forgets `handle` (the stream or pool was destroyed). Returns what was recorded, if asked. Call

@@ -3,7 +3,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "shim.h"
+#include "variants.h"
 
 _Thread_local struct curesv_frame curesv_frame;
 #define frame curesv_frame
@@ -22,25 +22,32 @@ static int current_device(enum curesv_layer layer)
 		cudaError_t (*get)(int *) = curesv_real_runtime(&rt_get_device);
 		if (!get || get(&dev) != cudaSuccess)
 			dev = 0;
-	} else {
-		CUresult (*get)(CUdevice *) = curesv_real_driver(&drv_ctx_get_device);
-		if (!get || get(&dev) != CUDA_SUCCESS)
-			dev = 0;
+	} else if (!curesv_driver_current_device(&dev)) {
+		dev = 0;
 	}
 	return dev;
+}
+
+bool curesv_driver_current_device(CUdevice *dev)
+{
+	CUresult (*get)(CUdevice *) = curesv_real_driver(&drv_ctx_get_device);
+	return get && get(dev) == CUDA_SUCCESS;
 }
 
 static struct curesv_real drv_stream_device = { "cuStreamGetDevice", NULL };
 static struct curesv_real drv_is_capturing = { "cuStreamIsCapturing", NULL };
 
-/* Is `stream` capturing now? Asked only while some capture is under way; a query capture allows. */
+bool curesv_driver_capture_status(uint64_t stream, CUstreamCaptureStatus *st)
+{
+	CUresult (*is)(CUstream, CUstreamCaptureStatus *) = curesv_real_driver(&drv_is_capturing);
+	return is && is((CUstream)(uintptr_t)stream, st) == CUDA_SUCCESS;
+}
+
+/* Is `stream` capturing now? Asked only while some capture is under way. */
 static bool capturing(curesv_engine *e, uint64_t stream)
 {
-	if (!curesv_engine_capturing(e))
-		return false;
-	CUresult (*is)(CUstream, CUstreamCaptureStatus *) = curesv_real_driver(&drv_is_capturing);
-	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-	return is && is((CUstream)(uintptr_t)stream, &st) == CUDA_SUCCESS &&
+	CUstreamCaptureStatus st;
+	return curesv_engine_capturing(e) && curesv_driver_capture_status(stream, &st) &&
 	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
@@ -49,15 +56,21 @@ static bool capturing(curesv_engine *e, uint64_t stream)
  * (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) and when the driver cannot tell. */
 static int stream_device(curesv_engine *e, enum curesv_layer layer, uint64_t stream)
 {
+	int dev = curesv_driver_stream_device(e, stream);
+	return dev >= 0 ? dev : current_device(layer);
+}
+
+int curesv_driver_stream_device(curesv_engine *e, uint64_t stream)
+{
 	if (curesv_stream_is_default(stream))
-		return current_device(layer);
+		return -1;
 	curesv_stream_info info;
 	if (curesv_engine_stream(e, stream, &info) && info.device >= 0)
 		return info.device;
 	CUresult (*get)(CUstream, CUdevice *) = curesv_real_driver(&drv_stream_device);
 	int dev;
 	if (!get || get((CUstream)(uintptr_t)stream, &dev) != CUDA_SUCCESS)
-		return current_device(layer);
+		return -1;
 	curesv_engine_stream_learned(e, stream, dev);
 	return dev;
 }

@@ -228,9 +228,6 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* In a per-thread default-stream (_ptsz) variant the NULL stream is the calling thread's own: for
- * curesv it is CU_STREAM_PER_THREAD, as a capture on it sees it. */
-#define PTDS_STREAM(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
 
 #define ALLOC_HOOK(sym, kind, bytes, stream, out, params, args)                               \
 	ALLOC_HOOK_POOL(sym, kind, bytes, stream, 0, out, params, args)
@@ -274,20 +271,21 @@ ALLOC_HOOK(cuMemAllocHost_v2, CURESV_KIND_HOST, bytesize, 0, pp,
 	   (void **pp, size_t bytesize), (pp, bytesize))
 ALLOC_HOOK(cuMemAllocAsync, CURESV_KIND_ASYNC, bytesize, hStream, dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
-ALLOC_HOOK(cuMemAllocAsync_ptsz, CURESV_KIND_ASYNC, bytesize, PTDS_STREAM(hStream), dptr,
+ALLOC_HOOK(cuMemAllocAsync_ptsz, CURESV_KIND_ASYNC, bytesize, CURESV_PTDS_STREAM(hStream), dptr,
 	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
 ALLOC_HOOK_POOL(cuMemAllocFromPoolAsync, CURESV_KIND_ASYNC, bytesize, hStream, pool, dptr,
 		(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
 		(dptr, bytesize, pool, hStream))
-ALLOC_HOOK_POOL(cuMemAllocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, bytesize, PTDS_STREAM(hStream),
-		pool, dptr, (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+ALLOC_HOOK_POOL(cuMemAllocFromPoolAsync_ptsz, CURESV_KIND_ASYNC, bytesize,
+		CURESV_PTDS_STREAM(hStream), pool, dptr,
+		(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
 		(dptr, bytesize, pool, hStream))
 
 FREE_HOOK(cuMemFree_v2, dptr, CURESV_NO_STREAM, (CUdeviceptr dptr), (dptr))
 FREE_HOOK(cuMemFreeHost, p, CURESV_NO_STREAM, (void *p), (p))
 FREE_HOOK(cuMemFreeAsync, dptr, (uint64_t)(uintptr_t)hStream,
 	  (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
-FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (uint64_t)(uintptr_t)PTDS_STREAM(hStream),
+FREE_HOOK(cuMemFreeAsync_ptsz, dptr, (uint64_t)(uintptr_t)CURESV_PTDS_STREAM(hStream),
 	  (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
 
 /* Pitched: the budget is checked on width * height before the call, and on pitch * height, what the

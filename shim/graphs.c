@@ -6,9 +6,6 @@
 #include "variants.h"
 
 static struct curesv_real drv_graph_mem = { "cuDeviceGetGraphMemAttribute", NULL };
-static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
-static struct curesv_real drv_stream_device = { "cuStreamGetDevice", NULL };
-static struct curesv_real drv_is_capturing = { "cuStreamIsCapturing", NULL };
 
 /* Reads `device`'s graph memory (the current device when device < 0). */
 static void graph_mem(curesv_engine *e, int device)
@@ -16,11 +13,8 @@ static void graph_mem(curesv_engine *e, int device)
 	CUresult (*get)(CUdevice, CUgraphMem_attribute, void *) = curesv_real_driver(&drv_graph_mem);
 	if (!e || !get)
 		return;
-	if (device < 0) {
-		CUresult (*cur)(CUdevice *) = curesv_real_driver(&drv_ctx_get_device);
-		if (!cur || cur(&device) != CUDA_SUCCESS)
-			return;
-	}
+	if (device < 0 && !curesv_driver_current_device(&device))
+		return;
 	static const CUgraphMem_attribute attr[4] = {
 		CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH,
 		CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH,
@@ -35,11 +29,11 @@ static void graph_mem(curesv_engine *e, int device)
 	curesv_engine_graph_mem(e, device, v);
 }
 
-static int device_of(CUstream s)
+/* ... of the device of stream `s` (the current one for a default stream). */
+static void graph_mem_of(curesv_engine *e, CUstream s)
 {
-	CUresult (*get)(CUstream, CUdevice *) = curesv_real_driver(&drv_stream_device);
-	CUdevice dev;
-	return get && get(s, &dev) == CUDA_SUCCESS ? dev : -1;
+	if (e)
+		graph_mem(e, curesv_driver_stream_device(e, (uint64_t)(uintptr_t)s));
 }
 
 static CUresult began(CUresult r, CUstream s)
@@ -55,11 +49,9 @@ static CUresult began(CUresult r, CUstream s)
  * ended with its error. */
 static bool still_capturing(CUresult r, CUstream s)
 {
-	if (r == CUDA_SUCCESS)
-		return false;
-	CUresult (*is)(CUstream, CUstreamCaptureStatus *) = curesv_real_driver(&drv_is_capturing);
-	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-	return is && is(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+	CUstreamCaptureStatus st;
+	return r != CUDA_SUCCESS && curesv_driver_capture_status((uint64_t)(uintptr_t)s, &st) &&
+	       st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static CUresult ended(CUresult r, CUstream s)
@@ -67,24 +59,22 @@ static CUresult ended(CUresult r, CUstream s)
 	curesv_engine *e = curesv_shim_engine();
 	if (e && !still_capturing(r, s)) {
 		curesv_engine_capture_end(e, (uint64_t)(uintptr_t)s);
-		graph_mem(e, device_of(s));
+		graph_mem_of(e, s);
 	}
 	return r;
 }
 
-/* In a _ptsz variant the NULL stream is the calling thread's own. */
-#define PTDS(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
-
 CURESV_HOOK_THEN(cuStreamBeginCapture, (CUstream hStream), began(real(hStream), hStream))
-CURESV_HOOK_THEN(cuStreamBeginCapture_ptsz, (CUstream hStream), began(real(hStream), PTDS(hStream)))
+CURESV_HOOK_THEN(cuStreamBeginCapture_ptsz, (CUstream hStream),
+		 began(real(hStream), CURESV_PTDS_STREAM(hStream)))
 CURESV_HOOK_THEN(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode),
 		 began(real(hStream, mode), hStream))
 CURESV_HOOK_THEN(cuStreamBeginCapture_v2_ptsz, (CUstream hStream, CUstreamCaptureMode mode),
-		 began(real(hStream, mode), PTDS(hStream)))
+		 began(real(hStream, mode), CURESV_PTDS_STREAM(hStream)))
 CURESV_HOOK_THEN(cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph),
 		 ended(real(hStream, phGraph), hStream))
 CURESV_HOOK_THEN(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),
-		 ended(real(hStream, phGraph), PTDS(hStream)))
+		 ended(real(hStream, phGraph), CURESV_PTDS_STREAM(hStream)))
 
 CUresult curesv_hook_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 					    const CUgraphNode *dependencies, size_t numDependencies,
@@ -104,7 +94,7 @@ CUresult curesv_hook_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hG
 static CUresult launched(CUresult r, CUstream s)
 {
 	if (r == CUDA_SUCCESS)
-		graph_mem(curesv_shim_engine(), device_of(s));
+		graph_mem_of(curesv_shim_engine(), s);
 	return r;
 }
 
@@ -119,7 +109,7 @@ static CUresult read_back(CUresult r, int device)
 CURESV_HOOK_THEN(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream),
 		 launched(real(hGraphExec, hStream), hStream))
 CURESV_HOOK_THEN(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream),
-		 launched(real(hGraphExec, hStream), PTDS(hStream)))
+		 launched(real(hGraphExec, hStream), CURESV_PTDS_STREAM(hStream)))
 CURESV_HOOK_THEN(cuGraphExecDestroy, (CUgraphExec hGraphExec), read_back(real(hGraphExec), -1))
 CURESV_HOOK_THEN(cuDeviceGraphMemTrim, (CUdevice device), read_back(real(device), device))
 

@@ -4,11 +4,12 @@
  * afterwards, hence the record at creation and when a device hands out its pool. */
 #include "variants.h"
 
-static void learned(CUresult r, const CUmemoryPool *pool, int device, bool host)
+static CUresult learned(CUresult r, const CUmemoryPool *pool, int device, bool host)
 {
 	curesv_engine *e = curesv_shim_engine();
 	if (r == CUDA_SUCCESS && pool && *pool && e)
 		curesv_engine_pool_learned(e, (uint64_t)(uintptr_t)*pool, device, host);
+	return r;
 }
 
 CUresult curesv_hook_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
@@ -21,22 +22,11 @@ CUresult curesv_hook_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *p
 	return r;
 }
 
-CUresult curesv_hook_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-	CURESV_FORWARD_TO(cuDeviceGetDefaultMemPool);
-	CUresult r = real(pool_out, dev);
-	learned(r, pool_out, dev, false);
-	return r;
-}
-
+CURESV_HOOK_THEN(cuDeviceGetDefaultMemPool, (CUmemoryPool *pool_out, CUdevice dev),
+		 learned(real(pool_out, dev), pool_out, dev, false))
 /* A device's current pool is local to it (cuDeviceSetMemPool accepts no other). */
-CUresult curesv_hook_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-	CURESV_FORWARD_TO(cuDeviceGetMemPool);
-	CUresult r = real(pool, dev);
-	learned(r, pool, dev, false);
-	return r;
-}
+CURESV_HOOK_THEN(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev),
+		 learned(real(pool, dev), pool, dev, false))
 
 /* Forgotten before the destroy (and recorded again if it fails): a pool made meanwhile with the
  * same handle is recorded by its own create, which can only follow the driver's destroy. */

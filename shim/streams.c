@@ -4,7 +4,6 @@
 #include "variants.h"
 
 static struct curesv_real drv_ctx_get_current = { "cuCtxGetCurrent", NULL };
-static struct curesv_real drv_ctx_get_device = { "cuCtxGetDevice", NULL };
 static struct curesv_real drv_primary_state = { "cuDevicePrimaryCtxGetState", NULL };
 
 /* A stream was made in the calling thread's current context. */
@@ -14,12 +13,11 @@ static CUresult created(CUresult r, CUstream *ph)
 	if (r != CUDA_SUCCESS || !ph || !*ph || !e)
 		return r;
 	CUresult (*get_ctx)(CUcontext *) = curesv_real_driver(&drv_ctx_get_current);
-	CUresult (*get_dev)(CUdevice *) = curesv_real_driver(&drv_ctx_get_device);
 	CUcontext ctx = NULL;
 	CUdevice dev = -1;
 	if (!get_ctx || get_ctx(&ctx) != CUDA_SUCCESS)
 		ctx = NULL;
-	if (!get_dev || get_dev(&dev) != CUDA_SUCCESS)
+	if (!curesv_driver_current_device(&dev))
 		dev = -1;
 	curesv_engine_stream_created(e, (uint64_t)(uintptr_t)*ph, dev, ctx ? curesv_ctx_tag(ctx) : 0);
 	return r;

@@ -116,6 +116,19 @@ CURESV_HIDDEN CUresult curesv_no_driver(enum curesv_variant id);
 	if (!real)                                                                            \
 		return curesv_no_driver(CURESV_V_##sym)
 
+/* In a per-thread default-stream (_ptsz) variant the NULL stream is the calling thread's own: for
+ * curesv it is CU_STREAM_PER_THREAD, as a capture on it sees it. */
+#define CURESV_PTDS_STREAM(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
+
+/* Driver queries the family files share (call.c). The calling thread's current device; false when
+ * the driver cannot tell. */
+CURESV_HIDDEN bool curesv_driver_current_device(CUdevice *dev);
+/* `stream`'s device: the stream table's record, else the driver's answer (recorded then); -1 for
+ * the default streams (the current device's) and when the driver cannot tell. */
+CURESV_HIDDEN int curesv_driver_stream_device(curesv_engine *e, uint64_t stream);
+/* cuStreamIsCapturing, which every capture mode allows; false when the driver cannot tell. */
+CURESV_HIDDEN bool curesv_driver_capture_status(uint64_t stream, CUstreamCaptureStatus *st);
+
 /* A hook that makes the real call and hands its result to `then`, an expression in which `real`
  * is the driver's function and the parameters are in scope (what the family files' hooks do:
  * call, then record). */
