@@ -7,7 +7,9 @@
  *    ring waits for the next drain, and so does every event that followed it, stamped later;
  *  - the stamp of any free still in flight: a free is stamped before the real free (the address
  *    may be handed to another thread the moment the driver has it back) and published after it,
- *    so the allocation that reuses its address never reaches the file before it.
+ *    so the allocation that reuses its address never reaches the file before it. The freer
+ *    publishes its event, then clears its stamp; the drain reads the stamp, then the head, so
+ *    it sees either the stamp or the event.
  * A thread whose ring is full waits (100 ms at most, yielding) for such a free to land, then
  * drains past it.
  * Closing drains everything. Rings live until their thread exits (a pthread key destructor drains
@@ -134,12 +136,14 @@ static void drain_locked(bool all)
 	uint64_t horizon = all ? UINT64_MAX : now_ns();
 	unsigned n = 0;
 	for (struct ring *r = rings; r; r = r->next) {
-		/* acquire: the slots up to head are written */
-		r->end = atomic_load_explicit(&r->head, memory_order_acquire);
-		r->cursor = atomic_load_explicit(&r->tail, memory_order_relaxed);
+		/* seq_cst, and before head: a free that cleared its stamp had published its event
+		 * first, so reading 0 here means the head read next includes that event */
 		uint64_t f = atomic_load_explicit(&r->inflight, memory_order_seq_cst);
 		if (f && f < horizon && !all)
 			horizon = f;
+		/* acquire: the slots up to head are written */
+		r->end = atomic_load_explicit(&r->head, memory_order_acquire);
+		r->cursor = atomic_load_explicit(&r->tail, memory_order_relaxed);
 		if (r->cursor != r->end) {
 			name_thread(r);
 			heap[n++] = r;
