@@ -283,7 +283,7 @@ fuzz-%: $(FUZZ)/fuzz_%
 
 bench: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/trace_bench \
-		$(BUILD)/plain/alloc_bench $(BUILD)/plain/libcuresv.so sim
+		$(BUILD)/plain/alloc_bench $(BUILD)/plain/libspin_shim.so $(BUILD)/plain/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/bench --stack sim --bin $(BUILD)/plain
 
 # The table's peers are C++ designs (std::unordered_map, std::map): written in C++.
@@ -300,6 +300,9 @@ $(O)/trace_bench: tests/bench/trace_bench.c $(O)/libcuresv_core.a
 
 $(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LINKS)
 	$(IT_CC) $< $(IT_DYN) -o $@
+
+$(O)/libspin_shim.so: tests/bench/spin_shim.c
+	$(IT_CC) -fPIC -shared $< -ldl -o $@
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,52 @@
+/* The yardstick for curesv's ratios: an interposer that does nothing but spin CURESV_BENCH_SPIN_NS
+ * nanoseconds before each cudaMallocAsync and cudaFreeAsync it forwards (dlsym(RTLD_NEXT)). Preloaded
+ * instead of libcuresv.so, it shows what any given time spent outside the driver, per call, costs a
+ * loop of pairs: on a driver whose stream-ordered calls are serialised behind its own locks, the
+ * ratio grows faster than the time added (scripts/bench prints both). Not part of curesv. */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+static long spin_ns;
+static cudaError_t (*real_malloc_async)(void **, size_t, cudaStream_t);
+static cudaError_t (*real_free_async)(void *, cudaStream_t);
+
+/* Resolved once, before main: the calls below read them without synchronisation. */
+__attribute__((constructor)) static void resolve(void)
+{
+	const char *s = getenv("CURESV_BENCH_SPIN_NS");
+	spin_ns = s ? strtol(s, NULL, 10) : 0;
+	*(void **)&real_malloc_async = dlsym(RTLD_NEXT, "cudaMallocAsync");
+	*(void **)&real_free_async = dlsym(RTLD_NEXT, "cudaFreeAsync");
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin(void)
+{
+	if (spin_ns <= 0)
+		return;
+	uint64_t end = now_ns() + (uint64_t)spin_ns;
+	while (now_ns() < end)
+		;
+}
+
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s)
+{
+	spin();
+	return real_malloc_async ? real_malloc_async(p, bytes, s) : cudaErrorInitializationError;
+}
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+	spin();
+	return real_free_async ? real_free_async(p, s) : cudaErrorInitializationError;
+}
