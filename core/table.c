@@ -64,6 +64,12 @@ static inline uint64_t slot_at(const curesv_table *t, uint64_t home, uint64_t d)
 	return (home + d * (d + 1) / 2) & t->mask;
 }
 
+/* The probe loops step from slot_at(d) to slot_at(d + 1) by adding d + 1. */
+static inline uint64_t slot_next(const curesv_table *t, uint64_t index, uint64_t next_d)
+{
+	return (index + next_d) & t->mask;
+}
+
 static inline _Atomic uint32_t *bound_of(curesv_table *t, uint64_t home)
 {
 	return &t->slots[home].bound;
@@ -158,9 +164,9 @@ static void raise_bound(curesv_table *t, uint64_t home, uint64_t d)
 
 /* May the slot at distance d from `home` hold a key whose home is `home`? A live one whose key
  * hashes there, or a BUSY one (being inserted or taken: its key is not to be trusted yet), I4. */
-static bool holds_home(curesv_table *t, uint64_t home, uint64_t d)
+static bool holds_home(curesv_table *t, uint64_t home, uint64_t index)
 {
-	struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
+	struct curesv_slot *s = &t->slots[index];
 	/* seq_cst: with the scanning CAS before it, against an inserter's claim CAS and bound load
 	 * (I4); also pairs with the release that published the key, so its hash is the right one */
 	uint64_t st = atomic_load_explicit(&s->state, memory_order_seq_cst);
@@ -184,9 +190,10 @@ static void lower_bound(curesv_table *t, uint64_t home, uint64_t d)
 								       memory_order_seq_cst,
 								       memory_order_relaxed))
 			return;
-		uint64_t j = d - 1;
-		while (j > 0 && !holds_home(t, home, j))
-			j--;
+		uint64_t j = d - 1, index = slot_at(t, home, j);
+		/* stepping down: slot_at(j - 1) is slot_at(j) less j */
+		while (j > 0 && !holds_home(t, home, index))
+			index = (index - j--) & t->mask;
 		expect = (uint32_t)d | SCANNING;
 		if (atomic_compare_exchange_strong_explicit(b, &expect, (uint32_t)j, memory_order_release,
 							    memory_order_relaxed))
@@ -236,8 +243,8 @@ static bool insert(curesv_table *t, const curesv_entry *e, curesv_entry *old)
 retry:;
 	uint64_t bound = old ? atomic_load_explicit(bound_of(t, home), memory_order_acquire) & BOUND_MASK
 			     : 0;
-	for (uint64_t d = 0; d < t->probe_limit; d++) {
-		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
+	for (uint64_t d = 0, index = home; d < t->probe_limit; index = slot_next(t, index, ++d)) {
+		struct curesv_slot *s = &t->slots[index];
 		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (old && d <= bound && st_phase(st) == PHASE_LIVE &&
 		    atomic_load_explicit(&s->key, memory_order_relaxed) == e->ptr) {
@@ -306,17 +313,18 @@ static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *o
 	out->kind = (uint8_t)(meta & 0xff);
 }
 
-/* Finds the live slot holding `ptr`: returns its distance from home and its state, or false. When
+/* Finds the live slot holding `ptr`: returns its distance from home, its index and its state, or
+ * false. When
  * `busy` is given and a slot holding `ptr` is BUSY (another thread is taking it out), its index and
  * state go there (index UINT64_MAX when none is). */
-static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, uint64_t *state,
-		 uint64_t busy[2])
+static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, uint64_t *where,
+		 uint64_t *state, uint64_t busy[2])
 {
 	uint64_t bound = atomic_load_explicit(bound_of(t, home), memory_order_acquire) & BOUND_MASK;
 	if (busy)
 		busy[0] = UINT64_MAX;
-	for (uint64_t d = 0; d <= bound; d++) {
-		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
+	for (uint64_t d = 0, index = home; d <= bound; index = slot_next(t, index, ++d)) {
+		struct curesv_slot *s = &t->slots[index];
 		/* acquire: pairs with the release that published this slot's key */
 		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (st_phase(st) == PHASE_FREE ||
@@ -324,11 +332,12 @@ static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, u
 			continue;
 		if (st_phase(st) == PHASE_LIVE) {
 			*dist = d;
+			*where = index;
 			*state = st;
 			return true;
 		}
 		if (busy && busy[0] == UINT64_MAX)
-			busy[0] = slot_at(t, home, d), busy[1] = st;
+			busy[0] = index, busy[1] = st;
 	}
 	return false;
 }
@@ -350,26 +359,26 @@ static bool wait_settled(curesv_table *t, const uint64_t busy[2])
 
 bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out)
 {
-	uint64_t home = home_of(t, ptr), d, st;
-	if (ptr == 0 || !find(t, ptr, home, &d, &st, NULL))
+	uint64_t home = home_of(t, ptr), d, index, st;
+	if (ptr == 0 || !find(t, ptr, home, &d, &index, &st, NULL))
 		return false;
 	if (out)
-		fill_entry(&t->slots[slot_at(t, home, d)], st, out);
+		fill_entry(&t->slots[index], st, out);
 	return true;
 }
 
 bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket)
 {
-	uint64_t home = home_of(t, ptr), d, st, busy_seen[2];
+	uint64_t home = home_of(t, ptr), d, index, st, busy_seen[2];
 	if (ptr == 0)
 		return false;
 	for (;;) {
-		if (!find(t, ptr, home, &d, &st, busy_seen)) {
+		if (!find(t, ptr, home, &d, &index, &st, busy_seen)) {
 			if (busy_seen[0] != UINT64_MAX && wait_settled(t, busy_seen))
 				continue;
 			return false;
 		}
-		struct curesv_slot *s = &t->slots[slot_at(t, home, d)];
+		struct curesv_slot *s = &t->slots[index];
 		uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_tag(st));
 		/* acquire: the payload read below is the one published with this occupancy */
 		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
@@ -377,7 +386,7 @@ bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_
 			continue; /* a transfer changed the origin, or another taker won: look again */
 		if (out)
 			fill_entry(s, st, out);
-		*ticket = (curesv_ticket){ slot_at(t, home, d), home, d, st };
+		*ticket = (curesv_ticket){ index, home, d, st };
 		return true;
 	}
 }
@@ -413,11 +422,11 @@ bool curesv_table_remove(curesv_table *t, uint64_t ptr, curesv_entry *out)
 
 bool curesv_table_peek(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket)
 {
-	uint64_t home = home_of(t, ptr), d, st;
-	if (ptr == 0 || !find(t, ptr, home, &d, &st, NULL))
+	uint64_t home = home_of(t, ptr), d, index, st;
+	if (ptr == 0 || !find(t, ptr, home, &d, &index, &st, NULL))
 		return false;
-	fill_entry(&t->slots[slot_at(t, home, d)], st, out);
-	*ticket = (curesv_ticket){ slot_at(t, home, d), home, d, st };
+	fill_entry(&t->slots[index], st, out);
+	*ticket = (curesv_ticket){ index, home, d, st };
 	return true;
 }
 
