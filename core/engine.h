@@ -124,8 +124,25 @@ void curesv_engine_stream_learned(curesv_engine *e, uint64_t stream, int device)
 bool curesv_engine_stream_destroying(curesv_engine *e, uint64_t stream, curesv_stream_info *saved);
 void curesv_engine_stream_restore(curesv_engine *e, uint64_t stream, const curesv_stream_info *saved);
 /* The stream's record: the calling thread's last lookup while the table's epoch holds, else the
- * table. False when curesv knows nothing of the stream. Lock-free. */
-bool curesv_engine_stream(curesv_engine *e, uint64_t stream, curesv_stream_info *out);
+ * table. False when curesv knows nothing of the stream. Lock-free. Inline: the allocation path
+ * asks it for the device and the origin of every stream-ordered call. */
+struct curesv_stream_last {
+	const curesv_engine *e;
+	uint64_t stream;
+	uint32_t epoch;
+	curesv_stream_info info;
+};
+extern _Thread_local struct curesv_stream_last curesv_stream_last_;     /* stream_attach.c */
+bool curesv_engine_stream_table(curesv_engine *e, uint64_t stream, curesv_stream_info *out);
+static inline bool curesv_engine_stream(curesv_engine *e, uint64_t stream, curesv_stream_info *out)
+{
+	const struct curesv_stream_last *l = &curesv_stream_last_;
+	if (l->e == e && l->stream == stream && l->epoch == curesv_streams_epoch(&e->streams)) {
+		*out = l->info;
+		return true;
+	}
+	return curesv_engine_stream_table(e, stream, out);
+}
 /* curesv_attach_stream: `stream` (a CUstream's value) carries reservation `name` from now on; NULL
  * detaches it. Errors: INVALID (a default stream), UNKNOWN_NAME, TABLE_FULL. */
 curesv_status curesv_engine_attach_stream(curesv_engine *e, uint64_t stream, const char *name);

@@ -9,23 +9,15 @@
 
 #include "log.h"
 
-static _Thread_local struct {
-	const curesv_engine *e;
-	uint64_t stream;
-	uint32_t epoch;
-	curesv_stream_info info;
-} last;
+_Thread_local struct curesv_stream_last curesv_stream_last_;
 
-bool curesv_engine_stream(curesv_engine *e, uint64_t stream, curesv_stream_info *out)
+/* The table's record, remembered as the thread's last lookup (engine.h checks that first). */
+bool curesv_engine_stream_table(curesv_engine *e, uint64_t stream, curesv_stream_info *out)
 {
 	uint32_t epoch = curesv_streams_epoch(&e->streams);
-	if (last.e == e && last.stream == stream && last.epoch == epoch) {
-		*out = last.info;
-		return true;
-	}
 	if (!curesv_streams_get(&e->streams, stream, out))
 		return false;
-	last.e = e, last.stream = stream, last.epoch = epoch, last.info = *out;
+	curesv_stream_last_ = (struct curesv_stream_last){ e, stream, epoch, *out };
 	return true;
 }
 

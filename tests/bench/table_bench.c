@@ -4,7 +4,9 @@
  *    has cores), 75% of the slots live, each thread churning its own range of distinct 2 MiB-aligned
  *    addresses (remove the oldest, insert a new one), for the origin table and its peers
  *    (peers.cc): 16 shards of unordered_map under mutexes, one map under a reader-writer lock, a
- *    256-slot registry scanned under one lock (at 75% of its 256 slots).
+ *    256-slot registry scanned under one lock (at 75% of its 256 slots). Beside them, the same
+ *    churn on private tables (each thread its own table of as many slots, 75% live): what the
+ *    machine's cores give without sharing a cache line, to read the table's scaling against.
  * 2. Cost of one pair at 1 thread, 75% load, after 10^6 churn cycles, at 2^16 and 2^24 slots, with
  *    the longest probes.
  *
@@ -28,9 +30,9 @@
 #define SLOTS (UINT64_C(1) << 16)
 #define MAX_THREADS 16
 
-enum subject { TABLE, SHARDS, RWMAP, SCAN, SUBJECTS };
+enum subject { TABLE, SHARDS, RWMAP, SCAN, PRIVATE, SUBJECTS };
 static const char *const subject_name[SUBJECTS] = {
-	"curesv table", "16-shard mutex map", "map + rw lock", "256-slot scan"
+	"curesv table", "16-shard mutex map", "map + rw lock", "256-slot scan", "private tables"
 };
 
 static double now_s(void)
@@ -50,6 +52,7 @@ struct run {
 
 struct worker {
 	struct run *run;
+	curesv_table *table;    /* the run's, or (PRIVATE) the worker's own */
 	uint64_t base, live, cycles;
 };
 
@@ -58,18 +61,18 @@ static curesv_entry entry_at(uint64_t ptr)
 	return (curesv_entry){ .ptr = ptr, .bytes = STRIDE, .origin = 0, .thread = 1, .device = 0 };
 }
 
-static bool put(struct run *r, uint64_t key)
+static bool put(struct worker *w, uint64_t key)
 {
-	if (r->what == TABLE) {
+	if (w->table) {
 		curesv_entry e = entry_at(key);
-		return curesv_table_insert(r->table, &e);
+		return curesv_table_insert(w->table, &e);
 	}
-	return peer_insert(r->peer, key);
+	return peer_insert(w->run->peer, key);
 }
 
-static bool take(struct run *r, uint64_t key)
+static bool take(struct worker *w, uint64_t key)
 {
-	return r->what == TABLE ? curesv_table_remove(r->table, key, NULL) : peer_remove(r->peer, key);
+	return w->table ? curesv_table_remove(w->table, key, NULL) : peer_remove(w->run->peer, key);
 }
 
 /* Keeps `live` keys in a FIFO window until told to stop: each cycle removes the oldest and inserts
@@ -78,16 +81,24 @@ static void *churn(void *arg)
 {
 	struct worker *w = arg;
 	struct run *r = w->run;
+	curesv_table own;
+	if (r->what == PRIVATE) {
+		if (!curesv_table_init(&own, SLOTS))
+			abort();
+		w->table = &own;
+	}
 	for (uint64_t i = 0; i < w->live; i++)
-		if (!put(r, w->base + i * STRIDE))
+		if (!put(w, w->base + i * STRIDE))
 			abort();
 	pthread_barrier_wait(&r->start);
 	uint64_t i = 0;
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed))
 		for (int k = 0; k < 64; k++, i++)
-			if (!take(r, w->base + i * STRIDE) || !put(r, w->base + (i + w->live) * STRIDE))
+			if (!take(w, w->base + i * STRIDE) || !put(w, w->base + (i + w->live) * STRIDE))
 				abort();
 	w->cycles = i;
+	if (r->what == PRIVATE)
+		curesv_table_destroy(&own);
 	return NULL;
 }
 
@@ -101,15 +112,17 @@ static double throughput(enum subject what, int threads, double seconds)
 		if (!curesv_table_init(&t, SLOTS))
 			abort();
 		r.table = &t;
-	} else {
+	} else if (what != PRIVATE) {
 		r.peer = peer_create(what == SHARDS ? PEER_SHARDS : what == RWMAP ? PEER_RWMAP : PEER_SCAN);
 	}
 	pthread_barrier_init(&r.start, NULL, (unsigned)threads + 1);
 	struct worker w[MAX_THREADS];
 	pthread_t tid[MAX_THREADS];
 	for (int k = 0; k < threads; k++) {
-		w[k] = (struct worker){ &r, UINT64_C(0x7f0000000000) + (uint64_t)k * (UINT64_C(1) << 44),
-					slots * 3 / 4 / (uint64_t)threads, 0 };
+		uint64_t live = slots * 3 / 4 / (what == PRIVATE ? 1 : (uint64_t)threads);
+		w[k] = (struct worker){ &r, r.table,
+					UINT64_C(0x7f0000000000) + (uint64_t)k * (UINT64_C(1) << 44), live,
+					0 };
 		pthread_create(&tid[k], NULL, churn, &w[k]);
 	}
 	pthread_barrier_wait(&r.start);
@@ -124,7 +137,7 @@ static double throughput(enum subject what, int threads, double seconds)
 	double elapsed = now_s() - t0;
 	if (what == TABLE)
 		curesv_table_destroy(&t);
-	else
+	else if (what != PRIVATE)
 		peer_destroy(r.peer);
 	pthread_barrier_destroy(&r.start);
 	return (double)cycles / elapsed;
@@ -171,14 +184,15 @@ int main(int argc, char **argv)
 	printf("%-8s", "threads");
 	for (int s = 0; s < SUBJECTS; s++)
 		printf(" %19s", subject_name[s]);
-	printf(" %10s %9s %9s %9s\n", "table/1thr", "/shards", "/rwmap", "/scan");
+	printf(" %10s %9s %9s %9s %12s\n", "table/1thr", "/shards", "/rwmap", "/scan",
+	       "private/1thr");
 	for (int c = 0; c < ncounts; c++) {
 		printf("%-8d", counts[c]);
 		for (int s = 0; s < SUBJECTS; s++)
 			printf(" %19.2f", mps[c][s]);
-		printf(" %10.2f %9.2f %9.2f %9.2f\n", mps[c][TABLE] / mps[0][TABLE],
+		printf(" %10.2f %9.2f %9.2f %9.2f %12.2f\n", mps[c][TABLE] / mps[0][TABLE],
 		       mps[c][TABLE] / mps[c][SHARDS], mps[c][TABLE] / mps[c][RWMAP],
-		       mps[c][TABLE] / mps[c][SCAN]);
+		       mps[c][TABLE] / mps[c][SCAN], mps[c][PRIVATE] / mps[0][PRIVATE]);
 	}
 	curesv_table_stats_t s16, s24;
 	double small = latency(UINT64_C(1) << 16, &s16), large = latency(UINT64_C(1) << 24, &s24);
