@@ -66,9 +66,10 @@ void curesv_engine_destroy(curesv_engine *e)
 	curesv_vmm_destroy(&e->vmm);
 }
 
+/* The ledger's copy of CURESV_MODE: its line is on the allocation path anyway, the config's not. */
 static inline bool enforcing(const curesv_engine *e)
 {
-	return e->cfg.mode == CURESV_MODE_ENFORCE;
+	return e->ledger.enforce;
 }
 
 /* Charges op->origin; a reservation found released, or on another device, is reported once by the

@@ -136,11 +136,12 @@ struct curesv_device {
 } __attribute__((aligned(64)));
 
 typedef struct curesv_ledger {
+	/* Read on every charge and debit, set once: one cache line with no writer. */
 	enum curesv_attribution attribution;
 	bool enforce;
+	struct curesv_thread_books *books;      /* [CURESV_SHARDS], mapped lazily */
 	struct curesv_device dev[CURESV_MAX_DEVICES];
 	struct curesv_reservation res[CURESV_MAX_RESERVATIONS + 1];  /* slot 0 unused */
-	struct curesv_thread_books *books;      /* [CURESV_SHARDS], mapped lazily */
 	pthread_mutex_t lock;
 	unsigned cursor;                        /* round-robin slot reuse spreads generations */
 	uint64_t serials;                       /* reservations created so far (under `lock`) */

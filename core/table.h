@@ -79,9 +79,10 @@ typedef struct curesv_table {
 	uint64_t probe_limit;           /* insert gives up (table full) after this many probes */
 	int64_t batch;                  /* a stripe moves its count to `live` past this */
 	size_t mapped;                  /* bytes of the mapping */
-	/* Statistics, read-mostly: `live` changes once per `batch` inserts of a thread. */
+	/* Statistics, read by every insert and written rarely (`live` once per `batch` inserts of a
+	 * thread, `high_water` at a new maximum): one line, apart from the read-only fields above. */
 	_Alignas(64) _Atomic int64_t live;      /* entries now, less what stripes hold */
-	_Alignas(64) _Atomic uint64_t high_water;       /* most entries at once (see below) */
+	_Atomic uint64_t high_water;            /* most entries at once (see below) */
 	_Atomic uint64_t full_events;   /* inserts refused for want of a free slot */
 	_Atomic uint64_t probe_max;     /* longest probe distance any insert ever used */
 } curesv_table;
