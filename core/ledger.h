@@ -130,7 +130,10 @@ struct curesv_device {
 	_Atomic int64_t orphan[CURESV_TIERS];   /* live bytes whose origin was released (flushed) */
 	_Atomic int64_t slack;                  /* of the device total in a thread's share */
 	_Alignas(64) _Atomic int64_t claimed;   /* reserved + orphan + shared pool's flushed bytes */
-	_Alignas(64) _Atomic int64_t allocated, peak;   /* device bytes, all origins (flushed) */
+	/* device bytes, all origins (flushed), and their most: one line (an _Alignas on a list of
+	 * declarators aligns each of them) */
+	_Alignas(64) _Atomic int64_t allocated;
+	_Atomic int64_t peak;
 	_Atomic uint64_t orphan_frees;          /* frees that drained the orphan tier */
 	struct curesv_account shared;           /* the shared pool */
 } __attribute__((aligned(64)));
