@@ -763,6 +763,15 @@ static void invalidate_locked(struct sim_capture *c)
 	sim_graph_stats.captures_invalidated++;
 }
 
+/* A stream-ordered call that invalidated a capture (`refused`) is refused with `err`, counted. */
+static CUresult refusal(bool refused, CUresult err)
+{
+	if (!refused)
+		return CUDA_SUCCESS;
+	sim_graph_stats.unsafe_refused++;
+	return err;
+}
+
 CUresult sim_capture_unsafe_locked(void)
 {
 	if (t_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -778,10 +787,7 @@ CUresult sim_capture_unsafe_locked(void)
 			refused = true;
 		}
 	}
-	if (!refused)
-		return CUDA_SUCCESS;
-	sim_graph_stats.unsafe_refused++;
-	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	return refusal(refused, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 }
 
 /* A stream-ordered call outside any capture: refused (and the capture invalidated) only for a
@@ -798,10 +804,7 @@ CUresult sim_capture_unsafe_other_locked(void)
 			invalidate_locked(c);
 			refused = true;
 		}
-	if (!refused)
-		return CUDA_SUCCESS;
-	sim_graph_stats.unsafe_refused++;
-	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	return refusal(refused, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 }
 
 static bool blocking_capture_on(int dev)
@@ -815,13 +818,13 @@ static bool blocking_capture_on(int dev)
 /* The legacy stream waits for every blocking stream of its device. */
 static CUresult legacy_use_locked(int dev)
 {
-	if (!blocking_capture_on(dev))
-		return CUDA_SUCCESS;
+	bool refused = false;
 	for (struct sim_capture *c = g_captures; c; c = c->next)
-		if (c->blocking && c->device == dev)
+		if (c->blocking && c->device == dev) {
 			invalidate_locked(c);
-	sim_graph_stats.unsafe_refused++;
-	return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+			refused = true;
+		}
+	return refusal(refused, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
 }
 
 CUresult sim_capture_route_locked(struct CUstream_st *s, int dev, bool *record)
@@ -844,8 +847,7 @@ CUresult sim_capture_sync_locked(struct CUstream_st *s, int dev)
 	if (!s->capture)
 		return CUDA_SUCCESS;
 	invalidate_locked(s->capture);
-	sim_graph_stats.unsafe_refused++;
-	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	return refusal(true, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 }
 
 CUresult sim_capture_alloc_locked(struct CUstream_st *s, int dev, size_t bytes, CUdeviceptr *dptr)
