@@ -314,9 +314,8 @@ static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *o
 }
 
 /* Finds the live slot holding `ptr`: returns its distance from home, its index and its state, or
- * false. When
- * `busy` is given and a slot holding `ptr` is BUSY (another thread is taking it out), its index and
- * state go there (index UINT64_MAX when none is). */
+ * false. When `busy` is given and a slot holding `ptr` is BUSY (another thread is taking it out),
+ * its index and state go there (index UINT64_MAX when none is). */
 static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, uint64_t *where,
 		 uint64_t *state, uint64_t busy[2])
 {
