@@ -264,7 +264,7 @@ FUZZERS := config report
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -Icore -Ishim \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
-$(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/oracles.h $(CORE_SRC) $(wildcard core/*.h) Makefile
+$(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/oracles.h tests/utf8_reference.h $(CORE_SRC) $(wildcard core/*.h) Makefile
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(CORE_SRC) -o $@
 
