@@ -212,9 +212,10 @@ int curesv_ledger_ref_device(curesv_ledger *l, curesv_ref ref);
  * slot; "shared" for CURESV_SHARED. */
 void curesv_ledger_name(curesv_ledger *l, uint32_t handle, char out[CURESV_NAME_MAX]);
 
-/* Every mutex curesv takes goes through these, which count the ones the calling thread holds: code
- * that may run in the middle of curesv on the same thread (an exit handler reached from a signal
- * handler) asks curesv_locks_held() before taking any. */
+/* Every mutex curesv takes goes through these, which count the ones the calling thread holds or is
+ * waiting for: code that may run in the middle of curesv on the same thread (an exit handler
+ * reached from a signal handler) asks curesv_locks_held() before taking any. Async-signal-safe to
+ * read. */
 void curesv_lock(pthread_mutex_t *m);
 bool curesv_trylock(pthread_mutex_t *m);        /* false: another thread holds it */
 void curesv_unlock(pthread_mutex_t *m);

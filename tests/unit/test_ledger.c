@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "engine_helpers.h"
@@ -1247,4 +1248,45 @@ Test(ledger, a_stale_attachment_falls_back_whatever_the_cycle_count, .timeout = 
 	cr_assert(actor_free(&t, P));
 	actor_stop(&t);
 	curesv_engine_destroy(&E);
+}
+
+/* ---- the lock count a signal handler sees --------------------------------------------------------- */
+
+static pthread_mutex_t contended = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int waiter_started;
+static volatile sig_atomic_t held_in_handler = -1;
+
+static void record_locks_held(int sig)
+{
+	(void)sig;
+	held_in_handler = curesv_locks_held();
+}
+
+static void *lock_waiter(void *arg)
+{
+	(void)arg;
+	atomic_store(&waiter_started, 1);
+	curesv_lock(&contended);
+	curesv_unlock(&contended);
+	return NULL;
+}
+
+/* A handler that runs while its thread waits for a lock (or, under TSan, as pthread_mutex_lock
+ * returns) must count that lock as held: an exit() from it would otherwise wait for it forever. */
+Test(ledger, a_lock_being_taken_counts_as_held)
+{
+	struct sigaction sa = { .sa_handler = record_locks_held };
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	curesv_lock(&contended);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, lock_waiter, NULL), 0);
+	while (!atomic_load(&waiter_started))
+		sched_yield();
+	usleep(20000); /* the waiter is in pthread_mutex_lock by now */
+	cr_assert_eq(pthread_kill(t, SIGUSR1), 0);
+	usleep(20000);
+	curesv_unlock(&contended);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(held_in_handler, 1, "the handler saw %d locks held", (int)held_in_handler);
+	cr_assert_eq(curesv_locks_held(), 0);
 }
