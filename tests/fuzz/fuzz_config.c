@@ -107,10 +107,15 @@ ORACLE static void check_capacity(const curesv_config *cfg, char *const *envp)
 		for (unsigned k = 0; !found && list_item(v, k, &item, &len); k++) {
 			const char *eq = memchr(item, '=', len);
 			size_t digits = eq ? (size_t)(eq - item) : 0;
-			bool number = digits > 0 && digits < 4;
-			for (size_t i = 0; number && i < digits; i++)
+			/* any count of leading zeros names the same device ("007" is 7) */
+			bool number = digits > 0;
+			long ordinal = 0;
+			for (size_t i = 0; number && i < digits; i++) {
 				number = item[i] >= '0' && item[i] <= '9';
-			if (!number || strtol(item, NULL, 10) != dev)
+				if (ordinal < CURESV_MAX_DEVICES)
+					ordinal = ordinal * 10 + (item[i] - '0');
+			}
+			if (!number || ordinal != dev)
 				continue;
 			uint64_t want;
 			size_t vlen = len - digits - 1;
