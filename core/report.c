@@ -702,9 +702,14 @@ static void write_json(curesv_engine *e, struct out *o, const struct snapshot *s
  * thread runs the exit handlers. Reports are rare; concurrent ones serialise on this lock. */
 static pthread_mutex_t snapshot_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct snapshot snapshot;
+/* Held from a report file's open to its close, taken before snapshot_lock: another report opening
+ * the same file would truncate the one being written, or the exit report once written. */
+static pthread_mutex_t emit_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool final_written;      /* the exit report is out: later reports leave its file alone */
 
 void curesv_report_fork_prepare(curesv_engine *e)
 {
+	curesv_lock(&emit_lock);
 	curesv_lock(&snapshot_lock);
 	curesv_vmm_fork_prepare(&e->vmm);
 	curesv_lock(&e->ledger.lock);
@@ -717,6 +722,7 @@ void curesv_report_fork_done(curesv_engine *e)
 	curesv_unlock(&e->ledger.lock);
 	curesv_vmm_fork_done(&e->vmm);
 	curesv_unlock(&snapshot_lock);
+	curesv_unlock(&emit_lock);
 }
 
 bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format format, long pid)
@@ -748,10 +754,8 @@ void curesv_report_findings(curesv_engine *e, curesv_findings *f)
 	curesv_unlock(&snapshot_lock);
 }
 
-curesv_status curesv_report_emit(curesv_engine *e, long pid)
+static curesv_status emit_locked(curesv_engine *e, long pid)
 {
-	if (e->cfg.report == CURESV_REPORT_OFF)
-		return CURESV_ERR_INVALID;
 	int fd = 2;
 	char path[CURESV_PATH_MAX];
 	if (e->cfg.report_file[0]) {
@@ -776,4 +780,15 @@ curesv_status curesv_report_emit(curesv_engine *e, long pid)
 	if (!ok)
 		curesv_log(CURESV_LOG_ERROR, "could not write the report: %s", strerror(errno));
 	return ok ? CURESV_OK : CURESV_ERR_INVALID;
+}
+
+curesv_status curesv_report_emit(curesv_engine *e, long pid, bool final)
+{
+	if (e->cfg.report == CURESV_REPORT_OFF)
+		return CURESV_ERR_INVALID;
+	curesv_lock(&emit_lock);
+	curesv_status status = final_written ? CURESV_OK : emit_locked(e, pid);
+	final_written |= final;
+	curesv_unlock(&emit_lock);
+	return status;
 }

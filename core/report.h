@@ -11,10 +11,11 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
 
 /* Writes the report as configured: CURESV_REPORT format to CURESV_REPORT_FILE (with %p expanded,
  * opened as outfile.h says: a regular file, created 0644 or truncated; never a link, FIFO, device or
- * directory) or to stderr. Errors: CURESV_ERR_INVALID when reports are off or the file cannot be
- * opened or written (one error line logged; a file that cannot be opened gets the report on stderr
- * instead). */
-curesv_status curesv_report_emit(curesv_engine *e, long pid);
+ * directory) or to stderr. Reports are written one at a time, each whole. `final`: the exit report;
+ * once it is written, later calls (threads still running during exit) write nothing and return
+ * CURESV_OK. Errors: CURESV_ERR_INVALID when reports are off or the file cannot be opened or written
+ * (one error line logged; a file that cannot be opened gets the report on stderr instead). */
+curesv_status curesv_report_emit(curesv_engine *e, long pid, bool final);
 
 /* What CURESV_ERROR_EXITCODE counts: live allocations (not counted while a caching allocator that
  * is caching holds memory, leaks_excused), refusals (CURESV_MODE=enforce denials and

@@ -426,6 +426,11 @@ void curesv_trace_fork_parent(void)
 	curesv_unlock(&lock);
 }
 
+void curesv_trace_fork_orphan(void)
+{
+	atomic_store_explicit(&curesv_trace_on, 0, memory_order_relaxed);
+}
+
 void curesv_trace_fork_child(void)
 {
 	atomic_store_explicit(&curesv_trace_on, 0, memory_order_relaxed);

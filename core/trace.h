@@ -114,5 +114,8 @@ void curesv_trace_released(curesv_status status, const char *name);
 void curesv_trace_fork_prepare(void);
 void curesv_trace_fork_parent(void);
 void curesv_trace_fork_child(void);
+/* In a child forked without the prepare step (fork() from a signal handler that interrupted
+ * curesv): records nothing more, without the lock. */
+void curesv_trace_fork_orphan(void);
 
 #endif

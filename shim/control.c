@@ -62,7 +62,12 @@ CURESV_EXPORT curesv_status curesv_report(void)
 	curesv_engine *e = curesv_shim_engine();
 	if (!e)
 		return CURESV_ERR_DISABLED;
-	return curesv_shim_report_now() ? CURESV_OK : CURESV_ERR_INVALID;
+	bool ok = curesv_shim_report_now();
+	/* The report's writes are no cancellation points (its locks are held across them): a
+	 * cancellation that came meanwhile acts here, where nothing is held, as it would have in the
+	 * write() of a program writing its own file. */
+	pthread_testcancel();
+	return ok ? CURESV_OK : CURESV_ERR_INVALID;
 }
 
 /* ---- thread names ------------------------------------------------------------------------------ */

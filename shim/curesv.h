@@ -132,7 +132,10 @@ CURESV_API curesv_status curesv_stream_stats(const char *name, curesv_stream_sta
  * Errors: INVALID (NULL out, device outside 0..63), DISABLED. */
 CURESV_API curesv_status curesv_pool_stats(int device, curesv_pool_stats_t *out);
 
-/* Writes the report (CURESV_REPORT format, to CURESV_REPORT_FILE or stderr) now.
+/* Writes the report (CURESV_REPORT format, to CURESV_REPORT_FILE or stderr) now. Thread-safe:
+ * concurrent reports are written one after the other, each whole. Once the exit report is written
+ * (threads still running during exit), writes nothing and returns OK. Not cancellable while it
+ * writes; a cancellation point as it returns.
  * Errors: DISABLED; INVALID when CURESV_REPORT=off or the report file cannot be opened. */
 CURESV_API curesv_status curesv_report(void);
 

@@ -23,6 +23,10 @@ static _Atomic pid_t owner;
 
 /* Set by before_fork when it took the engine's locks (only an active engine has them). */
 static bool fork_locked;
+/* Set by before_fork when the forking thread already holds a curesv lock (fork() from a signal
+ * handler that interrupted curesv): taking them would wait for itself, so none is taken, and the
+ * child, whose locks may be held by threads it lacks, gets no trace and no report. */
+static bool fork_unguarded;
 
 /* The sections first: no thread waits for a curesv lock while inside one (the stream table's is only
  * tried there), so taking the locks after cannot wait on a thread held at a section's entry. Then
@@ -30,6 +34,9 @@ static bool fork_locked;
  * the ledger's and the stream table's. */
 static void before_fork(void)
 {
+	fork_unguarded = curesv_locks_held() > 0;
+	if (fork_unguarded)
+		return;
 	fork_locked = atomic_load_explicit(&state, memory_order_acquire) == ACTIVE;
 	if (fork_locked)
 		curesv_shard_fork_prepare();
@@ -40,6 +47,8 @@ static void before_fork(void)
 
 static void after_fork_parent(void)
 {
+	if (fork_unguarded)
+		return;
 	if (fork_locked)
 		curesv_report_fork_done(&engine);
 	curesv_trace_fork_parent();
@@ -49,6 +58,10 @@ static void after_fork_parent(void)
 
 static void after_fork_child(void)
 {
+	if (fork_unguarded) {
+		curesv_trace_fork_orphan();
+		return; /* `owner` stays the parent: the child never writes the report */
+	}
 	if (fork_locked)
 		curesv_report_fork_done(&engine);
 	curesv_trace_fork_child();
@@ -188,7 +201,7 @@ bool curesv_shim_report_now(void)
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE)
 		return false;
 	curesv_trace_flush();
-	return curesv_report_emit(&engine, (long)getpid()) == CURESV_OK;
+	return curesv_report_emit(&engine, (long)getpid(), false) == CURESV_OK;
 }
 
 /* The exit report and the end of the trace: written once, by the process that owns the books, even while other threads are
@@ -212,6 +225,6 @@ __attribute__((destructor)) static void report_at_exit(void)
 	}
 	curesv_trace_close();
 	if (engine.cfg.report != CURESV_REPORT_OFF)
-		curesv_report_emit(&engine, (long)getpid());
+		curesv_report_emit(&engine, (long)getpid(), true);
 	judge_exit();
 }

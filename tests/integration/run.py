@@ -314,6 +314,16 @@ def check_nothing(report, out):
     return "-", "-", "-"
 
 
+def check_forks_in_handler(report, out):
+    m = re.search(r"fork_in_handler: (\d+) forks ok", out)
+    if not m or int(m.group(1)) == 0:
+        raise AssertionError("no fork was made: " + out.strip()[-300:])
+    shared = report["shared"]
+    expect("leaks", report["leaks"]["count"], 0)
+    expect("shared frees", shared["frees"], shared["allocs"])
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_fork_free(reports, out):
     """fork() during another thread's slow cudaFree(p): in the child the free never finishes, so p
     is still live there and the child's own free of it is an ordinary one; both books balance."""
@@ -982,6 +992,10 @@ def cases(stack, bindir, sanitized=False):
                     per_process=True, timeout=60, stacks=("sim",)))
     out.append(Case("exit() from a signal handler inside curesv", [b("exit_in_handler")],
                     check_nothing, report=False, timeout=60))
+    for trace in (None, "rmm"):
+        out.append(Case("fork() from a signal handler inside curesv%s" % (
+                            ", trace on" if trace else ""), [b("fork_in_handler")],
+                        check_forks_in_handler, trace=trace, timeout=120, stacks=("sim",)))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
                     report=False))
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,

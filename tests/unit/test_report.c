@@ -217,16 +217,16 @@ Test(report, emit_expands_the_report_file_path, .timeout = 60)
 	snprintf(env, sizeof env, "CURESV_REPORT_FILE=%s/r-%%p.json", dir);
 	known_state(env);
 	E.cfg.report = CURESV_REPORT_JSON;
-	cr_assert_eq(curesv_report_emit(&E, 31337), CURESV_OK);
+	cr_assert_eq(curesv_report_emit(&E, 31337, false), CURESV_OK);
 	snprintf(path, sizeof path, "%s/r-31337.json", dir);
 	cr_assert_eq(check_json(path, expected_json), 0, "%s", read_file(path));
 	/* a second report replaces the first */
-	cr_assert_eq(curesv_report_emit(&E, 31337), CURESV_OK);
+	cr_assert_eq(curesv_report_emit(&E, 31337, false), CURESV_OK);
 	cr_assert_eq(check_json(path, expected_json), 0);
 	unlink(path);
 
 	E.cfg.report = CURESV_REPORT_OFF;
-	cr_assert_eq(curesv_report_emit(&E, 31337), CURESV_ERR_INVALID, "reports are off");
+	cr_assert_eq(curesv_report_emit(&E, 31337, false), CURESV_ERR_INVALID, "reports are off");
 	struct stat sb;
 	cr_assert_neq(stat(path, &sb), 0, "nothing written");
 
@@ -235,7 +235,7 @@ Test(report, emit_expands_the_report_file_path, .timeout = 60)
 	struct capture cap;
 	char log[8192], want[1024];
 	capture_start(&cap);
-	cr_assert_eq(curesv_report_emit(&E, 1), CURESV_ERR_INVALID);
+	cr_assert_eq(curesv_report_emit(&E, 1, false), CURESV_ERR_INVALID);
 	capture_stop(&cap, log, sizeof log);
 	/* the error, then the report itself on stderr rather than nowhere */
 	snprintf(want, sizeof want, "curesv: CURESV_REPORT_FILE: '%s/no/such/dir/r': No such file or "
@@ -243,6 +243,39 @@ Test(report, emit_expands_the_report_file_path, .timeout = 60)
 	cr_assert_eq(strncmp(log, want, strlen(want)), 0, "%s", log);
 	cr_assert_not_null(strstr(log, "\ncuresv: ======== report for pid 1 "), "%s", log);
 	cr_assert_not_null(strstr(log, "\ncuresv: leaks: 2 allocations, 46 KiB still live"), "%s", log);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+static void *report_again_and_again(void *arg)
+{
+	for (int i = 0; i < 200; i++)
+		curesv_report_emit(&E, 31337, false);
+	return arg;
+}
+
+/* Reports asked for by threads still running during exit are written one at a time, and none
+ * touches the file once the exit report is out: it is read whole afterwards. */
+Test(report, the_exit_report_is_final, .timeout = 60)
+{
+	char dir[] = "/tmp/curesv-final-XXXXXX", env[256], path[300];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(env, sizeof env, "CURESV_REPORT_FILE=%s/r.json", dir);
+	known_state(env);
+	E.cfg.report = CURESV_REPORT_JSON;
+	snprintf(path, sizeof path, "%s/r.json", dir);
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, report_again_and_again, NULL), 0);
+	usleep(1000);
+	cr_assert_eq(curesv_report_emit(&E, 31337, true), CURESV_OK);
+	cr_assert_eq(check_json(path, expected_json), 0, "%s", read_file(path));
+	unlink(path);
+	cr_assert_eq(curesv_report_emit(&E, 31337, false), CURESV_OK);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	struct stat sb;
+	cr_assert_neq(stat(path, &sb), 0, "a report after the exit report wrote its file again");
 	rmdir(dir);
 	curesv_engine_destroy(&E);
 }
@@ -641,7 +674,7 @@ static const char *emit_to(const char *path)
 	snprintf(E.cfg.report_file, sizeof E.cfg.report_file, "%s", path);
 	struct capture cap;
 	capture_start(&cap);
-	curesv_status st = curesv_report_emit(&E, 7);
+	curesv_status st = curesv_report_emit(&E, 7, false);
 	capture_stop(&cap, log, sizeof log);
 	cr_assert_eq(st, CURESV_ERR_INVALID, "%s", log);
 	return log;
@@ -729,13 +762,13 @@ Test(report, emit_creates_0644_and_truncates, .timeout = 30)
 	snprintf(path, sizeof path, "%s/r.txt", dir);
 	mode_t old = umask(0);
 	snprintf(E.cfg.report_file, sizeof E.cfg.report_file, "%s", path);
-	cr_assert_eq(curesv_report_emit(&E, 7), CURESV_OK);
+	cr_assert_eq(curesv_report_emit(&E, 7, false), CURESV_OK);
 	umask(old);
 	struct stat st;
 	cr_assert_eq(stat(path, &st), 0);
 	cr_assert_eq(st.st_mode & 07777, 0644, "mode %o", st.st_mode & 07777);
 	write_file(path, "old contents, longer than nothing at all");
-	cr_assert_eq(curesv_report_emit(&E, 8), CURESV_OK);
+	cr_assert_eq(curesv_report_emit(&E, 8, false), CURESV_OK);
 	const char *text = read_file(path);
 	cr_assert_eq(strncmp(text, "curesv: ======== report for pid 8 ", 34), 0, "%s", text);
 	cr_assert_null(strstr(text, "old contents"));
