@@ -97,7 +97,8 @@ $(O)/libcuresv_core.a: $(CORE_OBJ)
 $(O)/unit: $(UNIT_OBJ) $(O)/libcuresv_core.a
 	$(CC) $(LDFLAGS_ALL) $^ -lcriterion -o $@
 
-# Sanitizer runs get fewer iterations where a test scales them (CURESV_TEST_SCALE divides them).
+# Sanitizer runs get fewer iterations where a test scales them (test_scale in tests/unit/helpers.h
+# divides them by CURESV_TEST_VARIANT).
 check-unit: $(O)/unit
 	CURESV_TEST_VARIANT=$(VARIANT) $(O)/unit --jobs 2 $(UNIT_ARGS)
 

@@ -433,7 +433,7 @@ void curesv_trace_fork_orphan(void)
 
 void curesv_trace_fork_child(void)
 {
-	atomic_store_explicit(&curesv_trace_on, 0, memory_order_relaxed);
+	curesv_trace_fork_orphan();
 	if (open_) {
 		close(out_fd); /* the parent's file: the child writes nothing to it */
 		out_fd = -1;

@@ -210,13 +210,21 @@ Test(report, json_of_an_empty_engine, .timeout = 60)
 	curesv_engine_destroy(&E);
 }
 
-Test(report, emit_expands_the_report_file_path, .timeout = 60)
+/* The known state, with JSON reports going to `file` (a CURESV_REPORT_FILE pattern) in the new
+ * directory `dir` (a mkdtemp template). */
+static void json_reports_into(char *dir, const char *file)
 {
-	char dir[] = "/tmp/curesv-emit-XXXXXX", env[256], path[300];
+	char env[256];
 	cr_assert_not_null(mkdtemp(dir));
-	snprintf(env, sizeof env, "CURESV_REPORT_FILE=%s/r-%%p.json", dir);
+	snprintf(env, sizeof env, "CURESV_REPORT_FILE=%s/%s", dir, file);
 	known_state(env);
 	E.cfg.report = CURESV_REPORT_JSON;
+}
+
+Test(report, emit_expands_the_report_file_path, .timeout = 60)
+{
+	char dir[] = "/tmp/curesv-emit-XXXXXX", path[300];
+	json_reports_into(dir, "r-%p.json");
 	cr_assert_eq(curesv_report_emit(&E, 31337, false), CURESV_OK);
 	snprintf(path, sizeof path, "%s/r-31337.json", dir);
 	cr_assert_eq(check_json(path, expected_json), 0, "%s", read_file(path));
@@ -258,11 +266,8 @@ static void *report_again_and_again(void *arg)
  * touches the file once the exit report is out: it is read whole afterwards. */
 Test(report, the_exit_report_is_final, .timeout = 60)
 {
-	char dir[] = "/tmp/curesv-final-XXXXXX", env[256], path[300];
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(env, sizeof env, "CURESV_REPORT_FILE=%s/r.json", dir);
-	known_state(env);
-	E.cfg.report = CURESV_REPORT_JSON;
+	char dir[] = "/tmp/curesv-final-XXXXXX", path[300];
+	json_reports_into(dir, "r.json");
 	snprintf(path, sizeof path, "%s/r.json", dir);
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++)
