@@ -114,39 +114,41 @@ void curesv_table_destroy(curesv_table *t)
 	t->slots = NULL;
 }
 
-static void max_update(_Atomic uint64_t *target, uint64_t v)
+/* Raises *target to v at least; returns the figure it holds after. */
+static uint64_t max_update(_Atomic uint64_t *target, uint64_t v)
 {
 	uint64_t cur = atomic_load_explicit(target, memory_order_relaxed);
 	while (v > cur && !atomic_compare_exchange_weak_explicit(target, &cur, v, memory_order_relaxed,
 								 memory_order_relaxed))
 		;
+	return v > cur ? v : cur;
 }
 
 /* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
- * stays within [0, batch], else into `live`. The high water counts what this thread can see. */
+ * stays within [0, batch], else into `live`. The high water counts what this thread can see: the
+ * shared lines are touched only when the count moves or the thread's own figure passes the high
+ * water it last saw. */
 static void count_live(curesv_table *t, int delta)
 {
 	int i = curesv_shard_index();
 	if (i < 0) {
 		int64_t now = atomic_fetch_add_explicit(&t->live, delta, memory_order_relaxed) + delta;
-		if (delta > 0)
+		if (delta > 0 && now > 0)
 			max_update(&t->high_water, (uint64_t)now);
 		return;
 	}
-	_Atomic int64_t *mine = &t->stripes[i].pending;
-	int64_t n = atomic_load_explicit(mine, memory_order_relaxed) + delta;
+	struct curesv_table_stripe *mine = &t->stripes[i];
+	int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
 	if (n < 0 || n > t->batch) {
-		atomic_store_explicit(mine, 0, memory_order_relaxed);
-		atomic_fetch_add_explicit(&t->live, n, memory_order_relaxed);
+		atomic_store_explicit(&mine->pending, 0, memory_order_relaxed);
+		mine->live_seen = atomic_fetch_add_explicit(&t->live, n, memory_order_relaxed) + n;
 		n = 0;
 	} else {
-		atomic_store_explicit(mine, n, memory_order_relaxed);
+		atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
 	}
-	if (delta > 0) {
-		int64_t seen = atomic_load_explicit(&t->live, memory_order_relaxed) + n;
-		if (seen > 0 && (uint64_t)seen > atomic_load_explicit(&t->high_water, memory_order_relaxed))
-			max_update(&t->high_water, (uint64_t)seen);
-	}
+	int64_t seen = mine->live_seen + n;
+	if (delta > 0 && seen > 0 && (uint64_t)seen > mine->high_water_seen)
+		mine->high_water_seen = max_update(&t->high_water, (uint64_t)seen);
 }
 
 /* I1, I2: make bound[home] cover distance d, clearing any remover's scanning bit. The acq_rel RMW

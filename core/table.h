@@ -66,10 +66,13 @@ struct curesv_slot {
 	_Atomic uint32_t bound;         /* home bucket's probe bound (bits 0..30) | scanning (bit 31) */
 };
 
-/* A thread's part of the live count (one per shard index, shard.h): entries it added and not yet
- * moved to the table's `live`, at most `batch`. */
+/* A thread's part of the live count (one per shard index, shard.h), written by its holder alone:
+ * entries it added and not yet moved to the table's `live` (0..batch), and what it last learned
+ * of the shared figures, so that an insert reads no line that other threads write. */
 struct curesv_table_stripe {
-	_Atomic int64_t pending;
+	_Atomic int64_t pending;        /* read by curesv_table_stats */
+	int64_t live_seen;              /* `live` just after this thread last moved its count */
+	uint64_t high_water_seen;       /* `high_water` as this thread last read or raised it */
 } __attribute__((aligned(64)));
 
 typedef struct curesv_table {
@@ -79,10 +82,11 @@ typedef struct curesv_table {
 	uint64_t probe_limit;           /* insert gives up (table full) after this many probes */
 	int64_t batch;                  /* a stripe moves its count to `live` past this */
 	size_t mapped;                  /* bytes of the mapping */
-	/* Statistics, read by every insert and written rarely (`live` once per `batch` inserts of a
-	 * thread, `high_water` at a new maximum): one line, apart from the read-only fields above. */
+	/* Written once per `batch` inserts or removes of a thread (or each one of a thread without a
+	 * shard), and read only then: a line of its own. */
 	_Alignas(64) _Atomic int64_t live;      /* entries now, less what stripes hold */
-	_Atomic uint64_t high_water;            /* most entries at once (see below) */
+	/* Read by inserts, written at a new maximum only: a line apart from `live`. */
+	_Alignas(64) _Atomic uint64_t high_water;       /* most entries at once (see below) */
 	_Atomic uint64_t full_events;   /* inserts refused for want of a free slot */
 	_Atomic uint64_t probe_max;     /* longest probe distance any insert ever used */
 } curesv_table;
@@ -93,8 +97,9 @@ typedef struct curesv_ticket {
 } curesv_ticket;
 
 /* `live` is exact at quiescence (the stripes are summed). `high_water` is the most entries a thread
- * saw (table `live` + its own stripe) when it inserted: exact for one thread, and at most `batch`
- * (min(64, slots / 1024)) per other thread below the true figure. */
+ * saw (`live` as it last moved its count + its own stripe) when it inserted: exact for one thread,
+ * and at most `batch` (min(64, slots / 1024)) per other thread below the true figure, since the
+ * thread that last moved its count saw `live` exact and misses only the other stripes. */
 typedef struct curesv_table_stats {
 	uint64_t slots, live, high_water, full_events;
 	uint64_t probe_max;     /* longest insert probe ever (distance, 0 = home slot) */

@@ -506,3 +506,79 @@ Test(table, second_free_waits_for_a_succeeding_first_free)
 {
 	racing_free(true);
 }
+
+/* Inserts n keys from `base` on, and after `removed` of them are gone (first ones first) inserts
+ * `again` new ones. */
+static void fill_and_churn(curesv_table *t, uint64_t base, int n, int removed, int again)
+{
+	for (int i = 0; i < n; i++) {
+		curesv_entry e = entry(base + (uint64_t)i * STRIDE, 1, 0, 1);
+		cr_assert(curesv_table_insert(t, &e));
+	}
+	for (int i = 0; i < removed; i++)
+		cr_assert(curesv_table_remove(t, base + (uint64_t)i * STRIDE, NULL));
+	for (int i = 0; i < again; i++) {
+		curesv_entry e = entry(base + (uint64_t)(n + i) * STRIDE, 1, 0, 1);
+		cr_assert(curesv_table_insert(t, &e));
+	}
+}
+
+/* A table large enough that each thread batches its live count (batch 64): one thread's high water
+ * is still exact, though its count reached `live` only in batches. */
+Test(table, high_water_exact_for_one_batching_thread)
+{
+	curesv_table t;
+	cr_assert(curesv_table_init(&t, UINT64_C(1) << 16));
+	cr_assert_eq(t.batch, 64);
+	fill_and_churn(&t, BASE, 1000, 500, 200);
+	curesv_table_stats_t st;
+	curesv_table_stats(&t, &st);
+	cr_assert_eq(st.live, 700);
+	cr_assert_eq(st.high_water, 1000);
+	curesv_table_destroy(&t);
+}
+
+#define HW_THREADS 4
+#define HW_KEYS 1000
+
+struct hw_run {
+	curesv_table *t;
+	pthread_barrier_t *filled;
+	uint64_t base;
+};
+
+static void *hw_fill_then_empty(void *arg)
+{
+	struct hw_run *r = arg;
+	fill_and_churn(r->t, r->base, HW_KEYS, 0, 0);
+	pthread_barrier_wait(r->filled);
+	for (int i = 0; i < HW_KEYS; i++)
+		cr_assert(curesv_table_remove(r->t, r->base + (uint64_t)i * STRIDE, NULL));
+	return NULL;
+}
+
+/* Threads that all hold HW_KEYS entries at once: the high water reads at most `batch` per other
+ * thread below the true most (HW_THREADS * HW_KEYS), never above it. */
+Test(table, high_water_within_a_batch_per_other_thread)
+{
+	curesv_table t;
+	cr_assert(curesv_table_init(&t, UINT64_C(1) << 16));
+	pthread_barrier_t filled;
+	pthread_barrier_init(&filled, NULL, HW_THREADS);
+	struct hw_run r[HW_THREADS];
+	pthread_t tid[HW_THREADS];
+	for (int k = 0; k < HW_THREADS; k++) {
+		r[k] = (struct hw_run){ &t, &filled, BASE + (uint64_t)k * (UINT64_C(1) << 40) };
+		pthread_create(&tid[k], NULL, hw_fill_then_empty, &r[k]);
+	}
+	for (int k = 0; k < HW_THREADS; k++)
+		pthread_join(tid[k], NULL);
+	pthread_barrier_destroy(&filled);
+	curesv_table_stats_t st;
+	curesv_table_stats(&t, &st);
+	cr_assert_eq(st.live, 0);
+	cr_assert_leq(st.high_water, HW_THREADS * HW_KEYS);
+	cr_assert_geq(st.high_water, HW_THREADS * HW_KEYS - (HW_THREADS - 1) * t.batch,
+		      "high water %lu", (unsigned long)st.high_water);
+	curesv_table_destroy(&t);
+}
