@@ -63,16 +63,31 @@ void curesv_account_init(struct curesv_account *a)
 		atomic_init(&a->word[t], curesv_word_make(0, 0));
 }
 
-void curesv_account_reset(struct curesv_account *a)
+void curesv_account_retire(curesv_ledger *l, unsigned slot)
 {
+	struct curesv_reservation *r = &l->res[slot];
+	struct curesv_account *a = &r->acct;
+	uint64_t id = atomic_load_explicit(&r->ident, memory_order_relaxed);
+	int device = atomic_load_explicit(&r->device, memory_order_relaxed);
 	atomic_store_explicit(&a->peak, 0, memory_order_relaxed);
 	atomic_store_explicit(&a->draining, 0, memory_order_relaxed);
 	atomic_store_explicit(&a->caller_view, 0, memory_order_relaxed);
-	_Atomic uint64_t *counters[] = { &a->allocs, &a->frees, &a->cross_thread_frees, &a->denied,
-					 &a->over_budget, &a->transfers_in, &a->transfers_out,
-					 &a->cross_stream_frees };
-	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
-		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+	bool held = curesv_ident_state(id) != CURESV_RES_UNUSED && curesv_device_ok(device);
+	struct curesv_retired *rt = &l->dev[held ? device : 0].retired;
+	struct { _Atomic uint64_t *from, *to; } counters[] = {
+		{ &a->allocs, &rt->allocs }, { &a->frees, &rt->frees },
+		{ &a->cross_thread_frees, &rt->cross_thread_frees }, { &a->denied, &rt->denied },
+		{ &a->over_budget, &rt->over_budget }, { &a->transfers_in, &rt->transfers_in },
+		{ &a->transfers_out, &rt->transfers_out },
+		{ &a->cross_stream_frees, &rt->cross_stream_frees },
+	};
+	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+		uint64_t n = atomic_exchange_explicit(counters[i].from, 0, memory_order_relaxed);
+		if (held)
+			atomic_fetch_add_explicit(counters[i].to, n, memory_order_relaxed);
+	}
+	if (held)
+		atomic_fetch_add_explicit(&rt->reservations, 1, memory_order_relaxed);
 }
 
 /* ---- what an operation acts on ------------------------------------------------------------------ */
@@ -199,10 +214,24 @@ COLD void cell_settle(curesv_ledger *l, struct curesv_cell *c,
 						  int device)
 {
 	atomic_store_explicit(&c->view, 0, memory_order_relaxed);
-	_Atomic uint64_t *counters[] = { &c->allocs, &c->frees, &c->cross_thread_frees,
-					 &c->over_budget };
-	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
-		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+	/* A reservation's counters join its device's retired totals (its slot was reused, or this
+	 * is the first use of the cell: all zero). A reader summing stale cells meanwhile may count
+	 * them twice or not at all for that moment. */
+	int cell_device = atomic_load_explicit(&c->device, memory_order_relaxed);
+	bool retired = account < CURESV_ACCOUNT_SHARED0 && cell_serial(v) != 0 &&
+		       curesv_device_ok(cell_device);
+	struct curesv_retired *rt = &l->dev[retired ? cell_device : 0].retired;
+	struct { _Atomic uint64_t *from, *to; } counters[] = {
+		{ &c->allocs, &rt->allocs }, { &c->frees, &rt->frees },
+		{ &c->cross_thread_frees, &rt->cross_thread_frees },
+		{ &c->over_budget, &rt->over_budget },
+	};
+	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+		uint64_t n = loadu(counters[i].from);
+		atomic_store_explicit(counters[i].from, 0, memory_order_relaxed);
+		if (retired && n)
+			atomic_fetch_add_explicit(counters[i].to, n, memory_order_relaxed);
+	}
 	int64_t host = load64(&c->host);
 	atomic_store_explicit(&c->host, 0, memory_order_relaxed);
 	/* CAS: a reclaim may take the old lease at the same moment; exactly one of us gets it.
@@ -565,9 +594,10 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	}
 	if (tier_of(c->kind) != CURESV_TIER_DEVICE)
 		return;
-	/* Peaks count only allocations that succeeded: a charge undone by uncharge (real
-	 * allocation failed, table full) must not raise them. With leases the charge came before
-	 * the real allocation: the thread's view of the books is read again now. */
+	/* Peaks count allocations that succeeded (and what a merged read saw, peak_at_least): a
+	 * charge undone by uncharge (real allocation failed, table full) must not raise them. With
+	 * leases the charge came before the real allocation: the thread's view of the books is
+	 * read again now. */
 	int64_t books = c->books;
 	if (curesv_leasing(l) && mine)
 		books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) +
@@ -946,6 +976,49 @@ void curesv_books_reclaim_device(curesv_ledger *l, int device)
 	}
 }
 
+/* Is a cell of reservation slot `slot` carrying `serial` one of a reservation whose slot was
+ * reused since? Its counters are the retired totals' (not yet folded in). */
+static bool retired_serial(curesv_ledger *l, unsigned slot, uint64_t serial)
+{
+	uint64_t id = atomic_load_explicit(&l->res[slot].ident, memory_order_acquire);
+	return serial != 0 && curesv_ident_serial(id) != serial;
+}
+
+uint64_t curesv_ledger_retired_stats(curesv_ledger *l, int device, curesv_stats_t *out,
+				     uint64_t *cross_stream)
+{
+	memset(out, 0, sizeof *out);
+	*cross_stream = 0;
+	if (!curesv_device_ok(device))
+		return 0;
+	struct curesv_retired *rt = &l->dev[device].retired;
+	out->device = device;
+	out->released = 1;
+	out->allocs = loadu(&rt->allocs);
+	out->frees = loadu(&rt->frees);
+	out->cross_thread_frees = loadu(&rt->cross_thread_frees);
+	out->denied = loadu(&rt->denied);
+	out->over_budget = loadu(&rt->over_budget);
+	out->transfers_in = loadu(&rt->transfers_in);
+	out->transfers_out = loadu(&rt->transfers_out);
+	*cross_stream = loadu(&rt->cross_stream_frees);
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned slot = 1; slot <= CURESV_MAX_RESERVATIONS; slot++) {
+			struct curesv_cell *c = &l->books[i].cell[slot];
+			/* acquire: pairs with cell_settle's release, as in sum_cells */
+			uint64_t v = atomic_load_explicit(&c->books, memory_order_acquire);
+			if (!retired_serial(l, slot, cell_serial(v)) ||
+			    atomic_load_explicit(&c->device, memory_order_relaxed) != device)
+				continue;
+			out->allocs += loadu(&c->allocs);
+			out->frees += loadu(&c->frees);
+			out->cross_thread_frees += loadu(&c->cross_thread_frees);
+			out->over_budget += loadu(&c->over_budget);
+		}
+	return loadu(&rt->reservations);
+}
+
 uint64_t curesv_ledger_cross_stream_frees(curesv_ledger *l, uint32_t handle, int device)
 {
 	unsigned slot = curesv_handle_slot(handle);
@@ -974,6 +1047,16 @@ int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device
 	return curesv_word_bytes(atomic_load_explicit(&t.a->word[0], memory_order_relaxed)) + s.d;
 }
 
+/* A peak is the most a thread saw when it allocated, which can miss what other threads' cells held:
+ * a merged read raises it to what is live now, so that no report shows a peak below it (nor a
+ * later one a lower peak). Returns the peak. */
+static int64_t peak_at_least(_Atomic int64_t *peak, int64_t live)
+{
+	if (live > load64(peak))
+		max_update(peak, live);
+	return load64(peak);
+}
+
 static void account_stats(curesv_ledger *l, struct curesv_account *a, const struct sums *s,
 			  bool live, curesv_stats_t *out)
 {
@@ -982,7 +1065,7 @@ static void account_stats(curesv_ledger *l, struct curesv_account *a, const stru
 			   (l->attribution == CURESV_ATTRIBUTION_CALLER ? 0 : s->view);
 	out->allocated = l->attribution == CURESV_ATTRIBUTION_CALLER ? out->caller_view : origin;
 	out->host_allocated = live ? curesv_word_bytes(loadu(&a->word[1])) + s->host : 0;
-	out->peak = load64(&a->peak);
+	out->peak = peak_at_least(&a->peak, out->allocated);
 	out->allocs = loadu(&a->allocs) + s->allocs;
 	out->frees = loadu(&a->frees) + s->frees;
 	out->cross_thread_frees = loadu(&a->cross_thread_frees) + s->cross;
@@ -1057,7 +1140,12 @@ void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stat
 	unsigned n = curesv_shard_count();
 	for (unsigned i = 0; i < n; i++)
 		out->allocated += load64(&l->books[i].device[device]);
-	out->peak = load64(&d->peak);
+	/* A read racing allocations can sum more than was ever live at once (a thread's part read
+	 * before it freed, another's after it allocated): never past the capacity it enforces. */
+	int64_t live = out->allocated;
+	if (l->enforce && out->capacity_known && live > out->capacity)
+		live = out->capacity;
+	out->peak = peak_at_least(&d->peak, live);
 	out->orphan = orphan_of(l, device, CURESV_TIER_DEVICE);
 	out->orphan_host = orphan_of(l, device, CURESV_TIER_HOST);
 	out->orphan_frees = loadu(&d->orphan_frees);

@@ -31,9 +31,11 @@ static inline bool curesv_leasing(const curesv_ledger *l)
 	return l->enforce && l->attribution == CURESV_ATTRIBUTION_ORIGIN;
 }
 
-/* Empty words, zero counters (init); zero counters, words kept (a slot's reuse). */
+/* Empty words, zero counters (init). */
 void curesv_account_init(struct curesv_account *a);
-void curesv_account_reset(struct curesv_account *a);
+/* Under `lock`, as reservation slot `slot` is reused: the counters of the reservation it held (if
+ * any) join its device's retired totals, and restart at zero; the words are kept. */
+void curesv_account_retire(curesv_ledger *l, unsigned slot);
 
 /* What a cell may hold for an account of `budget` bytes (INT64_MAX: none known): the slack. */
 int64_t curesv_slack_of(int64_t budget);

@@ -222,9 +222,9 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 	else {
 		struct curesv_reservation *r = &l->res[slot];
 		/* Release already moved the generation on; a never-used slot starts at 0. The slot's
-		 * counters restart; cells still carrying an older serial are settled by their
-		 * threads. */
-		curesv_account_reset(&r->acct);
+		 * counters restart, the old reservation's joining its device's retired totals; cells
+		 * still carrying an older serial are settled by their threads. */
+		curesv_account_retire(l, (unsigned)slot);
 		unsigned gen = curesv_word_gen(atomic_load_explicit(&r->acct.word[0],
 								    memory_order_relaxed));
 		atomic_store_explicit(&r->device, device, memory_order_relaxed);

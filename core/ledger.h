@@ -18,7 +18,8 @@
  * totals are sums over the word (or global counters) and every cell. `peak` is the highest value a
  * thread saw of word + its own cell when it allocated: it can miss (observe) or add (enforce) at most
  * the slack of every other thread's cell, that is at most 1 MiB per other thread, and it never
- * passes the budget in enforce mode.
+ * passes the budget in enforce mode. A merged read raises it to the live figure it reads, which a
+ * read racing allocations can overstate by as much (never past a budget or capacity enforced).
  *
  * Identity. A reservation handle (what the origin table records) is `slot << 16 | generation`;
  * CURESV_SHARED (0) is the shared pool of the allocation's device. The word packs the generation
@@ -120,6 +121,15 @@ struct curesv_reservation {
 	char name[CURESV_NAME_MAX];             /* written under `lock` only */
 };
 
+/* Counters of the reservations whose slot a later reservation took: their rows leave the report,
+ * their counts stay here, by device (folded in when the slot is reused, and from each thread's cell
+ * when it meets the cell still carrying them). Written rarely. */
+struct curesv_retired {
+	_Atomic uint64_t reservations;          /* how many */
+	_Atomic uint64_t allocs, frees, cross_thread_frees, denied, over_budget;
+	_Atomic uint64_t transfers_in, transfers_out, cross_stream_frees;
+};
+
 /* Grouped by how often each field is written: read on every shared-pool charge, written rarely;
  * written at shared-pool flushes; written at device-total flushes and new peaks. */
 struct curesv_device {
@@ -136,6 +146,7 @@ struct curesv_device {
 	_Atomic int64_t peak;
 	_Atomic uint64_t orphan_frees;          /* frees that drained the orphan tier */
 	struct curesv_account shared;           /* the shared pool */
+	struct curesv_retired retired;
 } __attribute__((aligned(64)));
 
 typedef struct curesv_ledger {
@@ -265,6 +276,11 @@ curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, cu
 curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out);
 /* The device's own totals, merged. */
 void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stats_t *out);
+/* The merged counters of `device`'s retired reservations (curesv_retired) into *out (allocs,
+ * frees, cross_thread_frees, denied, over_budget, transfers; released = 1, byte figures 0, size
+ * 0); returns how many there were, *cross_stream their cross-stream frees. */
+uint64_t curesv_ledger_retired_stats(curesv_ledger *l, int device, curesv_stats_t *out,
+				     uint64_t *cross_stream);
 /* Stream-ordered frees of `handle`'s allocations on another stream than the allocating one
  * (CURESV_SHARED: of `device`'s shared pool). */
 uint64_t curesv_ledger_cross_stream_frees(curesv_ledger *l, uint32_t handle, int device);

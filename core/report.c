@@ -135,9 +135,13 @@ const char *curesv_format_bytes(int64_t bytes, char buf[32])
 
 /* ---- what the report shows, gathered once ----------------------------------------------------- */
 
+/* The row of a device's retired reservations (released, and their slots reused since). */
+#define RETIRED_ROW UINT32_MAX
+
 struct row {
 	char name[CURESV_NAME_MAX];
-	uint32_t handle;        /* CURESV_SHARED for a device's shared pool */
+	uint32_t handle;        /* CURESV_SHARED for a device's shared pool, RETIRED_ROW */
+	uint64_t retired;       /* RETIRED_ROW: how many reservations it sums */
 	curesv_stats_t st;
 	curesv_stream_stats_t streams;
 	int64_t origin_bytes;   /* allocated under origin attribution, whatever the mode */
@@ -152,7 +156,7 @@ struct leaks {
 
 struct snapshot {
 	unsigned nrows;
-	struct row rows[CURESV_MAX_RESERVATIONS + CURESV_MAX_DEVICES];
+	struct row rows[CURESV_MAX_RESERVATIONS + 2 * CURESV_MAX_DEVICES];
 	curesv_device_stats_t dev[CURESV_MAX_DEVICES];
 	struct leaks leaks;
 	unsigned ncachers;      /* caching allocators loaded: live at exit is partly their cache */
@@ -195,12 +199,34 @@ static void add_row(curesv_engine *e, struct snapshot *s, uint32_t handle, int d
 	r->streams.cross_stream_frees = curesv_ledger_cross_stream_frees(&e->ledger, handle, device);
 }
 
+/* A device's retired reservations, when it had any. */
+static void add_retired_row(curesv_engine *e, struct snapshot *s, int device)
+{
+	struct row r = { .handle = RETIRED_ROW };
+	r.retired = curesv_ledger_retired_stats(&e->ledger, device, &r.st,
+						 &r.streams.cross_stream_frees);
+	if (r.retired == 0)
+		return;
+	snprintf(r.name, sizeof r.name, "(%" PRIu64 " retired)", r.retired);
+	s->rows[s->nrows++] = r;
+}
+
+/* The row of device d's retired reservations, or NULL. */
+static const struct row *retired_row(const struct snapshot *s, int d)
+{
+	for (unsigned i = 0; i < s->nrows; i++)
+		if (s->rows[i].handle == RETIRED_ROW && s->rows[i].st.device == d)
+			return &s->rows[i];
+	return NULL;
+}
+
 static bool device_seen(curesv_engine *e, int d)
 {
 	return atomic_load_explicit(&e->ledger.dev[d].seen, memory_order_relaxed);
 }
 
-/* The s->rows of device d: its reservations (live and released), then its shared pool. */
+/* The s->rows of device d: its reservations (live and released), the retired ones', then its
+ * shared pool. */
 static void gather(curesv_engine *e, struct snapshot *s)
 {
 	memset(s, 0, sizeof *s);
@@ -216,6 +242,7 @@ static void gather(curesv_engine *e, struct snapshot *s)
 				continue;
 			add_row(e, s, i << 16 | curesv_ident_gen(id), d);
 		}
+		add_retired_row(e, s, d);
 		add_row(e, s, CURESV_SHARED, d);
 		curesv_ledger_device_stats(l, d, &s->dev[d]);
 		s->orphan += s->dev[d].orphan;
@@ -271,16 +298,20 @@ static void text_row(struct out *o, const struct row *r)
 {
 	char size[32], alloc[32], peak[32], view[32], label[CURESV_NAME_MAX + 16];
 	const curesv_stats_t *st = &r->st;
+	bool retired = r->handle == RETIRED_ROW;
 	if (r->handle == CURESV_SHARED)
 		snprintf(label, sizeof label, "(shared pool)");
 	else
-		snprintf(label, sizeof label, "%s%s", r->name, st->released ? " (released)" : "");
-	bool unlimited = r->handle == CURESV_SHARED && st->size == INT64_MAX;
+		snprintf(label, sizeof label, "%s%s", r->name,
+			 st->released && !retired ? " (released)" : "");
+	/* retired reservations keep only their counts: their bytes went to the orphan tier */
+	bool unlimited = retired || (r->handle == CURESV_SHARED && st->size == INT64_MAX);
 	out_printf(o, "curesv:   %-22s %10s %11s %11s%s %7" PRIu64 " %7" PRIu64 " %8" PRIu64 " %12s %7"
 		   PRIu64 "\n", label, unlimited ? "-" : curesv_format_bytes(st->size, size),
-		   curesv_format_bytes(st->allocated, alloc), curesv_format_bytes(st->peak, peak),
-		   st->over_budget ? "!" : " ", st->allocs, st->frees, st->cross_thread_frees,
-		   curesv_format_bytes(st->caller_view, view), st->denied);
+		   retired ? "-" : curesv_format_bytes(st->allocated, alloc),
+		   retired ? "-" : curesv_format_bytes(st->peak, peak), st->over_budget ? "!" : " ",
+		   st->allocs, st->frees, st->cross_thread_frees,
+		   retired ? "-" : curesv_format_bytes(st->caller_view, view), st->denied);
 }
 
 /* A released reservation's books are closed (its live bytes went to the orphan tier): only live
@@ -345,8 +376,11 @@ static void text_budgets(curesv_engine *e, struct out *o, const struct snapshot 
 				   ss->streams_attached, ss->streams_attached == 1 ? "" : "s",
 				   ss->cross_stream_frees, ss->cross_stream_frees == 1 ? "" : "s");
 		char host[32], size[32], peak[32];
+		if (r->handle == RETIRED_ROW && r->st.over_budget)
+			out_printf(o, "curesv: %s went past their budgets in %" PRIu64 " allocation%s\n",
+				   name, r->st.over_budget, r->st.over_budget == 1 ? "" : "s");
 		/* exact bytes too: rounded figures would hide by how much */
-		if (r->st.over_budget)
+		else if (r->st.over_budget)
 			out_printf(o, "curesv: %s went past its budget of %s (%" PRId64 " bytes) in %"
 				   PRIu64 " allocation%s (peak %s, %" PRId64 " bytes); CURESV_MODE=enforce "
 				   "would refuse %s\n", name, curesv_format_bytes(r->st.size, size),
@@ -515,8 +549,8 @@ static void write_text(curesv_engine *e, struct out *o, const struct snapshot *s
 	char orphan[32];
 	if (s->orphan || s->orphan_frees)
 		out_printf(o, "curesv: orphan tier: %s live from released reservations, %" PRIu64
-			   " late frees drained it\n", curesv_format_bytes(s->orphan, orphan),
-			   s->orphan_frees);
+			   " late free%s drained it\n", curesv_format_bytes(s->orphan, orphan),
+			   s->orphan_frees, s->orphan_frees == 1 ? "" : "s");
 	out_printf(o, "curesv: origin table: %" PRIu64 " slots, %" PRIu64 " live, high water %" PRIu64
 		   ", %" PRIu64 " full events, longest probe %" PRIu64 "\n", s->table.slots,
 		   s->table.live, s->table.high_water, s->table.full_events, s->table.probe_max);
@@ -552,6 +586,21 @@ static void json_stats(struct out *o, const curesv_stats_t *st, const curesv_str
 		   st->transfers_out, ss->cross_stream_frees, ss->streams_attached);
 }
 
+/* A device's retired reservations: their counts (all 0 when it had none). */
+static void json_retired(struct out *o, const struct row *r)
+{
+	static const struct row none;
+	if (!r)
+		r = &none;
+	out_printf(o, "}, \"retired\": {\"reservations\": %" PRIu64 ", \"allocs\": %" PRIu64
+		   ", \"frees\": %" PRIu64 ", \"cross_thread_frees\": %" PRIu64 ", \"denied\": %"
+		   PRIu64 ", \"over_budget\": %" PRIu64 ", \"transfers_in\": %" PRIu64
+		   ", \"transfers_out\": %" PRIu64 ", \"cross_stream_frees\": %" PRIu64 "}",
+		   r->retired, r->st.allocs, r->st.frees, r->st.cross_thread_frees, r->st.denied,
+		   r->st.over_budget, r->st.transfers_in, r->st.transfers_out,
+		   r->streams.cross_stream_frees);
+}
+
 static void json_devices(curesv_engine *e, struct out *o, const struct snapshot *s)
 {
 	out_printf(o, "  \"devices\": [");
@@ -567,7 +616,8 @@ static void json_devices(curesv_engine *e, struct out *o, const struct snapshot 
 			   r->st.device, dev->capacity, capacity_source(e, r->st.device), dev->reserved,
 			   dev->allocated, dev->peak, dev->orphan);
 		json_stats(o, &r->st, &r->streams);
-		out_printf(o, "}, \"graph\": ");
+		json_retired(o, retired_row(s, r->st.device));
+		out_printf(o, ", \"graph\": ");
 		int64_t *g = (int64_t[4]){ 0 };
 		for (int k = 0; k < 4; k++)
 			g[k] = atomic_load_explicit(&e->graph_mem[r->st.device][k], memory_order_relaxed);
@@ -587,7 +637,7 @@ static void json_reservations(struct out *o, const struct snapshot *s)
 	bool first = true;
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct row *r = &s->rows[i];
-		if (r->handle == CURESV_SHARED)
+		if (r->handle == CURESV_SHARED || r->handle == RETIRED_ROW)
 			continue;
 		out_printf(o, "%s\n    {\"name\": ", first ? "" : ",");
 		out_json_string(o, r->name);

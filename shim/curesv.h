@@ -121,7 +121,9 @@ CURESV_API curesv_status curesv_attach_stream(const void *stream, const char *na
  * CAPACITY (enforce mode: `name` would go past its size), DISABLED. */
 CURESV_API curesv_status curesv_transfer(const void *ptr, const char *name);
 
-/* Copies reservation `name`'s counters into *out. Errors: INVALID, UNKNOWN_NAME, DISABLED. */
+/* Copies reservation `name`'s counters into *out: the live reservation of that name, else the one
+ * released last, until a later reservation takes its slot (its counts then join the report's
+ * retired totals). Errors: INVALID, UNKNOWN_NAME, DISABLED. */
 CURESV_API curesv_status curesv_stats(const char *name, curesv_stats_t *out);
 
 /* Copies reservation `name`'s stream figures into *out (a released reservation: no stream is

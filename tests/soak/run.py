@@ -161,8 +161,9 @@ def check_books(p, where, report, books):
         p.true(where, dev["peak"] >= dev["allocated"] - short, "device %d peak %d below its %d "
                "live bytes by more than %d" % (dev["device"], dev["peak"], dev["allocated"], short))
     p.eq(where, "device capacities", [d0["capacity"], d1["capacity"]], books["capacity"])
-    # device 1: every generation of every churn reservation, its shared pool, the orphan tier
-    rows1 = [r for r in report["reservations"] if r["device"] == 1] + [d1["shared"]]
+    # device 1: every generation of every churn reservation (listed, or retired once its slot was
+    # reused), its shared pool, the orphan tier
+    rows1 = [r for r in report["reservations"] if r["device"] == 1] + [d1["shared"], d1["retired"]]
     b1 = acc["device1"]
     p.eq(where, "device 1 allocs (all generations)", sum(r["allocs"] for r in rows1), b1["allocs"])
     p.eq(where, "device 1 frees (all generations) + orphan frees",
@@ -177,8 +178,9 @@ def check_books(p, where, report, books):
          sum(r["host_allocated"] for r in live1) + d1["shared"]["host_allocated"] +
          report["orphan_host_bytes"], b1["host_allocated"])
     p.eq(where, "device 1 reserved", d1["reserved"], len(live1) * books["churn_size"])
-    p.eq(where, "churn reservations listed (no slot reused)",
-         sum(1 for r in report["reservations"] if r["device"] == 1), books["churn"]["created"] - 5)
+    p.eq(where, "churn reservations listed + retired",
+         sum(1 for r in report["reservations"] if r["device"] == 1) +
+         d1["retired"]["reservations"], books["churn"]["created"] - 5)
     p.eq(where, "live churn reservations", sorted(r["name"] for r in live1),
          sorted(books["churn"]["live"]))
     live = books["live"]

@@ -26,11 +26,9 @@
 #define QUEUE_CAP 1024
 #define QUEUE_TARGET 384        /* live allocations the workers hover around */
 #define MID_REPORTS 20          /* curesv_report() calls racing the workers, over the run */
-#define CHURN_TOGGLES 300       /* releases and reserves of c0..c3, over the run */
-/* Reservations ever made stay below the ledger's 255 slots, so no slot is reused and every
- * generation's counters are still in the report at the end: device 1's sums stay exact. A
- * reserve the capacity refuses moves the ledger's round-robin cursor past a slot as well. */
-#define SLOTS 255
+/* Releases and reserves of c0..c3, over the run: more reservations than the ledger's 255 slots,
+ * so slots are reused and the oldest generations' counts move to device 1's retired totals. */
+#define CHURN_TOGGLES 900
 
 struct soak S;
 struct api A;
@@ -100,7 +98,6 @@ static struct {
 	bool live[NCHURN];
 	bool attached[NCHURN];  /* stream k of device 1 attached to c_k since its last reserve */
 	int created;            /* reservations made so far, the configured ones included */
-	int slots;              /* slots the ledger's cursor went past: created, and refused */
 	uint64_t releases, reserves;
 } churn = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -157,7 +154,7 @@ static bool setup(void)
 	/* s4 comes from the control API, the others from the environment */
 	S.size[A_S4] = S.size[A_S0];
 	CHECK(A.reserve("s4", (size_t)S.size[A_S4], 0) == CURESV_OK, "curesv_reserve(s4)");
-	churn.created = churn.slots = NSTABLE + NCHURN;
+	churn.created = NSTABLE + NCHURN;
 	for (int d = 0; d < 2; d++) {
 		if (!rt_ok(cudaSetDevice(d), "cudaSetDevice"))
 			return false;
@@ -206,9 +203,8 @@ static void churn_toggle(struct worker *w)
 		churn.releases++;
 		again = below(w, 2); /* at once, or at a later toggle */
 	}
-	if ((!was_live || again) && churn.slots < SLOTS) {
+	if (!was_live || again) {
 		curesv_status st = A.reserve(name, (size_t)S.churn_size, 1);
-		churn.slots++;
 		if (st == CURESV_OK) {
 			churn.live[k] = true;
 			churn.created++;

@@ -334,6 +334,24 @@ static inline void expect_handle_(curesv_engine *e, int line, uint32_t handle, s
 #define EXPECT_HANDLE(e, h, ...) expect_handle_((e), __LINE__, (h), (struct want){ __VA_ARGS__ })
 #define EXPECT_SHARED(e, ...) EXPECT_HANDLE((e), CURESV_SHARED, __VA_ARGS__)
 
+static inline void expect_retired_(curesv_engine *e, int line, int device, uint64_t count,
+				   struct want w)
+{
+	curesv_stats_t st;
+	curesv_stream_stats_t ss = { 0, 0 };
+	uint64_t n = curesv_ledger_retired_stats(&e->ledger, device, &st, &ss.cross_stream_frees);
+	cr_assert_eq(n, count, "line %d: %" PRIu64 " retired reservations, expected %" PRIu64, line, n,
+		     count);
+	w.device = device;
+	w.released = 1;
+	expect_stats_(line, "retired", &st, &ss, &w);
+}
+
+/* The counters of device d's `n` reservations whose slots were reused (.device and .released
+ * are implied). */
+#define EXPECT_RETIRED(e, d, n, ...)                                                             \
+	expect_retired_((e), __LINE__, (d), (n), (struct want){ __VA_ARGS__ })
+
 struct want_dev {
 	int64_t allocated, peak, orphan, orphan_host;
 	uint64_t reserved, headroom, orphan_frees;

@@ -343,6 +343,7 @@ Test(ledger, reused_slot_gets_a_new_generation)
 	curesv_ledger_name(&E.ledger, fresh, got);
 	cr_assert_str_eq(got, "fresh");
 	EXPECT_RES(&E, "fresh", .size = 2 * MiB);
+	EXPECT_RETIRED(&E, 0, 1, .allocs = 1); /* r7's count left with its row */
 	EXPECT_DEV(&E, 0, .allocated = 4 * KiB, .peak = 4 * KiB, .orphan = 4 * KiB,
 		   .reserved = 256 * MiB, .headroom = (uint64_t)(TiB - 256 * MiB - 4 * KiB));
 
@@ -1289,4 +1290,145 @@ Test(ledger, a_lock_being_taken_counts_as_held)
 	cr_assert_eq(pthread_join(t, NULL), 0);
 	cr_assert_eq(held_in_handler, 1, "the handler saw %d locks held", (int)held_in_handler);
 	cr_assert_eq(curesv_locks_held(), 0);
+}
+
+/* Sums allocs, frees and cross-thread frees of every reservation row (live or released) of device
+ * 0, as the report lists them. */
+static void rows_of_device0(curesv_engine *e, curesv_stats_t *sum)
+{
+	memset(sum, 0, sizeof *sum);
+	for (unsigned i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
+		uint64_t id = atomic_load(&e->ledger.res[i].ident);
+		if (curesv_ident_state(id) == CURESV_RES_UNUSED)
+			continue;
+		curesv_stats_t st;
+		curesv_ledger_stats(&e->ledger, i << 16 | curesv_ident_gen(id), 0, &st);
+		sum->allocs += st.allocs;
+		sum->frees += st.frees;
+		sum->cross_thread_frees += st.cross_thread_frees;
+		sum->denied += st.denied;
+	}
+}
+
+#define REUSE_CYCLES 300
+
+/* More reservations made and released than there are slots: the rows of those whose slot was
+ * reused leave, their counts join the device's retired totals, and nothing is lost. */
+Test(ledger, a_reused_slot_keeps_the_counts_of_the_reservation_it_held)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T", "CURESV_MODE=enforce");
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	for (int i = 0; i < REUSE_CYCLES; i++) {
+		cr_assert_eq(curesv_engine_reserve(&E, "r", 64 * KiB, 0), CURESV_OK, "cycle %d", i);
+		cr_assert_eq(actor_attach(&scan, "r"), CURESV_OK);
+		cr_assert_eq(actor_alloc(&scan, fake_ptr((uint64_t)i), 4 * KiB), GRANTED);
+		cr_assert_eq(actor_alloc(&scan, fake_ptr(1000), 1 * MiB), DENIED);
+		cr_assert(actor_free(&pipe, fake_ptr((uint64_t)i)));
+		cr_assert_eq(curesv_engine_release(&E, "r"), CURESV_OK);
+	}
+	uint64_t retired = REUSE_CYCLES - CURESV_MAX_RESERVATIONS;
+	EXPECT_RETIRED(&E, 0, retired, .allocs = retired, .frees = retired, .cross = retired,
+		       .denied = retired);
+	curesv_stats_t rows;
+	rows_of_device0(&E, &rows);
+	cr_assert_eq(rows.allocs, CURESV_MAX_RESERVATIONS);
+	cr_assert_eq(rows.frees, CURESV_MAX_RESERVATIONS);
+	cr_assert_eq(rows.cross_thread_frees, CURESV_MAX_RESERVATIONS);
+	cr_assert_eq(rows.denied, CURESV_MAX_RESERVATIONS);
+	EXPECT_DEV(&E, 0, .peak = 4 * KiB, .headroom = (uint64_t)TiB);
+	stages_stop(&scan, &pipe);
+	curesv_engine_destroy(&E);
+}
+
+#define CHURNERS 4
+
+struct churner {
+	curesv_engine *e;
+	int id, cycles;
+	uint64_t allocs, frees;
+};
+
+/* Reserves, attaches, allocates, releases while another churner frees what it allocated: the
+ * frees land on the reservation, its retired totals or the orphan tier. */
+static void *churn_reservations(void *arg)
+{
+	struct churner *c = arg;
+	char name[16];
+	snprintf(name, sizeof name, "c%d", c->id);
+	for (int i = 0; i < c->cycles; i++) {
+		uint64_t mine = fake_ptr((uint64_t)(c->id * 100000 + i));
+		if (curesv_engine_reserve(c->e, name, 1 * MiB, 0) == CURESV_OK)
+			curesv_thread_attach(name);
+		if (eng_alloc(c->e, mine, 4 * KiB) == GRANTED)
+			c->allocs++;
+		curesv_engine_release(c->e, name);
+		/* the buffer a neighbour allocated in its previous cycle, if it is there yet */
+		uint64_t theirs = fake_ptr((uint64_t)(((c->id + 1) % CHURNERS) * 100000 + i));
+		if (eng_free(c->e, theirs))
+			c->frees++;
+		if (eng_free(c->e, mine))
+			c->frees++;
+	}
+	curesv_thread_attach(NULL);
+	return NULL;
+}
+
+/* Threads racing reserve, release and cross-thread frees through many slot reuses: at the end,
+ * the rows, the retired totals, the shared pool and the orphan tier account for every call. */
+Test(ledger, counts_stay_exact_through_racing_slot_reuse, .timeout = 120)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T");
+	struct churner c[CHURNERS];
+	pthread_t tid[CHURNERS];
+	for (int k = 0; k < CHURNERS; k++) {
+		c[k] = (struct churner){ &E, k, (int)test_scale(400), 0, 0 };
+		pthread_create(&tid[k], NULL, churn_reservations, &c[k]);
+	}
+	uint64_t allocs = 0, frees = 0;
+	for (int k = 0; k < CHURNERS; k++) {
+		pthread_join(tid[k], NULL);
+		allocs += c[k].allocs;
+		frees += c[k].frees;
+	}
+	cr_assert_eq(allocs, frees, "every buffer freed once");
+	curesv_stats_t rows, ret, shared;
+	uint64_t xs;
+	rows_of_device0(&E, &rows);
+	uint64_t n = curesv_ledger_retired_stats(&E.ledger, 0, &ret, &xs);
+	cr_assert_geq(n, 1, "slots were reused");
+	curesv_ledger_stats(&E.ledger, CURESV_SHARED, 0, &shared);
+	curesv_device_stats_t d = dev_stats(&E, 0);
+	cr_assert_eq(rows.allocs + ret.allocs + shared.allocs, allocs);
+	cr_assert_eq(rows.frees + ret.frees + shared.frees + d.orphan_frees, frees);
+	cr_assert_eq(d.allocated, 0);
+	cr_assert_eq(d.orphan, 0);
+	curesv_engine_destroy(&E);
+}
+
+/* A buffer freed by another thread leaves the allocating thread's share of the device total up and
+ * the freeing thread's down: a peak taken from one thread's view then misses what another holds.
+ * What a report reads live is exact, and its peak is never below it. */
+Test(ledger, a_peak_never_reads_below_what_is_live)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1G");
+	struct actor scan, pipe;
+	actor_start(&scan, &E, "scan-thread");
+	actor_start(&pipe, &E, "pipe-thread");
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(1), 80 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&scan, fake_ptr(2), 40 * KiB), GRANTED);
+	cr_assert(actor_free(&pipe, fake_ptr(1)));
+	cr_assert(eng_free(&E, fake_ptr(2)));
+	cr_assert_eq(eng_alloc(&E, fake_ptr(3), 1 * MiB), GRANTED);
+	/* this thread saw 1 MiB less the 120 KiB it and pipe-thread took off: scan-thread's share
+	 * still holds them */
+	EXPECT_DEV(&E, 0, .allocated = 1 * MiB, .peak = 1 * MiB, .headroom = (uint64_t)(1024 - 1) * MiB);
+	EXPECT_SHARED(&E, .size = 1024 * MiB, .allocated = 1 * MiB, .peak = 1 * MiB,
+		      .caller_view = 1 * MiB, .allocs = 3, .frees = 2, .cross = 2);
+	cr_assert(eng_free(&E, fake_ptr(3)));
+	EXPECT_DEV(&E, 0, .peak = 1 * MiB, .headroom = 1024 * MiB);
+	actor_stop(&scan);
+	actor_stop(&pipe);
+	curesv_engine_destroy(&E);
 }

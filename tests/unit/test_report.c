@@ -796,3 +796,40 @@ Test(report, emit_escapes_the_path, .timeout = 30)
 	rmdir(dir);
 	curesv_engine_destroy(&E);
 }
+
+/* ---- retired reservations -------------------------------------------------------------------------- */
+
+#define RETIRED_CYCLES (CURESV_MAX_RESERVATIONS + 2)
+
+/* Two more reservations made and released than there are slots: the two whose slots were reused
+ * leave their rows, and one row (text) or object (JSON) keeps their counts. */
+Test(report, retired_reservations_keep_their_counts, .timeout = 60)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T", "CURESV_TABLE_SLOTS=64");
+	for (int i = 0; i < RETIRED_CYCLES; i++) {
+		cr_assert_eq(curesv_engine_reserve(&E, "r", 64 * KiB, 0), CURESV_OK);
+		cr_assert_eq(curesv_thread_attach("r"), CURESV_OK);
+		cr_assert_eq(eng_alloc(&E, fake_ptr(1), 80 * KiB), GRANTED); /* past its budget */
+		cr_assert(eng_free(&E, fake_ptr(1)));
+		cr_assert_eq(curesv_engine_release(&E, "r"), CURESV_OK);
+	}
+	cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK);
+	char path[128];
+	temp_path(path, sizeof path, ".txt");
+	report_to(path, CURESV_REPORT_TEXT);
+	const char *text = read_file(path);
+	has_line(text, "curesv:   (2 retired)                     -           -           -!       2"
+		       "       2        0            -       0");
+	has_line(text, "curesv: (2 retired) went past their budgets in 2 allocations");
+	report_to(path, CURESV_REPORT_JSON);
+	text = read_file(path);
+	cr_assert_not_null(strstr(text, "\"retired\": {\"reservations\": 2, \"allocs\": 2, \"frees\": 2,"
+				       " \"cross_thread_frees\": 0, \"denied\": 0, \"over_budget\": 2, "
+				       "\"transfers_in\": 0, \"transfers_out\": 0, "
+				       "\"cross_stream_frees\": 0}, \"graph\": "), "%s", text);
+	curesv_findings f;
+	curesv_report_findings(&E, &f);
+	cr_assert_eq(f.over_budget, RETIRED_CYCLES, "every overrun counted, retired ones too");
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
