@@ -118,9 +118,9 @@ static void warn_released(void)
 {
 	char thread[CURESV_THREAD_NAME];
 	curesv_thread_name(curesv_thread_serial(), thread);
-	curesv_log(CURESV_LOG_WARN,
-		   "thread '%s' was attached to reservation '%s', which was released; its allocations "
-		   "now draw from the shared pool", thread, self.reservation);
+	CURESV_LOG_SOME(CURESV_LOG_WARN, "thread '%s' was attached to reservation '%s', which was "
+			"released; its allocations now draw from the shared pool", thread,
+			self.reservation);
 }
 
 /* Slow path: first use, or a thread was renamed or a reservation created since this one looked. */
@@ -183,10 +183,9 @@ void curesv_thread_wrong_device(curesv_ref ref, int device)
 	self.warned_device = true;
 	char thread[CURESV_THREAD_NAME];
 	curesv_thread_name(curesv_thread_serial(), thread);
-	curesv_log(CURESV_LOG_WARN,
-		   "thread '%s' is attached to reservation '%s' but allocates on device %d, which is not "
-		   "that reservation's: those allocations draw from device %d's shared pool",
-		   thread, self.reservation, device, device);
+	CURESV_LOG_SOME(CURESV_LOG_WARN, "thread '%s' is attached to reservation '%s' but allocates "
+			"on device %d, which is not that reservation's: those allocations draw from "
+			"device %d's shared pool", thread, self.reservation, device, device);
 }
 
 uint64_t curesv_attach_rule_matches(unsigned i)

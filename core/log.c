@@ -35,17 +35,14 @@ static void write_all(int fd, const char *p, size_t n)
 	}
 }
 
-void curesv_log(enum curesv_log_level level, const char *fmt, ...)
+static void vlog(enum curesv_log_level level, const char *fmt, va_list ap)
 {
 	if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed) || log_busy)
 		return;
 	log_busy = 1;
 	int saved_errno = errno;
 	char msg[1024], line[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	int k = vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
 	size_t len = k < 0 ? 0 : (size_t)k < sizeof msg ? (size_t)k : sizeof msg - 1;
 	if (len > 0 && msg[len - 1] == '\n')
 		len--; /* the line's own end, added below */
@@ -59,4 +56,25 @@ void curesv_log(enum curesv_log_level level, const char *fmt, ...)
 	write_all(2, line, n);
 	errno = saved_errno;
 	log_busy = 0;
+}
+
+void curesv_log(enum curesv_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(level, fmt, ap);
+	va_end(ap);
+}
+
+void curesv_log_counted(_Atomic unsigned *count, unsigned limit, enum curesv_log_level level,
+			const char *fmt, ...)
+{
+	unsigned k = atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(k < limit ? level : CURESV_LOG_DEBUG, fmt, ap);
+	va_end(ap);
+	if (k + 1 == limit)
+		curesv_log(level, "%u warnings like the last one shown; further ones only with "
+			   "CURESV_LOG=debug", limit);
 }

@@ -24,6 +24,20 @@ enum curesv_log_level curesv_log_get_level(void);
 void curesv_log(enum curesv_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Logs at `level` the first `limit` times *count is passed (one counter per kind of message), with a
+ * line saying so after the last of them; later ones at CURESV_LOG_DEBUG. For messages a program can
+ * cause any number of times. Thread-safe. */
+void curesv_log_counted(_Atomic unsigned *count, unsigned limit, enum curesv_log_level level,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* The first CURESV_LOG_SHOWN messages of one call site at `level`, the rest at CURESV_LOG_DEBUG. */
+#define CURESV_LOG_SHOWN 10
+#define CURESV_LOG_SOME(level, ...)                                                      \
+	do {                                                                             \
+		static _Atomic unsigned curesv_shown_;                                   \
+		curesv_log_counted(&curesv_shown_, CURESV_LOG_SHOWN, (level), __VA_ARGS__); \
+	} while (0)
+
 /* Logs once per call site for the life of the process. */
 #define CURESV_LOG_ONCE(level, ...)                                              \
 	do {                                                                     \

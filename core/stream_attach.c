@@ -139,13 +139,14 @@ static void stream_warned(curesv_engine *e, uint64_t stream, curesv_ref ref, boo
 	char name[CURESV_NAME_MAX];
 	curesv_ledger_name(&e->ledger, curesv_ref_handle(ref), name);
 	if (released)
-		curesv_log(CURESV_LOG_WARN, "stream 0x%" PRIx64 " was attached to reservation '%s', "
-			   "which was released; its allocations now draw from the shared pool", stream,
-			   name);
+		CURESV_LOG_SOME(CURESV_LOG_WARN, "stream 0x%" PRIx64 " was attached to reservation "
+				"'%s', which was released; its allocations now draw from the shared "
+				"pool", stream, name);
 	else
-		curesv_log(CURESV_LOG_WARN, "stream 0x%" PRIx64 " is attached to reservation '%s' but "
-			   "its allocations are on device %d, which is not that reservation's: they draw "
-			   "from device %d's shared pool", stream, name, device, device);
+		CURESV_LOG_SOME(CURESV_LOG_WARN, "stream 0x%" PRIx64 " is attached to reservation '%s' "
+				"but its allocations are on device %d, which is not that "
+				"reservation's: they draw from device %d's shared pool", stream, name,
+				device, device);
 }
 
 void curesv_engine_stream_fell_back(curesv_engine *e, uint64_t stream, curesv_ref ref)

@@ -74,3 +74,24 @@ Test(log, released_reservation_warning_escapes_the_thread_name, .timeout = 30)
 	actor_stop(&t);
 	curesv_engine_destroy(&e);
 }
+
+/* A message a program can cause any number of times: the first `limit` at their level, a line
+ * saying so, the rest only at CURESV_LOG=debug. */
+Test(log, a_counted_message_is_shown_limit_times_then_says_so)
+{
+	static _Atomic unsigned count;
+	struct capture cap;
+	capture_start(&cap);
+	for (int i = 0; i < 5; i++)
+		curesv_log_counted(&count, 3, CURESV_LOG_WARN, "event %d", i);
+	capture_stop(&cap, out, sizeof out);
+	cr_assert_str_eq(out, "curesv: event 0\ncuresv: event 1\ncuresv: event 2\n"
+			      "curesv: 3 warnings like the last one shown; further ones only with "
+			      "CURESV_LOG=debug\n");
+	curesv_log_set_level(CURESV_LOG_DEBUG);
+	capture_start(&cap);
+	curesv_log_counted(&count, 3, CURESV_LOG_WARN, "event %d", 5);
+	capture_stop(&cap, out, sizeof out);
+	curesv_log_set_level(CURESV_LOG_WARN);
+	cr_assert_str_eq(out, "curesv: event 5\n");
+}

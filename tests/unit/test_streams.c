@@ -3,6 +3,7 @@
  * 200 KiB; one thread, which is attached to nothing; stream S_scan attached to R_scan, S_pipe to
  * R_pipe; p = 80 KiB allocated on S_scan and freed on S_pipe. Every counter after every step. */
 #include "engine_helpers.h"
+#include "log.h"
 
 static curesv_engine E;
 
@@ -333,10 +334,12 @@ static void *fallback_racer(void *arg)
 	return NULL;
 }
 
-/* A stream whose reservation was released warns once, however many threads allocate on it then. */
+/* A stream whose reservation was released warns once, however many threads allocate on it then
+ * (all shown with CURESV_LOG=debug: past the first 10 they are debug lines). */
 Test(streams, a_released_reservation_warns_once_per_stream_across_threads)
 {
 	ENGINE(&E, "CURESV_CAPACITY=64M");
+	curesv_log_set_level(CURESV_LOG_DEBUG);
 	struct stream_race r = { .rounds = 200 };
 	pthread_barrier_init(&r.go, NULL, RACERS + 1);
 	pthread_t t[RACERS];
@@ -353,6 +356,7 @@ Test(streams, a_released_reservation_warns_once_per_stream_across_threads)
 		pthread_barrier_wait(&r.go);
 	}
 	capture_stop(&cap, log, sizeof log);
+	curesv_log_set_level(CURESV_LOG_WARN);
 	for (int i = 0; i < RACERS; i++)
 		pthread_join(t[i], NULL);
 	pthread_barrier_destroy(&r.go);
