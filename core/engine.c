@@ -488,6 +488,13 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 {
 	if (curesv_engine_device_known(e, device))
 		return;
+	if (total_bytes > CURESV_SIZE_LIMIT) {
+		/* the books count bytes below 2^47; a driver's total past 64 TiB is not memory */
+		CURESV_LOG_ONCE(CURESV_LOG_WARN, "device %d: the driver reports %" PRIu64 " bytes of "
+				"memory, more than curesv counts: its capacity is taken as 64 TiB "
+				"(set CURESV_CAPACITY to say otherwise)", device, total_bytes);
+		total_bytes = CURESV_SIZE_LIMIT;
+	}
 	uint64_t cap = curesv_ledger_set_capacity(&e->ledger, device, total_bytes, false);
 	CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)device, .bytes = cap);
 	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);

@@ -244,8 +244,12 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 		if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, kind, bytes,                  \
 				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
 			return CUDA_ERROR_OUT_OF_MEMORY;                                      \
+		__typeof__(*(out)) kept_ = (out) ? *(out) : 0; /* what the caller sees if refused */ \
 		CUresult r = real args;                                                       \
-		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
+		CUresult res = alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind); \
+		if (res != r && (out))                                                        \
+			*(out) = kept_;                                                       \
+		return res;                                                                   \
 	}
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
@@ -300,15 +304,25 @@ CUresult curesv_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
 	struct curesv_call c;
 	if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, CURESV_KIND_DEVICE, bytes, 0, 0))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+	CUdeviceptr kept_ptr = dptr ? *dptr : 0; /* what the caller sees if refused */
+	size_t kept_pitch = pPitch ? *pPitch : 0;
+	CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes), res;
 	if (r == CUDA_SUCCESS && pPitch && c.e &&
 	    !__builtin_mul_overflow((uint64_t)*pPitch, (uint64_t)Height, &bytes) &&
 	    !curesv_alloc_resize(c.e, &c.op, bytes)) {
 		give_back(dptr ? *dptr : 0, CURESV_KIND_DEVICE);
 		curesv_call_close(&c);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		res = CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		res = alloc_result(&c, r, dptr ? *dptr : 0, CURESV_KIND_DEVICE);
 	}
-	return alloc_result(&c, r, dptr ? *dptr : 0, CURESV_KIND_DEVICE);
+	if (res != r) {
+		if (dptr)
+			*dptr = kept_ptr;
+		if (pPitch)
+			*pPitch = kept_pitch;
+	}
+	return res;
 }
 
 VARIANTS_MEMORY(CURESV_EXPORT_HOOK)

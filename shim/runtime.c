@@ -90,8 +90,12 @@ static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t p
 		if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, kind, bytes,                 \
 				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
 			return cudaErrorMemoryAllocation;                                     \
+		void *kept_ = (out) ? *(out) : NULL; /* what the caller sees if refused */       \
 		cudaError_t r = real args;                                                    \
-		return alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind);    \
+		cudaError_t res = alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind); \
+		if (res != r && (out))                                                        \
+			*(out) = kept_;                                                       \
+		return res;                                                                   \
 	}
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
@@ -119,13 +123,24 @@ CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t w
 	struct curesv_call c;
 	if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, CURESV_KIND_DEVICE, bytes, 0, 0))
 		return cudaErrorMemoryAllocation;
-	cudaError_t r = real(devPtr, pitch, width, height);
+	void *kept_ptr = devPtr ? *devPtr : NULL; /* what the caller sees if refused */
+	size_t kept_pitch = pitch ? *pitch : 0;
+	cudaError_t r = real(devPtr, pitch, width, height), res;
 	if (r == cudaSuccess && pitch && c.e && !c.deny &&
 	    !__builtin_mul_overflow((uint64_t)*pitch, (uint64_t)height, &bytes) &&
 	    !curesv_alloc_resize(c.e, &c.op, bytes)) {
 		give_back(devPtr ? (uint64_t)(uintptr_t)*devPtr : 0, CURESV_KIND_DEVICE);
 		curesv_call_close(&c);
-		return cudaErrorMemoryAllocation;
+		res = cudaErrorMemoryAllocation;
+	} else {
+		res = alloc_result(&c, r, devPtr ? (uint64_t)(uintptr_t)*devPtr : 0,
+				   CURESV_KIND_DEVICE);
 	}
-	return alloc_result(&c, r, devPtr ? (uint64_t)(uintptr_t)*devPtr : 0, CURESV_KIND_DEVICE);
+	if (res != r) {
+		if (devPtr)
+			*devPtr = kept_ptr;
+		if (pitch)
+			*pitch = kept_pitch;
+	}
+	return res;
 }

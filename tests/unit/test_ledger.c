@@ -1432,3 +1432,26 @@ Test(ledger, a_peak_never_reads_below_what_is_live)
 	actor_stop(&pipe);
 	curesv_engine_destroy(&E);
 }
+
+/* A driver that reports more memory than the books can count (2^64 - 1 bytes, say): the capacity
+ * is 64 TiB, with one warning, never a negative or unknown figure. */
+Test(ledger, a_driver_total_past_64_tib_is_taken_as_64_tib)
+{
+	ENGINE(&E, "CURESV_MODE=enforce");
+	struct capture cap;
+	char log[512];
+	capture_start(&cap);
+	curesv_engine_device_total(&E, 0, UINT64_MAX);
+	capture_stop(&cap, log, sizeof log);
+	cr_assert_str_eq(log, "curesv: device 0: the driver reports 18446744073709551615 bytes of "
+			      "memory, more than curesv counts: its capacity is taken as 64 TiB (set "
+			      "CURESV_CAPACITY to say otherwise)\n");
+	curesv_pool_stats_t ps;
+	cr_assert_eq(curesv_ledger_pool_stats(&E.ledger, 0, &ps), CURESV_OK);
+	cr_assert_eq(ps.capacity, 64 * TiB);
+	cr_assert_eq(ps.available, 64 * TiB);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 4 * KiB), GRANTED);
+	EXPECT_SHARED(&E, .size = 64 * TiB, .allocated = 4 * KiB, .peak = 4 * KiB,
+		      .caller_view = 4 * KiB, .allocs = 1);
+	curesv_engine_destroy(&E);
+}
