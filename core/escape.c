@@ -1,5 +1,7 @@
 #include "escape.h"
 
+#include <string.h>
+
 
 size_t curesv_utf8_length(const unsigned char *s, size_t n)
 {
@@ -70,4 +72,27 @@ size_t curesv_escape(char *out, size_t size, const char *in, size_t len)
 	}
 	out[o] = '\0';
 	return o;
+}
+
+size_t curesv_json_char(const char *in, size_t n, char out[6], size_t *used)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)in;
+	size_t len = curesv_utf8_length(s, n);
+	*used = len ? len : 1;
+	if (len == 0) {
+		memcpy(out, "\\ufffd", 6);
+		return 6;
+	}
+	if (s[0] == '"' || s[0] == '\\') {
+		out[0] = '\\', out[1] = (char)s[0];
+		return 2;
+	}
+	if (s[0] < 0x20) {
+		memcpy(out, "\\u00", 4);
+		out[4] = hex[s[0] >> 4], out[5] = hex[s[0] & 15];
+		return 6;
+	}
+	memcpy(out, in, len);
+	return len;
 }

@@ -27,4 +27,10 @@ size_t curesv_escape_char(const char *in, size_t n, char out[CURESV_ESCAPE_MAX],
  * before a whole character, never inside an escape. Returns the length written. */
 size_t curesv_escape(char *out, size_t size, const char *in, size_t len);
 
+/* The character at the start of in[0..n) (n > 0) as it goes inside a JSON string, into out (NOT
+ * terminated): a quote or backslash escaped, a control character below U+0020 as \u00NN, bytes
+ * that are not well-formed UTF-8 as U+FFFD (one per byte), anything else copied. Returns the bytes
+ * written (1..6) and sets *used to the input bytes it took (1..4). */
+size_t curesv_json_char(const char *in, size_t n, char out[6], size_t *used);
+
 #endif

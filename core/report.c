@@ -88,27 +88,17 @@ static void out_printf(struct out *o, const char *fmt, ...)
 		out_put(o, line, len);
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped, bytes that are not UTF-8
- * (thread names are arbitrary bytes) replaced by U+FFFD each, so the output always parses. */
+/* A JSON string (escape.h: curesv_json_char), so the output always parses. */
 static void out_json_string(struct out *o, const char *str)
 {
-	const unsigned char *s = (const unsigned char *)str;
 	size_t left = strlen(str);
 	out_put(o, "\"", 1);
 	while (left > 0) {
-		size_t n = curesv_utf8_length(s, left);
-		if (n == 0) {
-			out_printf(o, "\\ufffd");
-			n = 1;
-		} else if (*s == '"' || *s == '\\') {
-			out_printf(o, "\\%c", *s);
-		} else if (*s < 0x20) {
-			out_printf(o, "\\u%04x", *s);
-		} else {
-			out_put(o, (const char *)s, n);
-		}
-		s += n;
-		left -= n;
+		char one[6];
+		size_t used, k = curesv_json_char(str, left, one, &used);
+		out_put(o, one, k);
+		str += used;
+		left -= used;
 	}
 	out_put(o, "\"", 1);
 }

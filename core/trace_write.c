@@ -17,6 +17,8 @@
  * so each series' samples are its running sum in time order. */
 #include "trace_write.h"
 
+#include "escape.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -210,21 +212,18 @@ static void put(const char *fmt, ...)
 		done(p + ((size_t)k < 1024 ? (size_t)k : 1023));
 }
 
-/* A JSON string of at most `max` bytes of `s`: quotes, backslashes and control characters
- * escaped, bytes beyond ASCII replaced by U+FFFD (thread names are arbitrary bytes). */
+/* A JSON string of at most `max` bytes of `s` (escape.h: curesv_json_char; thread names are
+ * arbitrary bytes). */
 static void put_json_string(const char *s, size_t max)
 {
 	char out[6 * 64 + 3];
-	size_t o = 0;
+	size_t o = 0, left = strnlen(s, max < 64 ? max : 64);
 	out[o++] = '"';
-	for (size_t i = 0; i < max && s[i] && i < 64; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\')
-			o += (size_t)sprintf(out + o, "\\%c", c);
-		else if (c < 0x20 || c >= 0x7f)
-			o += (size_t)sprintf(out + o, c < 0x20 ? "\\u%04x" : "\\ufffd", c);
-		else
-			out[o++] = (char)c;
+	while (left > 0) {
+		size_t used;
+		o += curesv_json_char(s, left, out + o, &used);
+		s += used;
+		left -= used;
 	}
 	out[o++] = '"';
 	out[o] = '\0';

@@ -96,3 +96,30 @@ Test(escape, cut_falls_between_characters)
 	cr_assert_eq(used, 2);
 	cr_assert_eq(memcmp(one, "\\xc2\\x9b", 8), 0);
 }
+
+/* in[0..) as JSON string content, character by character. */
+static const char *json_of(const char *in)
+{
+	static char out[256];
+	size_t o = 0, left = strlen(in);
+	while (left > 0) {
+		size_t used;
+		o += curesv_json_char(in, left, out + o, &used);
+		in += used;
+		left -= used;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* What the JSON report and the Chrome trace write for text from outside: well-formed UTF-8 kept
+ * (DEL and C1 controls are legal JSON), every other byte U+FFFD. */
+Test(escape, json_strings)
+{
+	cr_assert_str_eq(json_of("ok\xe2\x82\xac"), "ok\xe2\x82\xac");            /* U+20AC kept */
+	cr_assert_str_eq(json_of("q\"b\\"), "q\\\"b\\\\");
+	cr_assert_str_eq(json_of("j\x1b[1m\x7f\xc2\x9b"), "j\\u001b[1m\x7f\xc2\x9b");
+	cr_assert_str_eq(json_of("a\xed\xa0\x80z"), "a\\ufffd\\ufffd\\ufffdz");   /* surrogate */
+	cr_assert_str_eq(json_of("g\xe2\x82"), "g\\ufffd\\ufffd");                /* cut short */
+	cr_assert_str_eq(json_of("\n\t"), "\\u000a\\u0009");
+}
