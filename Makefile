@@ -189,9 +189,8 @@ MANDIR ?= $(PREFIX)/share/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 PYTHONDIR ?= $(LIBDIR)/python3/dist-packages
 VERSION := $(shell sed -n 's/^\#define CURESV_VERSION "\(.*\)"/\1/p' shim/curesv.h)
-# `man curesv_reserve` & co. open curesv(3).
-MAN3_LINKS := curesv_reserve curesv_release curesv_attach curesv_transfer curesv_stats \
-	curesv_pool_stats curesv_report curesv_strerror
+# `man curesv_reserve` & co. open curesv(3): every function its NAME section lists.
+MAN3_LINKS := $(shell sed -n '/^\.SH NAME/,/\\-/{/^\.SH/d;s/\\-.*//;s/,/ /g;p}' scripts/man/curesv.3)
 INSTALLED := $(BINDIR)/curesv $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
 	$(PKGCONFIGDIR)/curesv.pc $(MANDIR)/man1/curesv.1 $(MANDIR)/man3/curesv.3 \
 	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py

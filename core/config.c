@@ -69,6 +69,9 @@ static const struct {
 	{ "KiB", 10 }, { "MiB", 20 }, { "GiB", 30 }, { "TiB", 40 },
 };
 
+/* curesv_parse_size's answer for a size past CURESV_SIZE_LIMIT. */
+static const char too_large[] = "too large (limit 64T)";
+
 const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 {
 	if (len == 0)
@@ -83,14 +86,14 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 	/* strtoull needs a terminated string; a SIZE longer than this is junk or overflow anyway. */
 	char buf[64];
 	if (len >= sizeof buf)
-		return "too large (limit 64T)";
+		return too_large;
 	memcpy(buf, text, len);
 	buf[len] = '\0';
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(buf, &end, 10);
 	if (errno == ERANGE)
-		return "too large (limit 64T)";
+		return too_large;
 	if (*end == '.')
 		return "not a whole number of bytes";
 	for (size_t i = 0; i < sizeof size_suffixes / sizeof size_suffixes[0]; i++) {
@@ -98,7 +101,7 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 			continue;
 		unsigned shift = size_suffixes[i].shift;
 		if (v > (CURESV_SIZE_LIMIT >> shift))
-			return "too large (limit 64T)";
+			return too_large;
 		*bytes = (uint64_t)v << shift;
 		return NULL;
 	}
@@ -401,6 +404,9 @@ static bool parse_table_slots(const char *v, curesv_config *c, struct bad *bad)
 {
 	uint64_t n;
 	const char *why = curesv_parse_size(v, strlen(v), &n);
+	/* past what a size can be is past this range too: say the range, not the size limit */
+	if (why == too_large)
+		why = "out of range (8..64M)";
 	if (why)
 		return fail(bad, v, strlen(v), why);
 	if (n < 8 || n > (UINT64_C(1) << 26))

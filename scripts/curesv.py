@@ -126,7 +126,8 @@ def _strerror(status):
     return text.decode("utf-8", "replace") if text else "status %d" % status
 
 
-def _call(name, *args):
+def _call(name, *args, invalid=None):
+    """Calls C function `name`; `invalid` says what its arguments must be, for an INVALID status."""
     fn = _function(name)
     if fn is None:
         if available():
@@ -134,8 +135,10 @@ def _call(name, *args):
         raise Unavailable(name)
     status = fn(*args)
     if status != 0:
-        raise CuresvError(name, status, STATUS_NAMES.get(status, "CURESV_STATUS_%d" % status),
-                          _strerror(status))
+        why = _strerror(status)
+        if status == _INVALID and invalid:
+            why += ": " + invalid
+        raise CuresvError(name, status, STATUS_NAMES.get(status, "CURESV_STATUS_%d" % status), why)
 
 
 def _invalid(call, what):
@@ -198,7 +201,9 @@ def _device(call, device):
 def reserve(name, size, device=0):
     """Creates reservation `name` of `size` bytes on CUDA device `device` (curesv_reserve)."""
     _call("curesv_reserve", _name("curesv_reserve", name),
-          _unsigned("curesv_reserve", size, "size", 64), _device("curesv_reserve", device))
+          _unsigned("curesv_reserve", size, "size", 64), _device("curesv_reserve", device),
+          invalid="a name is 1 to 31 letters, digits, '_', '.' or '-', a size 1 byte to 64 TiB, "
+                  "a device one the driver has")
 
 
 def release(name):

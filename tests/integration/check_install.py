@@ -31,6 +31,8 @@ FILES = {  # path under PREFIX: mode
     "share/man/man1/curesv.1": 0o644,
     "share/man/man3/curesv.3": 0o644,
     "share/man/man3/curesv_reserve.3": 0o644,
+    "share/man/man3/curesv_attach_stream.3": 0o644,
+    "share/man/man3/curesv_stream_stats.3": 0o644,
     "share/man/man3/curesv_strerror.3": 0o644,
     "lib/python3/dist-packages/curesv.py": 0o644,
 }

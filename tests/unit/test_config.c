@@ -744,7 +744,7 @@ Test(config, table_slots)
 	bad("CURESV_TABLE_SLOTS=-8", "CURESV_TABLE_SLOTS: '-8': negative size");
 	bad("CURESV_TABLE_SLOTS=8X", "CURESV_TABLE_SLOTS: '8X': unknown suffix");
 	bad("CURESV_TABLE_SLOTS=99999999999999999999",
-	    "CURESV_TABLE_SLOTS: '99999999999999999999': too large (limit 64T)");
+	    "CURESV_TABLE_SLOTS: '99999999999999999999': out of range (8..64M)");
 }
 
 /* ---- CURESV_REPORT_FILE ------------------------------------------------------------------------- */
