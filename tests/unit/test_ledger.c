@@ -1383,7 +1383,9 @@ Test(ledger, counts_stay_exact_through_racing_slot_reuse, .timeout = 120)
 	struct churner c[CHURNERS];
 	pthread_t tid[CHURNERS];
 	for (int k = 0; k < CHURNERS; k++) {
-		c[k] = (struct churner){ &E, k, (int)test_scale(400), 0, 0 };
+		/* at least 100 cycles each: 400 reservations in all, past the 255 slots */
+		uint64_t cycles = test_scale(400) < 100 ? 100 : test_scale(400);
+		c[k] = (struct churner){ &E, k, (int)cycles, 0, 0 };
 		pthread_create(&tid[k], NULL, churn_reservations, &c[k]);
 	}
 	uint64_t allocs = 0, frees = 0;
