@@ -57,19 +57,33 @@ bool curesv_add_limited(_Atomic int64_t *v, int64_t delta, int64_t limit)
 	return true;
 }
 
-void curesv_account_init(struct curesv_account *a)
+void curesv_account_init(struct curesv_account *a, uint64_t serial)
 {
 	for (int t = 0; t < CURESV_TIERS; t++)
 		atomic_init(&a->word[t], curesv_word_make(0, 0));
+	atomic_init(&a->peak, curesv_peak_make(serial, 0));
 }
 
-void curesv_account_retire(curesv_ledger *l, unsigned slot)
+/* Raises account a's peak to `bytes` if it is still the peak of `serial`'s reservation. Returns the
+ * peak's bytes after. */
+static int64_t peak_raise(struct curesv_account *a, uint64_t serial, int64_t bytes)
+{
+	uint64_t tag = curesv_peak_make(serial, 0);
+	uint64_t cur = atomic_load_explicit(&a->peak, memory_order_relaxed);
+	while ((cur & ~CURESV_PEAK_BYTES) == tag && bytes > (int64_t)(cur & CURESV_PEAK_BYTES) &&
+	       !atomic_compare_exchange_weak_explicit(&a->peak, &cur, tag | (uint64_t)bytes,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+	return (int64_t)(atomic_load_explicit(&a->peak, memory_order_relaxed) & CURESV_PEAK_BYTES);
+}
+
+void curesv_account_retire(curesv_ledger *l, unsigned slot, uint64_t serial)
 {
 	struct curesv_reservation *r = &l->res[slot];
 	struct curesv_account *a = &r->acct;
 	uint64_t id = atomic_load_explicit(&r->ident, memory_order_relaxed);
 	int device = atomic_load_explicit(&r->device, memory_order_relaxed);
-	atomic_store_explicit(&a->peak, 0, memory_order_relaxed);
+	atomic_store_explicit(&a->peak, curesv_peak_make(serial, 0), memory_order_relaxed);
 	atomic_store_explicit(&a->draining, 0, memory_order_relaxed);
 	atomic_store_explicit(&a->caller_view, 0, memory_order_relaxed);
 	bool held = curesv_ident_state(id) != CURESV_RES_UNUSED && curesv_device_ok(device);
@@ -602,8 +616,7 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	if (curesv_leasing(l) && mine)
 		books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) +
 			cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
-	if (books > load64(&a->peak))
-		max_update(&a->peak, books);
+	peak_raise(a, c->serial, books);
 	struct curesv_device *d = &l->dev[c->device];
 	int64_t total = load64(&d->allocated) + (shard >= 0 ? load64(&l->books[shard].device[c->device]) : 0);
 	if (total > load64(&d->peak))
@@ -743,6 +756,8 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref cal
 
 /* ---- transfer ------------------------------------------------------------------------------------- */
 
+static bool word_take(curesv_ledger *l, uint32_t handle, const curesv_entry *e, struct target *t);
+
 curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry *e, curesv_ref to,
 					    bool enforce)
 {
@@ -766,7 +781,15 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 	}
 	if (f != FLUSHED)
 		return f == RETIRED ? CURESV_ERR_UNKNOWN_NAME : CURESV_ERR_CAPACITY;
-	add64(&t.a->caller_view, bytes);
+	/* Under caller attribution caller_view is the books enforcement holds to the budget. */
+	if (enforce && l->attribution == CURESV_ATTRIBUTION_CALLER &&
+	    !curesv_add_limited(&t.a->caller_view, bytes, budget_of(l, &t))) {
+		struct target back;
+		word_take(l, t.handle, e, &back);
+		return CURESV_ERR_CAPACITY;
+	}
+	if (!enforce || l->attribution != CURESV_ATTRIBUTION_CALLER)
+		add64(&t.a->caller_view, bytes);
 	return CURESV_OK;
 }
 
@@ -798,9 +821,9 @@ void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, cure
 	charge_target(l, to, e->device, &t, &fell_back, &wrong_device);
 	/* The peak moves only once the transfer took place: a cancelled one leaves no trace. */
 	if (tier_of(e->kind) == CURESV_TIER_DEVICE && !fell_back && !wrong_device)
-		max_update(&t.a->peak, l->attribution == CURESV_ATTRIBUTION_CALLER
-					       ? load64(&t.a->caller_view)
-					       : curesv_ledger_origin_bytes(l, t.handle, e->device));
+		peak_raise(t.a, t.serial, l->attribution == CURESV_ATTRIBUTION_CALLER
+						  ? load64(&t.a->caller_view)
+						  : curesv_ledger_origin_bytes(l, t.handle, e->device));
 	if (word_take(l, e->origin, e, &from)) {
 		bump(&from.a->transfers_out);
 		if (tier_of(e->kind) == CURESV_TIER_DEVICE)
@@ -1048,8 +1071,8 @@ int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device
 }
 
 /* A peak is the most a thread saw when it allocated, which can miss what other threads' cells held:
- * a merged read raises it to what is live now, so that no report shows a peak below it (nor a
- * later one a lower peak). Returns the peak. */
+ * a merged read raises it to what is live now (peak_raise for an account), so that no report shows
+ * a peak below it, nor a later one a lower peak. Returns the peak. */
 static int64_t peak_at_least(_Atomic int64_t *peak, int64_t live)
 {
 	if (live > load64(peak))
@@ -1057,15 +1080,16 @@ static int64_t peak_at_least(_Atomic int64_t *peak, int64_t live)
 	return load64(peak);
 }
 
-static void account_stats(curesv_ledger *l, struct curesv_account *a, const struct sums *s,
-			  bool live, curesv_stats_t *out)
+/* The merged figures of account a, carrying `serial`. */
+static void account_stats(curesv_ledger *l, struct curesv_account *a, uint64_t serial,
+			  const struct sums *s, bool live, curesv_stats_t *out)
 {
 	int64_t origin = live ? curesv_word_bytes(loadu(&a->word[0])) + s->d : 0;
 	out->caller_view = load64(&a->caller_view) +
 			   (l->attribution == CURESV_ATTRIBUTION_CALLER ? 0 : s->view);
 	out->allocated = l->attribution == CURESV_ATTRIBUTION_CALLER ? out->caller_view : origin;
 	out->host_allocated = live ? curesv_word_bytes(loadu(&a->word[1])) + s->host : 0;
-	out->peak = peak_at_least(&a->peak, out->allocated);
+	out->peak = peak_raise(a, serial, out->allocated);
 	out->allocs = loadu(&a->allocs) + s->allocs;
 	out->frees = loadu(&a->frees) + s->frees;
 	out->cross_thread_frees = loadu(&a->cross_thread_frees) + s->cross;
@@ -1086,21 +1110,32 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 		out->device = device;
 		out->size = pool_size(l, device);
 		sum_cells(l, CURESV_ACCOUNT_SHARED0 + (unsigned)device, CURESV_SHARED_SERIAL, &s);
-		account_stats(l, &l->dev[device].shared, &s, true, out);
+		account_stats(l, &l->dev[device].shared, CURESV_SHARED_SERIAL, &s, true, out);
 		return;
 	}
 	if (slot == 0 || slot > CURESV_MAX_RESERVATIONS)
 		return;
 	struct curesv_reservation *r = &l->res[slot];
-	uint64_t id = atomic_load_explicit(&r->ident, memory_order_acquire);
-	if (curesv_ident_state(id) == CURESV_RES_UNUSED || curesv_ident_gen(id) != curesv_handle_gen(handle))
-		return;
-	out->device = atomic_load_explicit(&r->device, memory_order_relaxed);
-	out->size = (int64_t)loadu(&r->size);
-	bool live = curesv_ident_state(id) == CURESV_RES_ACTIVE;
-	out->released = !live;
-	sum_cells(l, slot, curesv_ident_serial(id), &s);
-	account_stats(l, &r->acct, &s, live, out);
+	/* Read again when the slot changed hands meanwhile (released, or reused: the figures would
+	 * be another reservation's); a few tries, then the figures as read. */
+	for (int tries = 0; tries < 4; tries++) {
+		uint64_t id = atomic_load_explicit(&r->ident, memory_order_acquire);
+		if (curesv_ident_state(id) == CURESV_RES_UNUSED ||
+		    curesv_ident_gen(id) != curesv_handle_gen(handle)) {
+			memset(out, 0, sizeof *out);
+			return;
+		}
+		out->device = atomic_load_explicit(&r->device, memory_order_relaxed);
+		out->size = (int64_t)loadu(&r->size);
+		bool live = curesv_ident_state(id) == CURESV_RES_ACTIVE;
+		out->released = !live;
+		sum_cells(l, slot, curesv_ident_serial(id), &s);
+		account_stats(l, &r->acct, curesv_ident_serial(id), &s, live, out);
+		/* acquire: the loads above are done before the slot's state is read again */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&r->ident, memory_order_relaxed) == id)
+			return;
+	}
 }
 
 curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, curesv_stats_t *out)
@@ -1140,13 +1175,17 @@ void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stat
 	unsigned n = curesv_shard_count();
 	for (unsigned i = 0; i < n; i++)
 		out->allocated += load64(&l->books[i].device[device]);
-	/* A read racing allocations can sum more than was ever live at once (a thread's part read
-	 * before it freed, another's after it allocated): never past the capacity it enforces. */
-	int64_t live = out->allocated;
-	if (l->enforce && out->capacity_known && live > out->capacity)
-		live = out->capacity;
-	out->peak = peak_at_least(&d->peak, live);
 	out->orphan = orphan_of(l, device, CURESV_TIER_DEVICE);
+	/* A read racing allocations can sum more than was ever live at once (a thread's part read
+	 * before it freed, another's after it allocated): never past what enforcement lets the
+	 * device hold, its capacity or, when reservations overcommit it, their sizes and the
+	 * orphan tier (the shared pool is then empty). */
+	int64_t live = out->allocated, most = out->capacity;
+	if (out->reserved + out->orphan > most)
+		most = out->reserved + out->orphan;
+	if (l->enforce && out->capacity_known && live > most)
+		live = most;
+	out->peak = peak_at_least(&d->peak, live);
 	out->orphan_host = orphan_of(l, device, CURESV_TIER_HOST);
 	out->orphan_frees = loadu(&d->orphan_frees);
 }

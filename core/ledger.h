@@ -87,7 +87,10 @@ struct curesv_thread_books {
 struct curesv_account {
 	_Atomic uint64_t word[CURESV_TIERS];    /* generation | (flushed origin-attributed bytes +
 						   2^47), per tier */
-	_Atomic int64_t peak;           /* of the books (origin: word + cell; caller: caller_view) */
+	/* The most of the books (origin: word + cell; caller: caller_view), bytes in bits 0..47, and
+	 * in bits 48..63 the low bits of the serial it is for (books.h): a raise computed for a
+	 * reservation that no longer holds the slot never lands on the next one. */
+	_Atomic uint64_t peak;
 	_Atomic int64_t slack;          /* bytes a cell may hold: min(1 MiB, budget / 64) */
 	_Atomic uint32_t draining;      /* a reclaim is under way: frees flush instead of leasing */
 	/* What threads without a shard add, and what no cell keeps: */

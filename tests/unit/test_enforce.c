@@ -282,3 +282,25 @@ Test(enforce, a_pitched_allocation_whose_padding_passes_the_budget_is_refused)
 		      .denied = 1);
 	curesv_engine_destroy(&E);
 }
+
+/* Under CURESV_ATTRIBUTION=caller the enforced books are caller_view: a transfer that would take
+ * it past the budget is refused, and changes nothing. */
+Test(enforce, a_transfer_past_the_budget_is_refused_under_caller_attribution)
+{
+	ENGINE(&E, "CURESV_MODE=enforce", "CURESV_ATTRIBUTION=caller", "CURESV_CAPACITY=64M",
+	       "CURESV_RESERVATIONS=r=1M");
+	struct actor owner, freer;
+	actor_start(&owner, &E, "owner");
+	actor_start(&freer, &E, "freer");
+	cr_assert_eq(actor_attach(&owner, "r"), CURESV_OK);
+	cr_assert_eq(actor_alloc(&owner, fake_ptr(1), 1 * MiB), GRANTED);
+	cr_assert(actor_free(&freer, fake_ptr(1))); /* debits the freer's books: r keeps 1 MiB */
+	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 1 * MiB), GRANTED);
+	cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(2), "r"), CURESV_ERR_CAPACITY);
+	EXPECT_RES(&E, "r", .size = 1 * MiB, .allocated = 1 * MiB, .peak = 1 * MiB,
+		   .caller_view = 1 * MiB, .allocs = 1, .frees = 1, .cross = 1);
+	cr_assert_eq(origin_of(&E, fake_ptr(2)), CURESV_SHARED);
+	actor_stop(&owner);
+	actor_stop(&freer);
+	curesv_engine_destroy(&E);
+}

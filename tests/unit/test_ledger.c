@@ -1457,3 +1457,52 @@ Test(ledger, a_driver_total_past_64_tib_is_taken_as_64_tib)
 		      .caller_view = 4 * KiB, .allocs = 1);
 	curesv_engine_destroy(&E);
 }
+
+/* A commit that lands after its reservation was released and its slot reused (the real allocation
+ * took that long) raises no peak of the reservation that holds the slot now. */
+Test(ledger, a_late_commit_raises_no_peak_of_the_slots_next_reservation)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T");
+	char name[CURESV_NAME_MAX];
+	for (int i = 0; i < CURESV_MAX_RESERVATIONS; i++) {
+		snprintf(name, sizeof name, "r%d", i);
+		cr_assert_eq(curesv_engine_reserve(&E, name, 1 * MiB, 0), CURESV_OK, "%s", name);
+	}
+	curesv_ref r7;
+	cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "r7", &r7), CURESV_OK);
+	curesv_charge c;
+	cr_assert(curesv_ledger_charge(&E.ledger, r7, 0, 900 * KiB, CURESV_KIND_DEVICE, false, &c));
+	cr_assert_eq(curesv_engine_release(&E, "r7"), CURESV_OK);
+	cr_assert_eq(curesv_engine_reserve(&E, "fresh", 4 * KiB, 0), CURESV_OK);
+	cr_assert_eq(curesv_handle_slot(handle_of(&E, "fresh")), curesv_handle_slot(curesv_ref_handle(r7)),
+		     "the only free slot");
+	curesv_ledger_commit(&E.ledger, &c);
+	EXPECT_RES(&E, "fresh", .size = 4 * KiB);
+	curesv_ledger_uncharge(&E.ledger, &c);
+	curesv_engine_destroy(&E);
+}
+
+/* Enforce mode with reservations that overcommit the device (kept, with a warning): the device
+ * may hold more than its capacity, and its peak never reads below what it holds. */
+Test(ledger, an_overcommitted_device_peak_is_not_held_to_the_capacity)
+{
+	ENGINE(&E, "CURESV_MODE=enforce", "CURESV_CAPACITY=1M",
+	       "CURESV_RESERVATIONS=a=1000000,b=1000000");
+	struct actor a, b;
+	actor_start(&a, &E, "a-thread");
+	actor_start(&b, &E, "b-thread");
+	cr_assert_eq(actor_attach(&a, "a"), CURESV_OK);
+	cr_assert_eq(actor_attach(&b, "b"), CURESV_OK);
+	/* small allocations: a thread's share of the device total stays in its cell up to the
+	 * device's slack (16 KiB), so b's allocations, the last, never see a's last 10000 bytes */
+	for (uint64_t i = 0; i < 99; i++)
+		cr_assert_eq(actor_alloc(&a, fake_ptr(i), 10000), GRANTED);
+	for (uint64_t i = 0; i < 100; i++)
+		cr_assert_eq(actor_alloc(&b, fake_ptr(1000 + i), 10000), GRANTED);
+	curesv_device_stats_t d = dev_stats(&E, 0);
+	cr_assert_eq(d.allocated, 1990000);
+	cr_assert_eq(d.peak, 1990000, "peak %lld", (long long)d.peak);
+	actor_stop(&a);
+	actor_stop(&b);
+	curesv_engine_destroy(&E);
+}
