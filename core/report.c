@@ -179,10 +179,15 @@ static void leak_visit(const curesv_entry *e, void *ctx)
 
 static void add_row(curesv_engine *e, struct snapshot *s, uint32_t handle, int device)
 {
-	struct row *r = &s->rows[s->nrows++];
+	struct row *r = &s->rows[s->nrows];
 	r->handle = handle;
 	curesv_ledger_name(&e->ledger, handle, r->name);
 	curesv_ledger_stats(&e->ledger, handle, device, &r->st);
+	/* A reservation always has a size: none means its slot was taken by a later one since it
+	 * was listed (its counts are among the retired ones, gathered after the rows). */
+	if (handle != CURESV_SHARED && r->st.size == 0)
+		return;
+	s->nrows++;
 	r->origin_bytes = curesv_ledger_origin_bytes(&e->ledger, handle, device);
 	if (handle != CURESV_SHARED && !r->st.released)
 		r->streams.streams_attached = curesv_streams_attached(&e->streams, handle);
