@@ -57,18 +57,18 @@ bool curesv_add_limited(_Atomic int64_t *v, int64_t delta, int64_t limit)
 	return true;
 }
 
-void curesv_account_init(struct curesv_account *a, uint64_t serial)
+void curesv_account_init(struct curesv_account *a)
 {
 	for (int t = 0; t < CURESV_TIERS; t++)
 		atomic_init(&a->word[t], curesv_word_make(0, 0));
-	atomic_init(&a->peak, curesv_peak_make(serial, 0));
+	atomic_init(&a->peak, curesv_peak_make(0, 0));
 }
 
-/* Raises account a's peak to `bytes` if it is still the peak of `serial`'s reservation. Returns the
- * peak's bytes after. */
-static int64_t peak_raise(struct curesv_account *a, uint64_t serial, int64_t bytes)
+/* Raises account a's peak to `bytes` if it is still the peak of generation `gen`'s reservation (0:
+ * a shared pool). Returns the peak's bytes after. */
+static int64_t peak_raise(struct curesv_account *a, unsigned gen, int64_t bytes)
 {
-	uint64_t tag = curesv_peak_make(serial, 0);
+	uint64_t tag = curesv_peak_make(gen, 0);
 	uint64_t cur = atomic_load_explicit(&a->peak, memory_order_relaxed);
 	while ((cur & ~CURESV_PEAK_BYTES) == tag && bytes > (int64_t)(cur & CURESV_PEAK_BYTES) &&
 	       !atomic_compare_exchange_weak_explicit(&a->peak, &cur, tag | (uint64_t)bytes,
@@ -77,13 +77,13 @@ static int64_t peak_raise(struct curesv_account *a, uint64_t serial, int64_t byt
 	return (int64_t)(atomic_load_explicit(&a->peak, memory_order_relaxed) & CURESV_PEAK_BYTES);
 }
 
-void curesv_account_retire(curesv_ledger *l, unsigned slot, uint64_t serial)
+void curesv_account_retire(curesv_ledger *l, unsigned slot, unsigned gen)
 {
 	struct curesv_reservation *r = &l->res[slot];
 	struct curesv_account *a = &r->acct;
 	uint64_t id = atomic_load_explicit(&r->ident, memory_order_relaxed);
 	int device = atomic_load_explicit(&r->device, memory_order_relaxed);
-	atomic_store_explicit(&a->peak, curesv_peak_make(serial, 0), memory_order_relaxed);
+	atomic_store_explicit(&a->peak, curesv_peak_make(gen, 0), memory_order_relaxed);
 	atomic_store_explicit(&a->draining, 0, memory_order_relaxed);
 	atomic_store_explicit(&a->caller_view, 0, memory_order_relaxed);
 	bool held = curesv_ident_state(id) != CURESV_RES_UNUSED && curesv_device_ok(device);
@@ -616,7 +616,7 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	if (curesv_leasing(l) && mine)
 		books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) +
 			cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
-	peak_raise(a, c->serial, books);
+	peak_raise(a, curesv_handle_gen(c->origin), books);
 	struct curesv_device *d = &l->dev[c->device];
 	int64_t total = load64(&d->allocated) + (shard >= 0 ? load64(&l->books[shard].device[c->device]) : 0);
 	if (total > load64(&d->peak))
@@ -821,7 +821,7 @@ void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, cure
 	charge_target(l, to, e->device, &t, &fell_back, &wrong_device);
 	/* The peak moves only once the transfer took place: a cancelled one leaves no trace. */
 	if (tier_of(e->kind) == CURESV_TIER_DEVICE && !fell_back && !wrong_device)
-		peak_raise(t.a, t.serial, l->attribution == CURESV_ATTRIBUTION_CALLER
+		peak_raise(t.a, t.gen, l->attribution == CURESV_ATTRIBUTION_CALLER
 						  ? load64(&t.a->caller_view)
 						  : curesv_ledger_origin_bytes(l, t.handle, e->device));
 	if (word_take(l, e->origin, e, &from)) {
@@ -1080,8 +1080,8 @@ static int64_t peak_at_least(_Atomic int64_t *peak, int64_t live)
 	return load64(peak);
 }
 
-/* The merged figures of account a, carrying `serial`. */
-static void account_stats(curesv_ledger *l, struct curesv_account *a, uint64_t serial,
+/* The merged figures of account a, of generation `gen` (0: a shared pool). */
+static void account_stats(curesv_ledger *l, struct curesv_account *a, unsigned gen,
 			  const struct sums *s, bool live, curesv_stats_t *out)
 {
 	int64_t origin = live ? curesv_word_bytes(loadu(&a->word[0])) + s->d : 0;
@@ -1089,7 +1089,7 @@ static void account_stats(curesv_ledger *l, struct curesv_account *a, uint64_t s
 			   (l->attribution == CURESV_ATTRIBUTION_CALLER ? 0 : s->view);
 	out->allocated = l->attribution == CURESV_ATTRIBUTION_CALLER ? out->caller_view : origin;
 	out->host_allocated = live ? curesv_word_bytes(loadu(&a->word[1])) + s->host : 0;
-	out->peak = peak_raise(a, serial, out->allocated);
+	out->peak = peak_raise(a, gen, out->allocated);
 	out->allocs = loadu(&a->allocs) + s->allocs;
 	out->frees = loadu(&a->frees) + s->frees;
 	out->cross_thread_frees = loadu(&a->cross_thread_frees) + s->cross;
@@ -1110,7 +1110,7 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 		out->device = device;
 		out->size = pool_size(l, device);
 		sum_cells(l, CURESV_ACCOUNT_SHARED0 + (unsigned)device, CURESV_SHARED_SERIAL, &s);
-		account_stats(l, &l->dev[device].shared, CURESV_SHARED_SERIAL, &s, true, out);
+		account_stats(l, &l->dev[device].shared, 0, &s, true, out);
 		return;
 	}
 	if (slot == 0 || slot > CURESV_MAX_RESERVATIONS)
@@ -1130,7 +1130,7 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 		bool live = curesv_ident_state(id) == CURESV_RES_ACTIVE;
 		out->released = !live;
 		sum_cells(l, slot, curesv_ident_serial(id), &s);
-		account_stats(l, &r->acct, curesv_ident_serial(id), &s, live, out);
+		account_stats(l, &r->acct, curesv_ident_gen(id), &s, live, out);
 		/* acquire: the loads above are done before the slot's state is read again */
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&r->ident, memory_order_relaxed) == id)

@@ -31,19 +31,20 @@ static inline bool curesv_leasing(const curesv_ledger *l)
 	return l->enforce && l->attribution == CURESV_ATTRIBUTION_ORIGIN;
 }
 
-/* An account's peak word (ledger.h): the peak of the account carrying `serial`. */
+/* An account's peak word (ledger.h): the peak of its reservation of generation `gen` (0 for a
+ * shared pool). */
 #define CURESV_PEAK_BYTES ((UINT64_C(1) << 48) - 1)
-static inline uint64_t curesv_peak_make(uint64_t serial, int64_t bytes)
+static inline uint64_t curesv_peak_make(unsigned gen, int64_t bytes)
 {
-	return (serial & 0xffffu) << 48 | ((uint64_t)bytes & CURESV_PEAK_BYTES);
+	return (uint64_t)(gen & 0xffffu) << 48 | ((uint64_t)bytes & CURESV_PEAK_BYTES);
 }
 
-/* Empty words, zero counters, the peak of `serial` (init). */
-void curesv_account_init(struct curesv_account *a, uint64_t serial);
-/* Under `lock`, as reservation slot `slot` is reused by the reservation of `serial`: the counters
- * of the one it held (if any) join its device's retired totals, and restart at zero, the peak at
- * zero for `serial`; the words are kept. */
-void curesv_account_retire(curesv_ledger *l, unsigned slot, uint64_t serial);
+/* Empty words, zero counters, a zero peak of generation 0 (init). */
+void curesv_account_init(struct curesv_account *a);
+/* Under `lock`, as reservation slot `slot` is reused by a reservation of generation `gen`: the
+ * counters of the one it held (if any) join its device's retired totals, and restart at zero, the
+ * peak at zero for `gen`; the words are kept. */
+void curesv_account_retire(curesv_ledger *l, unsigned slot, unsigned gen);
 
 /* What a cell may hold for an account of `budget` bytes (INT64_MAX: none known): the slack. */
 int64_t curesv_slack_of(int64_t budget);

@@ -78,11 +78,11 @@ bool curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr, bool enf
 		return false;
 	l->books = mem;
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
-		curesv_account_init(&l->dev[d].shared, CURESV_SHARED_SERIAL);
+		curesv_account_init(&l->dev[d].shared);
 		set_slack(&l->dev[d], INT64_MAX);
 	}
 	for (int i = 0; i <= CURESV_MAX_RESERVATIONS; i++)
-		curesv_account_init(&l->res[i].acct, 0);
+		curesv_account_init(&l->res[i].acct);
 	l->serials = CURESV_SHARED_SERIAL;
 	pthread_mutex_init(&l->lock, NULL);
 	return true;
@@ -224,10 +224,10 @@ curesv_status curesv_ledger_reserve(curesv_ledger *l, const char *name, uint64_t
 		/* Release already moved the generation on; a never-used slot starts at 0. The slot's
 		 * counters restart, the old reservation's joining its device's retired totals; cells
 		 * still carrying an older serial are settled by their threads. */
-		uint64_t serial = ++l->serials;
-		curesv_account_retire(l, (unsigned)slot, serial);
 		unsigned gen = curesv_word_gen(atomic_load_explicit(&r->acct.word[0],
 								    memory_order_relaxed));
+		curesv_account_retire(l, (unsigned)slot, gen);
+		uint64_t serial = ++l->serials;
 		atomic_store_explicit(&r->device, device, memory_order_relaxed);
 		atomic_store_explicit(&r->size, bytes, memory_order_relaxed);
 		atomic_store_explicit(&r->acct.slack, curesv_slack_of((int64_t)bytes), memory_order_relaxed);

@@ -88,8 +88,9 @@ struct curesv_account {
 	_Atomic uint64_t word[CURESV_TIERS];    /* generation | (flushed origin-attributed bytes +
 						   2^47), per tier */
 	/* The most of the books (origin: word + cell; caller: caller_view), bytes in bits 0..47, and
-	 * in bits 48..63 the low bits of the serial it is for (books.h): a raise computed for a
-	 * reservation that no longer holds the slot never lands on the next one. */
+	 * in bits 48..63 the generation it is for (books.h): a raise computed for a reservation that
+	 * no longer holds the slot never lands on a later one, since a generation is not reused
+	 * while bytes charged to it remain (slot_free_locked), a charge in flight included. */
 	_Atomic uint64_t peak;
 	_Atomic int64_t slack;          /* bytes a cell may hold: min(1 MiB, budget / 64) */
 	_Atomic uint32_t draining;      /* a reclaim is under way: frees flush instead of leasing */

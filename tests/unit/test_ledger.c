@@ -1506,3 +1506,37 @@ Test(ledger, an_overcommitted_device_peak_is_not_held_to_the_capacity)
 	actor_stop(&b);
 	curesv_engine_destroy(&E);
 }
+
+/* The same, 65536 reservations later: a peak is tagged with its reservation's generation, which
+ * cannot come round again while bytes charged to it (this charge in flight) remain; the serial's
+ * low bits would have. */
+Test(ledger, a_late_commit_raises_no_peak_65536_reservations_later, .timeout = 120)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T");
+	char name[CURESV_NAME_MAX];
+	for (int i = 0; i < CURESV_MAX_RESERVATIONS - 2; i++) {
+		snprintf(name, sizeof name, "d%d", i);
+		cr_assert_eq(curesv_engine_reserve(&E, name, 4 * KiB, 0), CURESV_OK, "%s", name);
+	}
+	cr_assert_eq(curesv_engine_reserve(&E, "big", 1 * MiB, 0), CURESV_OK);
+	curesv_ref big;
+	cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "big", &big), CURESV_OK);
+	curesv_charge c;
+	cr_assert(curesv_ledger_charge(&E.ledger, big, 0, 900 * KiB, CURESV_KIND_DEVICE, false, &c));
+	cr_assert_eq(curesv_engine_release(&E, "big"), CURESV_OK);
+	/* two free slots, taken in turn: 65536 reservations later one lands in big's slot again,
+	 * with big's serial plus 65536 */
+	for (int i = 0; i < 65536; i++) {
+		cr_assert_eq(curesv_engine_reserve(&E, "small", 4 * KiB, 0), CURESV_OK);
+		if (i < 65535)
+			cr_assert_eq(curesv_engine_release(&E, "small"), CURESV_OK);
+	}
+	curesv_ref small;
+	cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "small", &small), CURESV_OK);
+	cr_assert_eq(curesv_handle_slot(curesv_ref_handle(small)), curesv_handle_slot(curesv_ref_handle(big)));
+	cr_assert_eq(curesv_ref_serial(small) & 0xffff, curesv_ref_serial(big) & 0xffff);
+	curesv_ledger_commit(&E.ledger, &c);
+	EXPECT_RES(&E, "small", .size = 4 * KiB);
+	curesv_ledger_uncharge(&E.ledger, &c);
+	curesv_engine_destroy(&E);
+}
