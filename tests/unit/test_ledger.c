@@ -1155,17 +1155,23 @@ Test(ledger, reserve_counts_what_is_still_in_use)
 	curesv_engine_destroy(&E);
 }
 
+/* Reserves `n` reservations of `bytes` on device 0, named prefix0, prefix1, ... */
+static void reserve_many(curesv_engine *e, const char *prefix, int n, int64_t bytes)
+{
+	char name[CURESV_NAME_MAX];
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "%s%d", prefix, i);
+		cr_assert_eq(curesv_engine_reserve(e, name, (uint64_t)bytes, 0), CURESV_OK, "%s", name);
+	}
+}
+
 /* A slot's 16-bit generation wraps after 65536 releases. It must not come back to the generation of
  * a buffer that is still live, or that buffer's late free would debit the slot instead of draining
  * the orphan tier: the slot is not reserved at its last generation while such a buffer lives. */
 Test(ledger, generation_wrap_never_confuses_a_late_free, .timeout = 120)
 {
 	ENGINE(&E, "CURESV_CAPACITY=1T");
-	char name[CURESV_NAME_MAX];
-	for (int i = 0; i < CURESV_MAX_RESERVATIONS - 1; i++) {
-		snprintf(name, sizeof name, "filler%d", i);
-		cr_assert_eq(curesv_engine_reserve(&E, name, KiB, 0), CURESV_OK);
-	}
+	reserve_many(&E, "filler", CURESV_MAX_RESERVATIONS - 1, KiB);
 	struct actor t;
 	actor_start(&t, &E, "old");
 	cr_assert_eq(curesv_engine_reserve(&E, "a", MiB, 0), CURESV_OK);
@@ -1221,11 +1227,7 @@ Test(ledger, caller_view_debit_stays_on_the_device)
 Test(ledger, a_stale_attachment_falls_back_whatever_the_cycle_count, .timeout = 120)
 {
 	ENGINE(&E, "CURESV_CAPACITY=1T");
-	char name[CURESV_NAME_MAX];
-	for (int i = 0; i < CURESV_MAX_RESERVATIONS - 1; i++) {
-		snprintf(name, sizeof name, "filler%d", i);
-		cr_assert_eq(curesv_engine_reserve(&E, name, KiB, 0), CURESV_OK);
-	}
+	reserve_many(&E, "filler", CURESV_MAX_RESERVATIONS - 1, KiB);
 	cr_assert_eq(curesv_engine_reserve(&E, "first", MiB, 0), CURESV_OK);
 	uint32_t first = handle_of(&E, "first");
 	struct actor t;
@@ -1463,11 +1465,7 @@ Test(ledger, a_driver_total_past_64_tib_is_taken_as_64_tib)
 Test(ledger, a_late_commit_raises_no_peak_of_the_slots_next_reservation)
 {
 	ENGINE(&E, "CURESV_CAPACITY=1T");
-	char name[CURESV_NAME_MAX];
-	for (int i = 0; i < CURESV_MAX_RESERVATIONS; i++) {
-		snprintf(name, sizeof name, "r%d", i);
-		cr_assert_eq(curesv_engine_reserve(&E, name, 1 * MiB, 0), CURESV_OK, "%s", name);
-	}
+	reserve_many(&E, "r", CURESV_MAX_RESERVATIONS, 1 * MiB);
 	curesv_ref r7;
 	cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "r7", &r7), CURESV_OK);
 	curesv_charge c;
@@ -1513,11 +1511,7 @@ Test(ledger, an_overcommitted_device_peak_is_not_held_to_the_capacity)
 Test(ledger, a_late_commit_raises_no_peak_65536_reservations_later, .timeout = 120)
 {
 	ENGINE(&E, "CURESV_CAPACITY=1T");
-	char name[CURESV_NAME_MAX];
-	for (int i = 0; i < CURESV_MAX_RESERVATIONS - 2; i++) {
-		snprintf(name, sizeof name, "d%d", i);
-		cr_assert_eq(curesv_engine_reserve(&E, name, 4 * KiB, 0), CURESV_OK, "%s", name);
-	}
+	reserve_many(&E, "d", CURESV_MAX_RESERVATIONS - 2, 4 * KiB);
 	cr_assert_eq(curesv_engine_reserve(&E, "big", 1 * MiB, 0), CURESV_OK);
 	curesv_ref big;
 	cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "big", &big), CURESV_OK);
