@@ -77,6 +77,14 @@ static int64_t peak_raise(struct curesv_account *a, unsigned gen, int64_t bytes)
 	return (int64_t)(atomic_load_explicit(&a->peak, memory_order_relaxed) & CURESV_PEAK_BYTES);
 }
 
+/* Empties counter *from into *to (into nothing unless `keep`). */
+static void fold(_Atomic uint64_t *from, _Atomic uint64_t *to, bool keep)
+{
+	uint64_t n = atomic_exchange_explicit(from, 0, memory_order_relaxed);
+	if (keep && n)
+		atomic_fetch_add_explicit(to, n, memory_order_relaxed);
+}
+
 void curesv_account_retire(curesv_ledger *l, unsigned slot, unsigned gen)
 {
 	struct curesv_reservation *r = &l->res[slot];
@@ -88,18 +96,14 @@ void curesv_account_retire(curesv_ledger *l, unsigned slot, unsigned gen)
 	atomic_store_explicit(&a->caller_view, 0, memory_order_relaxed);
 	bool held = curesv_ident_state(id) != CURESV_RES_UNUSED && curesv_device_ok(device);
 	struct curesv_retired *rt = &l->dev[held ? device : 0].retired;
-	struct { _Atomic uint64_t *from, *to; } counters[] = {
-		{ &a->allocs, &rt->allocs }, { &a->frees, &rt->frees },
-		{ &a->cross_thread_frees, &rt->cross_thread_frees }, { &a->denied, &rt->denied },
-		{ &a->over_budget, &rt->over_budget }, { &a->transfers_in, &rt->transfers_in },
-		{ &a->transfers_out, &rt->transfers_out },
-		{ &a->cross_stream_frees, &rt->cross_stream_frees },
-	};
-	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
-		uint64_t n = atomic_exchange_explicit(counters[i].from, 0, memory_order_relaxed);
-		if (held)
-			atomic_fetch_add_explicit(counters[i].to, n, memory_order_relaxed);
-	}
+	fold(&a->allocs, &rt->allocs, held);
+	fold(&a->frees, &rt->frees, held);
+	fold(&a->cross_thread_frees, &rt->cross_thread_frees, held);
+	fold(&a->denied, &rt->denied, held);
+	fold(&a->over_budget, &rt->over_budget, held);
+	fold(&a->transfers_in, &rt->transfers_in, held);
+	fold(&a->transfers_out, &rt->transfers_out, held);
+	fold(&a->cross_stream_frees, &rt->cross_stream_frees, held);
 	if (held)
 		atomic_fetch_add_explicit(&rt->reservations, 1, memory_order_relaxed);
 }
@@ -235,17 +239,10 @@ COLD void cell_settle(curesv_ledger *l, struct curesv_cell *c,
 	bool retired = account < CURESV_ACCOUNT_SHARED0 && cell_serial(v) != 0 &&
 		       curesv_device_ok(cell_device);
 	struct curesv_retired *rt = &l->dev[retired ? cell_device : 0].retired;
-	struct { _Atomic uint64_t *from, *to; } counters[] = {
-		{ &c->allocs, &rt->allocs }, { &c->frees, &rt->frees },
-		{ &c->cross_thread_frees, &rt->cross_thread_frees },
-		{ &c->over_budget, &rt->over_budget },
-	};
-	for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
-		uint64_t n = loadu(counters[i].from);
-		atomic_store_explicit(counters[i].from, 0, memory_order_relaxed);
-		if (retired && n)
-			atomic_fetch_add_explicit(counters[i].to, n, memory_order_relaxed);
-	}
+	fold(&c->allocs, &rt->allocs, retired);
+	fold(&c->frees, &rt->frees, retired);
+	fold(&c->cross_thread_frees, &rt->cross_thread_frees, retired);
+	fold(&c->over_budget, &rt->over_budget, retired);
 	int64_t host = load64(&c->host);
 	atomic_store_explicit(&c->host, 0, memory_order_relaxed);
 	/* CAS: a reclaim may take the old lease at the same moment; exactly one of us gets it.
@@ -782,14 +779,13 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 	if (f != FLUSHED)
 		return f == RETIRED ? CURESV_ERR_UNKNOWN_NAME : CURESV_ERR_CAPACITY;
 	/* Under caller attribution caller_view is the books enforcement holds to the budget. */
-	if (enforce && l->attribution == CURESV_ATTRIBUTION_CALLER &&
-	    !curesv_add_limited(&t.a->caller_view, bytes, budget_of(l, &t))) {
+	if (!enforce || l->attribution != CURESV_ATTRIBUTION_CALLER) {
+		add64(&t.a->caller_view, bytes);
+	} else if (!curesv_add_limited(&t.a->caller_view, bytes, budget_of(l, &t))) {
 		struct target back;
 		word_take(l, t.handle, e, &back);
 		return CURESV_ERR_CAPACITY;
 	}
-	if (!enforce || l->attribution != CURESV_ATTRIBUTION_CALLER)
-		add64(&t.a->caller_view, bytes);
 	return CURESV_OK;
 }
 

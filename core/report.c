@@ -587,7 +587,7 @@ static void json_retired(struct out *o, const struct row *r)
 	static const struct row none;
 	if (!r)
 		r = &none;
-	out_printf(o, "}, \"retired\": {\"reservations\": %" PRIu64 ", \"allocs\": %" PRIu64
+	out_printf(o, "{\"reservations\": %" PRIu64 ", \"allocs\": %" PRIu64
 		   ", \"frees\": %" PRIu64 ", \"cross_thread_frees\": %" PRIu64 ", \"denied\": %"
 		   PRIu64 ", \"over_budget\": %" PRIu64 ", \"transfers_in\": %" PRIu64
 		   ", \"transfers_out\": %" PRIu64 ", \"cross_stream_frees\": %" PRIu64 "}",
@@ -611,6 +611,7 @@ static void json_devices(curesv_engine *e, struct out *o, const struct snapshot 
 			   r->st.device, dev->capacity, capacity_source(e, r->st.device), dev->reserved,
 			   dev->allocated, dev->peak, dev->orphan);
 		json_stats(o, &r->st, &r->streams);
+		out_printf(o, "}, \"retired\": ");
 		json_retired(o, retired_row(s, r->st.device));
 		out_printf(o, ", \"graph\": ");
 		int64_t *g = (int64_t[4]){ 0 };
