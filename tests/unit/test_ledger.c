@@ -1534,3 +1534,29 @@ Test(ledger, a_late_commit_raises_no_peak_65536_reservations_later, .timeout = 1
 	curesv_ledger_uncharge(&E.ledger, &c);
 	curesv_engine_destroy(&E);
 }
+
+/* The retired totals keep the counts no cell holds too: transfers in and out, and stream-ordered
+ * frees on another stream than the allocation's. */
+Test(ledger, retired_totals_keep_transfers_and_cross_stream_frees)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T");
+	const uint64_t s_r = UINT64_C(0x5ca0000), s_other = UINT64_C(0x91be000);
+	reserve_many(&E, "d", CURESV_MAX_RESERVATIONS - 1, 4 * KiB);
+	for (uint64_t i = 0; i < 3; i++) { /* one slot left: each cycle reuses it */
+		cr_assert_eq(curesv_engine_reserve(&E, "r", 1 * MiB, 0), CURESV_OK);
+		cr_assert_eq(curesv_engine_attach_stream(&E, s_r, "r"), CURESV_OK);
+		cr_assert_eq(eng_alloc_on(&E, s_r, fake_ptr(i), 4 * KiB), GRANTED);
+		cr_assert(eng_free_on(&E, s_other, fake_ptr(i)));            /* cross-stream */
+		cr_assert_eq(eng_alloc(&E, fake_ptr(10 + i), 4 * KiB), GRANTED); /* shared pool */
+		cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(10 + i), "r"), CURESV_OK);
+		cr_assert_eq(curesv_engine_transfer(&E, fake_ptr(10 + i), "d0"), CURESV_OK);
+		cr_assert(eng_free(&E, fake_ptr(10 + i)));
+		cr_assert_eq(curesv_engine_release(&E, "r"), CURESV_OK);
+	}
+	EXPECT_RETIRED(&E, 0, 2, .allocs = 2, .frees = 2, .tin = 2, .tout = 2, .xstream = 2);
+	/* the last one is listed still; its caller_view keeps the 4 KiB the other stream's free
+	 * did not debit it */
+	EXPECT_RES(&E, "r", .released = 1, .size = 1 * MiB, .peak = 4 * KiB, .caller_view = 4 * KiB,
+		   .allocs = 1, .frees = 1, .tin = 1, .tout = 1, .xstream = 1);
+	curesv_engine_destroy(&E);
+}
