@@ -62,19 +62,33 @@ void curesv_account_init(struct curesv_account *a)
 	for (int t = 0; t < CURESV_TIERS; t++)
 		atomic_init(&a->word[t], curesv_word_make(0, 0));
 	atomic_init(&a->peak, curesv_peak_make(0, 0));
+	atomic_init(&a->view_peak, curesv_peak_make(0, 0));
 }
 
 /* Raises account a's peak to `bytes` if it is still the peak of generation `gen`'s reservation (0:
  * a shared pool). Returns the peak's bytes after. */
-static int64_t peak_raise(struct curesv_account *a, unsigned gen, int64_t bytes)
+static int64_t tagged_raise(_Atomic uint64_t *w, unsigned gen, int64_t bytes)
 {
 	uint64_t tag = curesv_peak_make(gen, 0);
-	uint64_t cur = atomic_load_explicit(&a->peak, memory_order_relaxed);
+	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
 	while ((cur & ~CURESV_PEAK_BYTES) == tag && bytes > (int64_t)(cur & CURESV_PEAK_BYTES) &&
-	       !atomic_compare_exchange_weak_explicit(&a->peak, &cur, tag | (uint64_t)bytes,
+	       !atomic_compare_exchange_weak_explicit(w, &cur, tag | (uint64_t)bytes,
 						      memory_order_relaxed, memory_order_relaxed))
 		;
-	return (int64_t)(atomic_load_explicit(&a->peak, memory_order_relaxed) & CURESV_PEAK_BYTES);
+	return (int64_t)(atomic_load_explicit(w, memory_order_relaxed) & CURESV_PEAK_BYTES);
+}
+
+static int64_t peak_raise(struct curesv_account *a, unsigned gen, int64_t bytes)
+{
+	return tagged_raise(&a->peak, gen, bytes);
+}
+
+/* The bytes of a tagged word if it is generation gen's; INT64_MAX (nothing to raise) if not. */
+static inline int64_t tagged_bytes(_Atomic uint64_t *w, unsigned gen)
+{
+	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+	return (cur & ~CURESV_PEAK_BYTES) == curesv_peak_make(gen, 0)
+		       ? (int64_t)(cur & CURESV_PEAK_BYTES) : INT64_MAX;
 }
 
 /* Empties counter *from into *to (into nothing unless `keep`). */
@@ -92,6 +106,7 @@ void curesv_account_retire(curesv_ledger *l, unsigned slot, unsigned gen)
 	uint64_t id = atomic_load_explicit(&r->ident, memory_order_relaxed);
 	int device = atomic_load_explicit(&r->device, memory_order_relaxed);
 	atomic_store_explicit(&a->peak, curesv_peak_make(gen, 0), memory_order_relaxed);
+	atomic_store_explicit(&a->view_peak, curesv_peak_make(gen, 0), memory_order_relaxed);
 	atomic_store_explicit(&a->draining, 0, memory_order_relaxed);
 	atomic_store_explicit(&a->caller_view, 0, memory_order_relaxed);
 	bool held = curesv_ident_state(id) != CURESV_RES_UNUSED && curesv_device_ok(device);
@@ -354,19 +369,18 @@ static int64_t reclaim(curesv_ledger *l, const struct target *t)
 
 /* The part of books_add past the common case: leases (CAS), and flushes to the word. */
 COLD enum flush books_add_slow(curesv_ledger *l, const struct target *t, struct curesv_cell *c,
-			       int64_t delta, bool limited, int64_t *after)
+			       int64_t delta, bool limited, bool keep, int64_t *after)
 {
-	bool lease = curesv_leasing(l);
-	int64_t slack = load64(&t->a->slack);
-	int64_t lo = lease ? -slack : 0, hi = lease ? 0 : slack;
-	if (lease && delta < 0 && atomic_load_explicit(&t->a->draining, memory_order_relaxed))
+	bool cas = curesv_reclaimable(l);
+	int64_t lo = keep ? -load64(&t->a->slack) : 0;
+	if (cas && delta < 0 && atomic_load_explicit(&t->a->draining, memory_order_relaxed))
 		lo = 0;
 	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
 	for (;;) {
 		int64_t n = cell_d(v) + delta;
-		bool local = lo <= n && n <= hi;
+		bool local = lo <= n && n <= 0;
 		uint64_t next = cell_make(t->serial, local ? n : 0);
-		if (lease) {
+		if (cas) {
 			/* CAS: a reclaim may be taking this lease */
 			if (!atomic_compare_exchange_weak_explicit(&c->books, &v, next,
 								   memory_order_relaxed,
@@ -398,26 +412,75 @@ COLD enum flush books_add_slow(curesv_ledger *l, const struct target *t, struct 
  * stays within its slack range, else by moving the cell's value and delta to the word (held to the
  * budget when `limited`). *after: the books as the thread sees them (word + its cell). */
 HOT enum flush books_add(curesv_ledger *l, const struct target *t, int shard, int64_t delta,
-			 bool limited, int64_t *after)
+			 bool limited, bool keep, int64_t *after)
 {
 	struct curesv_cell *c = cell_of(l, shard, t->account);
 	if (__builtin_expect(!c, 0))
 		return flush_word(l, t, delta, limited, after);
 	cell_claim(l, c, t->account, t->serial, t->device);
-	if (!curesv_leasing(l)) {
-		/* the common case: a cell of observe mode that stays within [0, slack] */
+	if (!curesv_reclaimable(l)) {
+		/* the common case: a lease no other thread takes, that stays within [-slack, 0] */
 		int64_t n = cell_d(atomic_load_explicit(&c->books, memory_order_relaxed)) + delta;
-		if (__builtin_expect(n >= 0 && n <= load64(&t->a->slack), 1)) {
+		if (__builtin_expect(n <= 0 && n >= (keep ? -load64(&t->a->slack) : 0), 1)) {
 			atomic_store_explicit(&c->books, cell_make(t->serial, n), memory_order_relaxed);
 			*after = curesv_word_bytes(atomic_load_explicit(&t->a->word[0],
 									memory_order_relaxed)) + n;
 			return FLUSHED;
 		}
 	}
-	return books_add_slow(l, t, c, delta, limited, after);
+	return books_add_slow(l, t, c, delta, limited, keep, after);
 }
 
 /* ---- charge ---------------------------------------------------------------------------------------- */
+
+static int64_t device_live(curesv_ledger *l, int device);
+
+/* A thread's view of the books (word + its own cell) counts the leases other threads hold idle, so
+ * it can pass a budget that the books did not: the merged figure decides (observe mode; rare). */
+COLD bool over_budget(curesv_ledger *l, const struct target *t, int64_t budget)
+{
+	return curesv_ledger_origin_bytes(l, t->handle, t->device) > budget;
+}
+
+/* What the device may hold: its capacity or, when reservations overcommit it, their sizes and the
+ * orphan tier (INT64_MAX while the capacity is unknown). */
+static int64_t device_most(struct curesv_device *d)
+{
+	if (!atomic_load_explicit(&d->capacity_known, memory_order_acquire))
+		return INT64_MAX;
+	int64_t most = (int64_t)loadu(&d->capacity);
+	int64_t held = (int64_t)loadu(&d->reserved) + load64(&d->orphan[CURESV_TIER_DEVICE]);
+	return held > most ? held : most;
+}
+
+static struct sums_d { int64_t d; } sum_cells_d(curesv_ledger *l, unsigned account, uint64_t serial);
+
+/* A thread's view `view` of account a's books (generation gen) passed every view before it: the
+ * peak is raised to the lesser of the view and the merged figure (cells read before the word, so
+ * that bytes a flush moves between them are never missed). Both count every byte allocated before
+ * the allocation began and live when it ended; the merged figure leaves out idle leases. */
+COLD void account_peak_from_view(curesv_ledger *l, struct curesv_account *a, unsigned account,
+				 uint64_t serial, unsigned gen, int64_t view)
+{
+	tagged_raise(&a->view_peak, gen, view);
+	int64_t merged = sum_cells_d(l, account, serial).d;
+	/* acquire: the word is read after the cells */
+	atomic_thread_fence(memory_order_acquire);
+	merged += curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed));
+	peak_raise(a, gen, merged < view ? merged : view);
+}
+
+/* The same for a device's total; enforcement holds it to what the device may hold. */
+COLD void device_peak_from_view(curesv_ledger *l, int device, int64_t view)
+{
+	struct curesv_device *d = &l->dev[device];
+	max_update(&d->view_peak, view);
+	int64_t merged = device_live(l, device);
+	int64_t peak = merged < view ? merged : view, most = device_most(d);
+	if (l->enforce && peak > most)
+		peak = most;
+	max_update(&d->peak, peak);
+}
 
 /* Counts a refusal and keeps what it was refused on, for the caller's message. */
 static bool refuse(curesv_ledger *l, const struct target *t, curesv_charge *c)
@@ -443,7 +506,7 @@ HOT void fill_charge(curesv_charge *c, const struct target *t)
 static enum flush charge_origin(curesv_ledger *l, const struct target *t, int shard, int64_t bytes,
 				bool enforce, int64_t *after)
 {
-	enum flush f = books_add(l, t, shard, bytes, enforce, after);
+	enum flush f = books_add(l, t, shard, bytes, enforce, true, after);
 	if (f != OVER)
 		return f;
 	atomic_fetch_add_explicit(&t->a->draining, 1, memory_order_relaxed);
@@ -451,7 +514,7 @@ static enum flush charge_origin(curesv_ledger *l, const struct target *t, int sh
 		if (reclaim(l, t) == 0 && round > 0)
 			break;
 		else
-			f = books_add(l, t, shard, bytes, enforce, after);
+			f = books_add(l, t, shard, bytes, enforce, true, after);
 	atomic_fetch_sub_explicit(&t->a->draining, 1, memory_order_relaxed);
 	return f;
 }
@@ -470,7 +533,7 @@ COLD void device_flush(struct curesv_device *d, _Atomic int64_t *mine, int64_t n
 }
 
 /* The device's own total, all origins: in the thread's share while within the device's slack. */
-HOT void device_add(curesv_ledger *l, int shard, int device, int64_t delta)
+HOT void device_add(curesv_ledger *l, int shard, int device, int64_t delta, bool keep)
 {
 	struct curesv_device *d = &l->dev[device];
 	if (__builtin_expect(shard < 0, 0)) {
@@ -479,7 +542,7 @@ HOT void device_add(curesv_ledger *l, int shard, int device, int64_t delta)
 	}
 	_Atomic int64_t *mine = &l->books[shard].device[device];
 	int64_t n = load64(mine) + delta;
-	if (__builtin_expect(n >= 0 && n <= load64(&d->slack), 1))
+	if (__builtin_expect(n <= 0 && n >= (keep ? -load64(&d->slack) : 0), 1))
 		atomic_store_explicit(mine, n, memory_order_relaxed);
 	else
 		device_flush(d, mine, n);
@@ -549,7 +612,7 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 		int64_t after = 0;
 		if (caller_books && !charge_caller_view(l, &t, b, enforce, &c->books))
 			return refuse(l, &t, c);
-		enum flush f = caller_books ? books_add(l, &t, shard, b, false, &after)
+		enum flush f = caller_books ? books_add(l, &t, shard, b, false, true, &after)
 					    : charge_origin(l, &t, shard, b, enforce, &after);
 		if (f != FLUSHED) {
 			if (caller_books)
@@ -572,8 +635,8 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 		/* An enforced grant was checked against the budget by the word's own update; the
 		 * budget read now can be torn by a release racing it (its size leaving `reserved`
 		 * after its live bytes joined the orphan tier), so only observe mode compares. */
-		c->over = !enforce && c->books > c->budget;
-		device_add(l, shard, device, b);
+		c->over = !enforce && c->books > c->budget && over_budget(l, &t, c->budget);
+		device_add(l, shard, device, b, true);
 		return true;
 	}
 }
@@ -610,14 +673,22 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	 * leases the charge came before the real allocation: the thread's view of the books is
 	 * read again now. */
 	int64_t books = c->books;
-	if (curesv_leasing(l) && mine)
+	if (curesv_reclaimable(l) && mine)
 		books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) +
 			cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
-	peak_raise(a, curesv_handle_gen(c->origin), books);
+	/* The view counts other threads' idle leases: past the budget only when the charge was
+	 * found over it (merged), else the books were within it. */
+	if (!c->over && books > c->budget)
+		books = c->budget;
+	unsigned gen = curesv_handle_gen(c->origin);
+	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
+		peak_raise(a, gen, books); /* caller_view: one exact word */
+	else if (books > tagged_bytes(&a->view_peak, gen))
+		account_peak_from_view(l, a, c->account, c->serial, gen, books);
 	struct curesv_device *d = &l->dev[c->device];
 	int64_t total = load64(&d->allocated) + (shard >= 0 ? load64(&l->books[shard].device[c->device]) : 0);
-	if (total > load64(&d->peak))
-		max_update(&d->peak, total);
+	if (total > load64(&d->view_peak))
+		device_peak_from_view(l, c->device, total);
 }
 
 /* A debit of `bytes` from target t that found it retired or released: the orphan tier's. */
@@ -630,7 +701,7 @@ static void orphan_debit(curesv_ledger *l, int device, unsigned slot, enum cures
 /* Takes `bytes` of `kind` off the books of `handle` on `device`, for the calling thread. Returns
  * false when they came off the orphan tier (the reservation was released). */
 HOT bool take_off(curesv_ledger *l, uint32_t handle, int device, uint8_t kind, int64_t bytes,
-		     int shard, struct target *t)
+		     int shard, bool keep, struct target *t)
 {
 	unsigned slot = curesv_handle_slot(handle);
 	enum curesv_tier tier = tier_of(kind);
@@ -650,7 +721,7 @@ HOT bool take_off(curesv_ledger *l, uint32_t handle, int device, uint8_t kind, i
 		}
 		return true;
 	}
-	if (books_add(l, t, shard, -bytes, false, &after) != FLUSHED) {
+	if (books_add(l, t, shard, -bytes, false, keep, &after) != FLUSHED) {
 		orphan_debit(l, device, slot, tier, bytes);
 		return false;
 	}
@@ -667,8 +738,8 @@ void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c)
 	/* Bytes leaving the device: its total drops before the room is handed back, so a charge
 	 * that takes that room finds the total already lowered. */
 	if (tier_of(c->kind) == CURESV_TIER_DEVICE)
-		device_add(l, shard, c->device, -bytes);
-	bool live = take_off(l, c->origin, c->device, c->kind, bytes, shard, &t);
+		device_add(l, shard, c->device, -bytes, true);
+	bool live = take_off(l, c->origin, c->device, c->kind, bytes, shard, true, &t);
 	/* A released account's caller_view is frozen: its slot may already hold a new reservation. */
 	if (live && tier_of(c->kind) == CURESV_TIER_DEVICE) {
 		if (l->attribution == CURESV_ATTRIBUTION_CALLER)
@@ -723,12 +794,15 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref cal
 	int shard = curesv_shard_index();
 	enum curesv_tier tier = tier_of(e->kind);
 	int64_t bytes = (int64_t)e->bytes;
+	/* Bytes another thread allocated go straight back to the books: a lease formed from them
+	 * would sit idle in this thread's cell, read by every other thread's peak. */
+	bool crossed = e->thread != caller_thread;
 	if (tier == CURESV_TIER_DEVICE)
-		device_add(l, shard, e->device, -bytes);
+		device_add(l, shard, e->device, -bytes, !crossed);
 	struct target t;
-	bool live = take_off(l, e->origin, e->device, e->kind, bytes, shard, &t);
+	bool live = take_off(l, e->origin, e->device, e->kind, bytes, shard, !crossed, &t);
 	if (live) {
-		count_free(l, shard, &t, e->thread != caller_thread);
+		count_free(l, shard, &t, crossed);
 		if (cross_stream)
 			bump(&t.a->cross_stream_frees);
 	} else {
@@ -770,7 +844,7 @@ curesv_status curesv_ledger_transfer_charge(curesv_ledger *l, const curesv_entry
 		return word_add(&t.a->word[CURESV_TIER_HOST], t.gen, bytes, -1, &after) == FLUSHED
 			       ? CURESV_OK : CURESV_ERR_UNKNOWN_NAME;
 	enum flush f = flush_word(l, &t, bytes, enforce, &after);
-	if (f == OVER && curesv_leasing(l)) {
+	if (f == OVER && curesv_reclaimable(l)) {
 		atomic_fetch_add_explicit(&t.a->draining, 1, memory_order_relaxed);
 		reclaim(l, &t);
 		f = flush_word(l, &t, bytes, enforce, &after);
@@ -833,6 +907,19 @@ struct sums {
 	uint64_t allocs, frees, cross, over;
 };
 
+/* What every thread's cell of `account` holds in device bytes for `serial`. */
+static struct sums_d sum_cells_d(curesv_ledger *l, unsigned account, uint64_t serial)
+{
+	struct sums_d s = { 0 };
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t v = atomic_load_explicit(&l->books[i].cell[account].books, memory_order_relaxed);
+		if (cell_serial(v) == serial)
+			s.d += cell_d(v);
+	}
+	return s;
+}
+
 /* What every thread's cell of `account` holds for `serial`. */
 static void sum_cells(curesv_ledger *l, unsigned account, uint64_t serial, struct sums *s)
 {
@@ -874,7 +961,7 @@ void curesv_books_release(curesv_ledger *l, unsigned slot, uint64_t serial, unsi
 	struct target t = { &r->acct, slot, slot << 16 | gen, serial, gen, device };
 	/* Leases are budget, not live bytes: take them back before the word's bytes go to the
 	 * orphan tier. One formed after this look is settled later, when its cell is. */
-	if (curesv_leasing(l)) {
+	if (curesv_reclaimable(l)) {
 		atomic_fetch_add_explicit(&r->acct.draining, 1, memory_order_relaxed);
 		reclaim(l, &t);
 	}
@@ -1157,6 +1244,19 @@ uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device)
 	return left > 0 ? (uint64_t)left : 0;
 }
 
+/* Device bytes through curesv now, all origins: every thread's share, then the flushed total
+ * (in that order: bytes a flush moves between them are never missed). */
+static int64_t device_live(curesv_ledger *l, int device)
+{
+	int64_t sum = 0;
+	unsigned n = curesv_shard_count();
+	for (unsigned i = 0; i < n; i++)
+		sum += load64(&l->books[i].device[device]);
+	/* acquire: the total is read after the shares */
+	atomic_thread_fence(memory_order_acquire);
+	return sum + load64(&l->dev[device].allocated);
+}
+
 void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stats_t *out)
 {
 	memset(out, 0, sizeof *out);
@@ -1167,21 +1267,18 @@ void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stat
 	out->capacity = out->capacity_known ? (int64_t)loadu(&d->capacity) : -1;
 	out->reserved = (int64_t)loadu(&d->reserved);
 	out->claimed = load64(&d->claimed);
-	out->allocated = load64(&d->allocated);
-	unsigned n = curesv_shard_count();
-	for (unsigned i = 0; i < n; i++)
-		out->allocated += load64(&l->books[i].device[device]);
+	out->allocated = device_live(l, device);
 	out->orphan = orphan_of(l, device, CURESV_TIER_DEVICE);
 	/* A read racing allocations can sum more than was ever live at once (a thread's part read
 	 * before it freed, another's after it allocated): never past what enforcement lets the
 	 * device hold, its capacity or, when reservations overcommit it, their sizes and the
 	 * orphan tier (the shared pool is then empty). */
-	int64_t live = out->allocated, most = out->capacity;
+	int64_t most = out->capacity;
 	if (out->reserved + out->orphan > most)
 		most = out->reserved + out->orphan;
-	if (l->enforce && out->capacity_known && live > most)
-		live = most;
-	out->peak = peak_at_least(&d->peak, live);
+	if (l->enforce && out->capacity_known && out->allocated > most)
+		out->allocated = most;
+	out->peak = peak_at_least(&d->peak, out->allocated);
 	out->orphan_host = orphan_of(l, device, CURESV_TIER_HOST);
 	out->orphan_frees = loadu(&d->orphan_frees);
 }

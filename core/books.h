@@ -25,8 +25,9 @@ static inline bool curesv_device_ok(int device)
 	return device >= 0 && device < CURESV_MAX_DEVICES;
 }
 
-/* Enforce mode under origin attribution keeps leases in cells (updated by CAS, reclaimable). */
-static inline bool curesv_leasing(const curesv_ledger *l)
+/* Enforce mode under origin attribution may take cells' leases back (reclaim) when a charge would
+ * pass a budget: its cells are updated by CAS. Elsewhere only their thread writes them. */
+static inline bool curesv_reclaimable(const curesv_ledger *l)
 {
 	return l->enforce && l->attribution == CURESV_ATTRIBUTION_ORIGIN;
 }

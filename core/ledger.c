@@ -197,7 +197,7 @@ static bool claim_capacity_locked(curesv_ledger *l, int device, uint64_t bytes)
 		return true;
 	}
 	int64_t cap = (int64_t)atomic_load_explicit(&d->capacity, memory_order_relaxed);
-	if (!curesv_leasing(l)) {
+	if (!curesv_reclaimable(l)) {
 		int64_t outside = (int64_t)curesv_books_outside(l, device);
 		return curesv_add_limited(&d->claimed, (int64_t)bytes, cap - outside);
 	}

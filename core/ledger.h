@@ -6,20 +6,22 @@
  *
  * Accounts. Each reservation slot and each device's shared pool is an account. An account's live
  * bytes are its global `word` plus what every thread holds in its cell for it (shard.h): a thread
- * adds and removes bytes in its own cell while the cell stays within [lo, hi], and moves the cell's
- * whole value to the word otherwise (a flush). In observe mode [lo, hi] = [0, B]: a cell holds
- * charges not yet flushed. In enforce mode [lo, hi] = [-B, 0]: a cell holds a lease, budget that
- * the word already counts as used and that the thread's next allocations draw from, so that a
- * budget is checked in one atomic word and is never exceeded, not even by what cells hold. A charge
- * the word refuses first reclaims every thread's lease of that account; only then is it denied.
- * B = min(1 MiB, budget / 64) ("slack").
+ * adds and removes bytes in its own cell while the cell stays within [-B, 0], and moves the cell's
+ * whole value to the word otherwise (a flush). A cell holds a lease: bytes the thread's own frees
+ * gave back, which the word still counts as used and which its next allocations draw from (a free
+ * of another thread's allocation flushes: it would sit idle). So the word never shows less than is
+ * live, and in enforce mode a budget is checked in one atomic word and never exceeded, not even by
+ * what cells hold. A charge the word refuses first reclaims every thread's lease of that account;
+ * only then is it denied. B = min(1 MiB, budget / 64) ("slack"). Each device's total of all
+ * origins is kept the same way.
  *
  * Exact at quiescence: allocated, allocs, frees, cross_thread_frees, caller_view, orphan and device
- * totals are sums over the word (or global counters) and every cell. `peak` is the highest value a
- * thread saw of word + its own cell when it allocated: it can miss (observe) or add (enforce) at most
- * the slack of every other thread's cell, that is at most 1 MiB per other thread, and it never
- * passes the budget in enforce mode. A merged read raises it to the live figure it reads, which a
- * read racing allocations can overstate by as much (never past a budget or capacity enforced).
+ * totals are sums over the word (or global counters) and every cell. A thread's view, word + its
+ * own cell, counts every live byte and other threads' idle leases. `peak` is raised, when a view
+ * passes every earlier view (`view_peak`), to the lesser of that view and the merged figure (cells
+ * read before the word), so it never misses a byte live throughout the allocation that sets it and
+ * reads high only by what a racing read counts twice; it never passes the budget in enforce mode.
+ * A merged read raises it to the live figure it reads (never past a budget or capacity enforced).
  *
  * Identity. A reservation handle (what the origin table records) is `slot << 16 | generation`;
  * CURESV_SHARED (0) is the shared pool of the allocation's device. The word packs the generation
@@ -92,6 +94,10 @@ struct curesv_account {
 	 * no longer holds the slot never lands on a later one, since a generation is not reused
 	 * while bytes charged to it remain (slot_free_locked), a charge in flight included. */
 	_Atomic uint64_t peak;
+	/* The most a thread's view of the books (word + its own cell) ever read, tagged as `peak`: a
+	 * view counts other threads' idle leases, so only one past every view before it is worth
+	 * the merged read that sets `peak`. */
+	_Atomic uint64_t view_peak;
 	_Atomic int64_t slack;          /* bytes a cell may hold: min(1 MiB, budget / 64) */
 	_Atomic uint32_t draining;      /* a reclaim is under way: frees flush instead of leasing */
 	/* What threads without a shard add, and what no cell keeps: */
@@ -148,6 +154,7 @@ struct curesv_device {
 	 * declarators aligns each of them) */
 	_Alignas(64) _Atomic int64_t allocated;
 	_Atomic int64_t peak;
+	_Atomic int64_t view_peak;              /* as an account's (the merged read's trigger) */
 	_Atomic uint64_t orphan_frees;          /* frees that drained the orphan tier */
 	struct curesv_account shared;           /* the shared pool */
 	struct curesv_retired retired;

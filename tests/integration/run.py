@@ -881,6 +881,36 @@ def check_nccl(report, out):
     return shared["allocs"], shared["frees"], vmm["creates"]
 
 
+def check_peak_handoff(mode):
+    """The consumer's 12,345 bytes were live while every producer allocation was made: the device's
+    peak counts them beside what the producer was granted, in every round."""
+    def check(report, out):
+        m = re.search(r"granted=(\d+) producer_bytes=(\d+) held=(\d+) rounds=(\d+)", out)
+        if not m:
+            raise AssertionError("program printed no granted=")
+        granted, produced, held, rounds = (int(x) for x in m.groups())
+        expect("granted", granted, 11 if mode == "enforce" else 16)
+        expect("producer bytes", produced, 983645 if mode == "enforce" else 1466984)
+        dev = report["devices"][0]
+        if dev["peak"] < produced + held:
+            raise AssertionError("device peak %d misses bytes live throughout: at least %d "
+                                 "(%d granted + %d held)" % (dev["peak"], produced + held,
+                                                            produced, held))
+        if mode == "enforce" and dev["peak"] > dev["capacity"]:
+            raise AssertionError("device peak %d past the capacity %d" % (dev["peak"],
+                                                                         dev["capacity"]))
+        producer, consumer = res(report, "producer"), res(report, "consumer")
+        expect("producer peak", producer["peak"], produced)
+        expect("consumer peak", consumer["peak"], held)
+        expect("producer denied", producer["denied"], (16 - granted) * rounds)
+        for r in (producer, consumer):
+            expect(r["name"] + " allocated", r["allocated"], 0)
+            expect(r["name"] + " allocs", r["allocs"], r["frees"])
+        expect("device allocated", dev["allocated"], 0)
+        return producer["allocs"], producer["frees"], producer["cross_thread_frees"]
+    return check
+
+
 def runtime_only_dir():
     """A folder holding the simulated runtime and no driver (libcuda.so.1): what a machine with the
     CUDA toolkit but no GPU driver offers."""
@@ -911,6 +941,12 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("enforce denies past budget", [b("handoff")], check_enforce_denied,
                     env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=64K,pipe=200K",
                              CURESV_MODE="enforce"), exit_code=1))
+    for mode, producer in (("enforce", "1M"), ("observe", "2M")):
+        out.append(Case("peaks: a buffer live throughout counts in the device peak, %s" % mode,
+                        [b("peak_handoff"), "50"], check_peak_handoff(mode),
+                        env={"CURESV_MODE": mode, "CURESV_CAPACITY": "4M",
+                             "CURESV_RESERVATIONS": "producer=%s,consumer=64K" % producer,
+                             "CURESV_ATTACH": "producer=producer,consumer=consumer"}))
     threads, rounds = (16, 100000) if stack == "sim" else (16, 2000)
     out.append(Case("stress %dx%d" % (threads, rounds),
                     [b("stress"), str(threads), str(rounds)], check_stress(threads, rounds)))

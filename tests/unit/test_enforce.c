@@ -20,6 +20,8 @@ struct race {
 	_Atomic int64_t shared_live, reserved, filled;
 	_Atomic int64_t worst, worst_held;
 	_Atomic uint64_t over_readings, over_held, grants, reserves;
+	_Atomic int64_t worst_merged;           /* merged_reader's most */
+	_Atomic uint64_t over_merged, reads;
 };
 
 static void note(_Atomic int64_t *worst, _Atomic uint64_t *over, int64_t now)
@@ -141,6 +143,87 @@ Test(enforce, capacity_holds_while_reservations_race_the_shared_pool, .timeout =
 	cr_assert_eq(st.frees, r.grants);
 	cr_assert_eq(st.allocated, 0);
 	cr_assert_eq(st.over_budget, 0);
+	curesv_engine_destroy(&E);
+}
+
+/* Reads the merged figures while the others race: curesv_pool_stats's device_allocated and the
+ * shared pool's allocated, and the device's peak, never past the capacity in enforce mode, which
+ * the driver never exceeded (a racing read once summed one thread's part before its free and
+ * another's after its allocation: 1,058,864 bytes of 1 MiB). */
+static void *merged_reader(void *arg)
+{
+	struct racer *me = arg;
+	struct race *r = me->r;
+	while (!atomic_load(&r->stop)) {
+		curesv_pool_stats_t ps;
+		cr_assert_eq(curesv_ledger_pool_stats(&r->e->ledger, 0, &ps), CURESV_OK);
+		note(&r->worst_merged, &r->over_merged, ps.device_allocated);
+		note(&r->worst_merged, &r->over_merged, ps.allocated);
+		note(&r->worst_merged, &r->over_merged, dev_stats(r->e, 0).peak);
+		atomic_fetch_add(&r->reads, 1);
+	}
+	return NULL;
+}
+
+Test(enforce, a_merged_read_never_passes_the_capacity, .timeout = 120)
+{
+	enum { ALLOCATORS = 6, RESERVERS = 1, READERS = 1, ALL = ALLOCATORS + RESERVERS + READERS };
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_MODE=enforce");
+	static struct race r;
+	r = (struct race){ .e = &E };
+	struct racer who[ALL];
+	pthread_t tid[ALL];
+	for (int k = 0; k < ALL; k++) {
+		who[k] = (struct racer){ &r, k, (uint64_t)k * 7919 + 3 };
+		pthread_create(&tid[k], NULL, k < ALLOCATORS ? shared_allocator
+					      : k < ALLOCATORS + RESERVERS ? reserver : merged_reader,
+			       &who[k]);
+	}
+	usleep((useconds_t)test_scale(3000000));
+	atomic_store(&r.stop, 1);
+	for (int k = 0; k < ALL; k++)
+		pthread_join(tid[k], NULL);
+	cr_assert_gt(r.reads, test_scale(100), "merged reads were taken (%llu)",
+		     (unsigned long long)r.reads);
+	cr_assert_eq(r.over_held, 0, "the device held %lld bytes of its %lld", (long long)r.worst_held,
+		     (long long)CAP);
+	cr_assert_eq(r.over_merged, 0, "a merged read showed %lld bytes of %lld (%llu readings)",
+		     (long long)r.worst_merged, (long long)CAP, (unsigned long long)r.over_merged);
+	EXPECT_DEV(&E, 0, .allocated = 0, .peak = dev_stats(&E, 0).peak, .headroom = CAP);
+	curesv_engine_destroy(&E);
+}
+
+static void own_shard(struct actor *a, void *out)
+{
+	*(int *)out = curesv_shard_index();
+}
+
+/* The same read, with the moment forced: a thread's part taken before its free of 8 KiB and
+ * another's after a grant of those 8 KiB sum 8 KiB more than the device ever held. */
+Test(enforce, a_read_of_parts_from_different_moments_stays_within_the_capacity)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_MODE=enforce");
+	struct actor a, b;
+	actor_start(&a, &E, "a");
+	actor_start(&b, &E, "b");
+	cr_assert_eq(actor_alloc(&a, fake_ptr(1), 1 * MiB - 16 * KiB), GRANTED);
+	cr_assert_eq(actor_alloc(&b, fake_ptr(2), 16 * KiB), GRANTED);
+	int shard = -1;
+	actor_call(&a, own_shard, &shard);
+	cr_assert_geq(shard, 0);
+	_Atomic int64_t *part = &E.ledger.books[shard].device[0];
+	atomic_fetch_add(part, 8 * KiB); /* what the read found there a moment earlier */
+	curesv_pool_stats_t ps;
+	cr_assert_eq(curesv_ledger_pool_stats(&E.ledger, 0, &ps), CURESV_OK);
+	cr_assert_leq(ps.device_allocated, CAP, "device_allocated %lld past the capacity",
+		      (long long)ps.device_allocated);
+	cr_assert_leq(dev_stats(&E, 0).peak, CAP);
+	atomic_fetch_sub(part, 8 * KiB);
+	EXPECT_DEV(&E, 0, .allocated = 1 * MiB, .peak = 1 * MiB, .headroom = 0);
+	cr_assert(actor_free(&a, fake_ptr(1)));
+	cr_assert(actor_free(&b, fake_ptr(2)));
+	actor_stop(&a);
+	actor_stop(&b);
 	curesv_engine_destroy(&E);
 }
 
