@@ -3,7 +3,8 @@
 
   scripts/curesv-plot    renders Chrome and RMM traces to SVG and PNG (valid files, the series
                          and marks expected), reads a trace cut short, names a bad input in one
-                         line, and says in one line that gnuplot is missing;
+                         line, says in one line that gnuplot is missing, and runs nothing
+                         that names in a trace hold (newlines, quotes, backquotes, macros);
   scripts/curesv-merge   joins the reports of two processes started as torchrun starts them
                          (RANK=0 and 1, report-%r.json, trace-%r.json), as text and --json, and
                          names a malformed and a truncated report in one line each.
@@ -35,16 +36,17 @@ def expect(what, got, want):
         raise AssertionError("%s: got %r, want %r" % (what, got, want))
 
 
-def run_shim(args, argv, env, code=0):
+def run_shim(args, argv, env, code=0, executable=None):
     e = dict(os.environ, LD_PRELOAD=os.path.abspath(args.lib), **env)
-    p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=120,
+                       executable=executable)
     expect("%s exit status (%s)" % (os.path.basename(argv[0]), p.stderr.strip()[-200:]),
            p.returncode, code)
     return p
 
 
-def run_script(argv, env=None):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120,
+def run_script(argv, env=None, cwd=None):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=cwd,
                           env=dict(os.environ, **(env or {})))
 
 
@@ -160,6 +162,64 @@ def plot_without_gnuplot(args, tmp):
     return "one line"
 
 
+# Each would run `touch pwned-...` (in gnuplot's folder or the caller's) if it reached gnuplot's
+# command language, as it did when labels were only quoted: a newline or carriage return ends
+# the string's line, a backquote or a shell's $( ) runs a command, '@' expands a macro.
+HOSTILE = ["\nsystem('touch pwned-nl')\n#", "\rsystem('touch pwned-cr')\r#",
+           "\"\nsystem('touch pwned-dq')\n#", "'\nsystem('touch pwned-sq')\n#",
+           "\\\nsystem('touch pwned-bs')\n#", "`touch pwned-bq`", "$(touch pwned-sh)",
+           "@GPVAL_PWD", "x\u2028system('touch pwned-ls')", "\x1b[2J\u009b"]
+
+
+def hostile_trace(path, payload):
+    """A Chrome trace whose every name holds payload: the program's name, a device counter's
+    group and key, a reservation, a refusal's account."""
+    ev = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 1, "args": {"name": "p" + payload}},
+          {"ph": "i", "name": "capacity", "ts": 1000, "args": {"device": 0, "capacity": 4096}},
+          {"ph": "i", "name": "reserve", "ts": 1000,
+           "args": {"reservation": "r" + payload, "device": 0, "size": 2048}},
+          {"ph": "C", "name": "device 0", "ts": 1001, "args": {"r" + payload: 1024, "(total)": 1024}},
+          {"ph": "C", "name": "device 1" + payload, "ts": 1002, "args": {"k" + payload: 8}},
+          {"ph": "i", "name": "refused", "ts": 1003,
+           "args": {"account": "r" + payload, "device": 0, "bytes": 4096}}]
+    with open(path, "w") as f:
+        json.dump({"traceEvents": ev}, f)
+
+
+def gnuplot_label(text):
+    """text as curesv-plot writes it into a label: characters off its list as \\xNN."""
+    ok = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _.,:;-+=()[]<>/|!?#*")
+    return "".join(c if c in ok else "".join("\\x%02x" % b for b in c.encode()) for c in text)
+
+
+def plot_hostile_names(args, tmp):
+    # the traced program's own name (argv[0], as `exec -a` sets it), through the shim
+    argv0 = "handoff" + HOSTILE[0]
+    trace = os.path.join(tmp, "argv0.json")
+    run_shim(args, [argv0], {"CURESV_TRACE": trace, "CURESV_TRACE_FORMAT": "chrome",
+                             "CURESV_REPORT": "off", **HANDOFF_ENV},
+             executable=os.path.join(args.bin, "handoff"))
+    cases = [(trace, [argv0], ["-o", "argv0.svg"])]
+    for k, payload in enumerate(HOSTILE):
+        path = os.path.join(tmp, "hostile%d.json" % k)
+        hostile_trace(path, payload)
+        cases.append((path, ["r" + payload, "t" + payload],
+                      ["-o", "hostile%d.svg" % k, "--title", "t" + payload]))
+    runs = [run_script([PLOT, path] + opts, cwd=tmp) for path, _, opts in cases]
+    ran = [f for f in os.listdir(tmp) if f.startswith("pwned")]
+    if ran:
+        raise AssertionError("a name ran a command: %r" % ran)
+    for p, (path, names, opts) in zip(runs, cases):
+        expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+        if p.stdout.count("\n") != 1 or p.stderr:  # U+2028 is printed as it is, as curesv does
+            raise AssertionError("want one line, got %r %r" % (p.stdout, p.stderr))
+        texts = " ".join(svg_texts(os.path.join(tmp, opts[1])))
+        for name in names:
+            if gnuplot_label(name) not in texts:
+                raise AssertionError("no %r in the SVG's texts %r" % (gnuplot_label(name), texts))
+    return "%d traces, nothing ran" % len(cases)
+
+
 # ---- curesv-merge -----------------------------------------------------------------------------------
 
 def torchrun_pair(args, tmp):
@@ -245,6 +305,7 @@ CASES = [
     ("curesv-plot: refusals; an RMM CSV", plot_refusals_and_rmm),
     ("curesv-plot: a trace cut short; bad input", plot_cut_short_and_bad_input),
     ("curesv-plot: gnuplot missing", plot_without_gnuplot),
+    ("curesv-plot: names that would run commands", plot_hostile_names),
     ("curesv-merge: two ranks, as torchrun starts them", merge_two_ranks),
     ("curesv-merge: malformed and truncated reports", merge_skips_bad_inputs),
 ]
