@@ -7,7 +7,10 @@
                          that names in a trace hold (newlines, quotes, backquotes, macros);
   scripts/curesv-merge   joins the reports of two processes started as torchrun starts them
                          (RANK=0 and 1, report-%r.json, trace-%r.json), as text and --json, and
-                         names a malformed and a truncated report in one line each.
+                         names a malformed and a truncated report in one line each;
+  both                   give hostile input (numbers of 400 digits, deep nesting, invalid UTF-8,
+                         names holding newlines, a missing output folder, bad options) one line
+                         and the exit status --help lists, and print every name escaped.
 
     tools.py --lib build/plain/libcuresv.so --bin build/plain/it
 
@@ -178,7 +181,8 @@ def hostile_trace(path, payload):
           {"ph": "i", "name": "capacity", "ts": 1000, "args": {"device": 0, "capacity": 4096}},
           {"ph": "i", "name": "reserve", "ts": 1000,
            "args": {"reservation": "r" + payload, "device": 0, "size": 2048}},
-          {"ph": "C", "name": "device 0", "ts": 1001, "args": {"r" + payload: 1024, "(total)": 1024}},
+          {"ph": "C", "name": "device 0", "ts": 1001,
+           "args": {"r" + payload: 1024, "(total)": 1024}},
           {"ph": "C", "name": "device 1" + payload, "ts": 1002, "args": {"k" + payload: 8}},
           {"ph": "i", "name": "refused", "ts": 1003,
            "args": {"account": "r" + payload, "device": 0, "bytes": 4096}}]
@@ -218,6 +222,103 @@ def plot_hostile_names(args, tmp):
             if gnuplot_label(name) not in texts:
                 raise AssertionError("no %r in the SVG's texts %r" % (gnuplot_label(name), texts))
     return "%d traces, nothing ran" % len(cases)
+
+
+def plot_hostile_input(args, tmp):
+    """Input no curesv wrote: one line each, the status --help gives it, no traceback."""
+    with open(os.path.join(tmp, "..", "plot_chrome", "tl4.json")) as f:
+        good = f.read()
+    event = '{"ph":"C","name":"device 0","pid":1,"ts":%d,"args":{"scan":%d,"(total)":%d}}'
+    many = ",\n".join(event % (1000 + i, i, i) for i in range(6000))
+    cases = [
+        ("big.json", good.replace('"size":102400', '"size":' + "9" * 400), 1,
+         "big.json: a number of 400 digits (curesv writes at most 20)"),
+        ("deep.json", '{"traceEvents":[' + "[" * 100000 + "]" * 100000 + "]}", 1,
+         "deep.json: JSON nested too deeply"),
+        ("nan.json", good.replace('"size":102400', '"size":NaN'), 1,
+         "nan.json: NaN is not a number curesv writes"),
+        ("bool.json", good.replace('"size":102400', '"size":true'), 1,
+         "bool.json: event 7: 'size' is not a number of bytes"),
+        ("row.csv", "Thread,Time,Action,Pointer,Size,Stream\n1,2\n1,00:00:00.000001,free,0x1,1,0\n",
+         1, "row.csv: line 2: 2 columns, not the 6 of 'Thread,Time,Action,Pointer,Size,Stream'"),
+    ]
+    for name, text, code, line in cases:
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+        one_line(run_script([PLOT, os.path.join(tmp, name), "-o", os.path.join(tmp, "x.png")]),
+                 code, line)
+    one_line(run_script([PLOT, os.path.join(tmp, "big.json"), "-o", "/nonexistent/dir/x.png"]),
+             4, "-o /nonexistent/dir/x.png: no folder '/nonexistent/dir' to write it in")
+    one_line(run_script([PLOT, "--bogus", "t.json"]), 2, "unrecognized arguments: --bogus")
+    # bytes that are not UTF-8 in a name, and a trace damaged in the middle: read up to the hole
+    before = ('{"traceEvents":[\n' + many[:len(many) // 10]).replace('"scan"', '"sc\xff\xfean"', 1)
+    with open(os.path.join(tmp, "hole.json"), "wb") as f:
+        f.write((before + "\x00" * 64 + many[len(many) // 10:]).encode("latin-1"))
+    p = run_script([PLOT, os.path.join(tmp, "hole.json"), "-o", os.path.join(tmp, "hole.svg")])
+    expect("exit status (%s)" % p.stderr, p.returncode, 0)
+    complete = before[:before.rindex(",\n") + 2]     # the events before the hole, whole
+    if not p.stdout.endswith("; the trace was cut short after event %d (byte %d)\n" % (
+            complete.count(",\n"), len(complete.encode("latin-1")))):
+        raise AssertionError("where the trace stopped: %r" % p.stdout)
+    if "sc\\xff\\xfean" not in p.stdout or "sc\\xff\\xfean" not in svg_texts(
+            os.path.join(tmp, "hole.svg")):
+        raise AssertionError("the name's bytes are not escaped: %r" % p.stdout)
+    return "%d bad inputs, one line each" % (len(cases) + 2)
+
+
+def skipped_alone(p, contains):
+    """curesv-merge given one bad report: it is named, then nothing could be read (status 2)."""
+    expect("exit status", p.returncode, 2)
+    lines = p.stderr.split("\n")
+    if len(lines) != 3 or contains not in lines[0] or "Traceback" in p.stderr or \
+            lines[1] != "curesv-merge: no report could be read":
+        raise AssertionError("want a line with %r, then 'no report', got %r" % (contains, p.stderr))
+
+
+def merge_hostile_input(args, tmp):
+    good = torchrun_pair(args, tmp)[0]
+    with open(good) as f:
+        report = json.load(f)
+    forged = json.loads(json.dumps(report))
+    forged["host"] = "n1\nforged line"
+    forged["reservations"][0]["name"] = "scan\nnode07 0 pipe 9 9 9 9 9\x1b[2J\ud800"
+    cases = [("big.json", json.dumps(report).replace('"peak": 81920', '"peak": ' + "9" * 400, 1),
+              "big.json: a number of 400 digits (curesv writes at most 20); skipped"),
+             ("deep.json", '{"curesv":' + "[" * 100000 + "]" * 100000 + "}",
+              "deep.json: JSON nested too deeply: not a curesv report; skipped"),
+             ("neg.json", json.dumps(dict(report, pid=-5)),
+              "neg.json: 'pid' is -5, not from 1 to 9223372036854775807; skipped")]
+    paths = []
+    for name, text, line in cases:
+        paths.append(os.path.join(tmp, name))
+        with open(paths[-1], "w") as f:
+            f.write(text)
+        skipped_alone(run_script([MERGE, paths[-1]]), line)
+    with open(os.path.join(tmp, "bad8.json"), "wb") as f:
+        f.write(json.dumps(report).replace('"curesv"', '"cur\xffesv"').encode("latin-1"))
+    skipped_alone(run_script([MERGE, os.path.join(tmp, "bad8.json")]), "not UTF-8 text (byte ")
+    p = run_script([MERGE, good] + paths)
+    expect("exit status with some skipped", p.returncode, 1)
+    expect("stderr lines", len(p.stderr.splitlines()), 3)
+    one_line(run_script([MERGE, "--bogus", good]), 3, "unrecognized arguments: --bogus")
+    with open(os.path.join(tmp, "forged.json"), "w") as f:
+        json.dump(forged, f)
+    p = run_script([MERGE, os.path.join(tmp, "forged.json")])
+    expect("exit status (%s)" % p.stderr, p.returncode, 0)
+    lines = p.stdout.split("\n")
+    expect("lines", len(lines), 6 + 4 + 1 + 1)    # 4 accounts, 1 process, the last newline
+    if "scan\\nnode07 0 pipe 9 9 9 9 9\\x1b[2J\\xed\\xa0\\x80" not in p.stdout or \
+            "n1\\nforged line" not in lines[0]:
+        raise AssertionError("names not escaped: %r" % p.stdout)
+    p = run_script([MERGE, "--json", os.path.join(tmp, "forged.json")])
+    names = {g["account"] for g in json.loads(p.stdout)["groups"]}
+    if "scan\nnode07 0 pipe 9 9 9 9 9\x1b[2J\ufffd" not in names:
+        raise AssertionError("--json names: %r" % names)
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([MERGE, good], stdout=full, stderr=subprocess.PIPE, text=True)
+        one_line(p, 4, "cannot write the output: No space left on device")
+    return "%d bad inputs, names escaped" % (len(cases) + 2)
 
 
 # ---- curesv-merge -----------------------------------------------------------------------------------
@@ -308,6 +409,8 @@ CASES = [
     ("curesv-plot: names that would run commands", plot_hostile_names),
     ("curesv-merge: two ranks, as torchrun starts them", merge_two_ranks),
     ("curesv-merge: malformed and truncated reports", merge_skips_bad_inputs),
+    ("curesv-plot: hostile input, exit statuses", plot_hostile_input),
+    ("curesv-merge: hostile input, exit statuses", merge_hostile_input),
 ]
 
 
