@@ -666,7 +666,7 @@ def check_module(report, out):
         expect("py_rule " + key, rule[key], want)
     released = sorted(r["name"] for r in report["reservations"] if r["released"])
     expect("released by the tests", released, ["py_a", "py_b", "py_c", "py_d", "py_e", "py_f",
-                                            "py_st"])
+                                            "py_g", "py_h", "py_h", "py_st"])
     expect("table live", report["table"]["live"], 0)
     expect("orphan bytes", report["orphan_bytes"], 0)
     return report["shared"]["allocs"], report["shared"]["frees"], "-"
