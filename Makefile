@@ -231,7 +231,7 @@ check-install: $(O)/libcuresv.so sim
 
 # The scripts that read curesv's output (curesv-plot, curesv-merge), on output made under the shim.
 check-tools: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress
+	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 

@@ -18,7 +18,8 @@ process, with gnuplot. The oracles:
     runs no command (a `pwned` file never appears);
   - curesv-merge --json prints valid JSON in UTF-8;
   - time is linear: a trace or report 8 times longer (whole, cut short, with a hole in the middle,
-    bracket soup) takes less than 20 times as long (quadratic would be 64).
+    bracket soup, a new account in each event) takes less than 20 times as long (quadratic would
+    be 64).
 
 The run is reproducible from --seed. A failing input is saved in --out with the reason; the exit
 status is then 1. Python's standard library only.
@@ -302,7 +303,8 @@ def as_process(kind, path, tmp):
 # ---- time ----------------------------------------------------------------------------------------
 
 def shapes(kind, n):
-    """Inputs of about n events: whole, cut short, a hole in the middle, bracket soup."""
+    """Inputs of about n events: whole, cut short, a hole in the middle, bracket soup, each
+    event naming another account (curesv-merge: one long name)."""
     if kind == "plot":
         events = [json.dumps({"ph": "C", "name": "device 0", "pid": 1, "ts": 1000 + i,
                               "args": {"scan": i * 64, "(total)": i * 64}}) for i in range(n)]
@@ -314,7 +316,13 @@ def shapes(kind, n):
         report["reservations"] = [dict(row, name="r%d" % i) for i in range(n // 4)]
         whole = json.dumps(report)
     half = len(whole) // 2
-    return {"whole": whole, "cut short": whole[:-7],
+    if kind == "plot":
+        names = [json.dumps({"ph": "C", "name": "device 0", "pid": 1, "ts": 1000 + i,
+                             "args": {"r%d" % i: 64}}) for i in range(n)]
+        many = '{"traceEvents":[\n' + ",\n".join(names) + "\n]}\n"
+    else:
+        many = whole.replace('"r1"', '"r1' + "x" * n * 30 + '"')
+    return {"whole": whole, "cut short": whole[:-7], "many names": many,
             "hole": whole[:half // 5] + "\x00" * 64 + whole[half // 5:],
             "brackets": '{"traceEvents":[' + '{"a":[1}},' * (n * 3)}
 

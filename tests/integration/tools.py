@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Checks the two scripts that read curesv's output, on output made under the shim:
 
-  scripts/curesv-plot    renders Chrome and RMM traces to SVG and PNG (valid files, the series
+  scripts/curesv-plot    renders Chrome and RMM traces to SVG and PNG (valid files, the panels
                          and marks expected), reads a trace cut short, names a bad input in one
-                         line, says in one line that gnuplot is missing, and runs nothing
-                         that names in a trace hold (newlines, quotes, backquotes, macros);
+                         line, says in one line that gnuplot is missing, runs nothing that
+                         names in a trace hold (newlines, quotes, backquotes, macros), and draws
+                         pipeline.c's trace to be read at a glance (a panel per account, budget
+                         and capacity styles apart, refusals counted, time from the first
+                         allocation, the program in the title);
   scripts/curesv-merge   joins the reports of two processes started as torchrun starts them
                          (RANK=0 and 1, report-%r.json, trace-%r.json), as text and --json, and
                          names a malformed and a truncated report in one line each;
@@ -17,6 +20,8 @@
 Prints one table and "N passed, N failed".
 """
 import argparse
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
@@ -30,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
 PLOT = os.path.join(SCRIPTS, "curesv-plot")
 MERGE = os.path.join(SCRIPTS, "curesv-merge")
+LAUNCHER = os.path.join(SCRIPTS, "curesv")
 HANDOFF_ENV = {"CURESV_CAPACITY": "400K", "CURESV_RESERVATIONS": "scan=100K,pipe=200K",
                "CURESV_ATTACH": "scan=scan,pipe=pipe"}
 
@@ -77,6 +83,11 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
+def panel_height(panels):
+    """The height curesv-plot gives an image of this many panels (its TOP, BOTTOM, KEY_ROW)."""
+    return 58 + 52 + panels * (max(150, 560 // panels) + 24)
+
+
 def plot_chrome(args, tmp):
     trace = os.path.join(tmp, "tl4.json")
     run_shim(args, [os.path.join(args.bin, "timelines"), "4"],
@@ -85,19 +96,23 @@ def plot_chrome(args, tmp):
     svg = os.path.join(tmp, "tl4.svg")
     p = run_script([PLOT, trace, "-o", svg])
     expect("curesv-plot exit status (%s)" % p.stderr.strip(), p.returncode, 0)
-    series = ["(orphan tier)", "(shared pool)", "device 0 total", "pipe", "scan"]
-    expect("summary", p.stdout.strip(), "curesv-plot: wrote %s: 5 series (%s), 4 budget lines, "
-           "0 refusal marks" % (svg, ", ".join(series)))
+    panels = ["device 0 total", "scan", "pipe", "(shared pool)"]
+    expect("summary", p.stdout.strip(), "curesv-plot: wrote %s: 4 panels (%s), 0 refusals" %
+           (svg, ", ".join(panels)))
     texts = svg_texts(svg)
-    for want in series + ["scan budget", "pipe budget", "(shared pool) budget",
-                          "device 0 capacity", "live bytes (KiB)"]:
+    for want in ["device 0 total: live, peak 80 KiB", "capacity 400 KiB", "scan: live, peak 80 KiB",
+                 "pipe: live, peak 80 KiB", "budget 100 KiB", "budget 200 KiB",
+                 "(shared pool): live, peak 1 B", "budget up to 400 KiB, off the scale", "KiB",
+                 "time since the first allocation (ms)"]:
         if want not in texts:
             raise AssertionError("the SVG has no %r (has %r)" % (want, sorted(texts)))
+    if not any(t.startswith("timelines (pid ") for t in texts):
+        raise AssertionError("no title naming the program: %r" % sorted(texts))
     png = os.path.join(tmp, "tl4.png")
     p = run_script([PLOT, trace, "-o", png])
     expect("curesv-plot exit status", p.returncode, 0)
-    expect("PNG size", png_size(png), (1200, 700))
-    return "5 series, 4 budgets"
+    expect("PNG size", png_size(png), (1200, panel_height(4)))
+    return "4 panels"
 
 
 def plot_refusals_and_rmm(args, tmp):
@@ -109,10 +124,10 @@ def plot_refusals_and_rmm(args, tmp):
     run_shim(args, [os.path.join(args.bin, "handoff")], dict(env, CURESV_TRACE=csv), code=1)
     p = run_script([PLOT, chrome, "-o", os.path.join(tmp, "deny.svg")])
     expect("exit status", p.returncode, 0)
-    if not p.stdout.rstrip().endswith(", 1 refusal mark"):
+    if not p.stdout.rstrip().endswith(", 1 refusal"):
         raise AssertionError("the refusal is not marked: %r" % p.stdout)
-    if "refused / failed (live + asked)" not in svg_texts(os.path.join(tmp, "deny.svg")):
-        raise AssertionError("no refusal legend in the SVG")
+    if "1 refused (at live + asked)" not in svg_texts(os.path.join(tmp, "deny.svg")):
+        raise AssertionError("no refusal in the SVG's keys")
     # an RMM log: the total and the "allocate failure" row
     stress = os.path.join(tmp, "stress.csv")
     run_shim(args, [os.path.join(args.bin, "stress"), "4", "2000"],
@@ -127,10 +142,81 @@ def plot_refusals_and_rmm(args, tmp):
     out = os.path.join(tmp, "stress.png")
     p = run_script([PLOT, stress, "-o", out])
     expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
-    expect("summary", p.stdout.strip(), "curesv-plot: wrote %s: 1 series (live (all devices)), "
-           "0 budget lines, 1 refusal mark" % out)
-    expect("PNG size", png_size(out), (1200, 700))
+    expect("summary", p.stdout.strip(), "curesv-plot: wrote %s: 1 panel (all devices), 1 refusal"
+           % out)
+    expect("PNG size", png_size(out), (1200, panel_height(1)))
     return "marks in both formats"
+
+
+def load_plot_module():
+    loader = importlib.machinery.SourceFileLoader("curesv_plot", PLOT)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+PIPELINE = ["--mode", "enforce", "--capacity", "16M", "--reserve", "loader=12K", "--reserve",
+            "producer=1M", "--reserve", "consumer=4M", "--attach", "loader=loader", "--attach",
+            "producer=producer", "--attach", "consumer=consumer"]
+
+
+def plot_at_a_glance(args, tmp):
+    """Three budgets from 12 KiB to 4 MiB, refusals bunched in time, reservations made 5 ms
+    before the first allocation: each account in a panel of its own scale, budgets and the
+    capacity told apart, refusals counted, time from the first allocation, the program named."""
+    trace = os.path.join(tmp, "pipeline.json")
+    p = subprocess.run([LAUNCHER, "--lib", args.lib] + PIPELINE +
+                       ["--trace", trace, "--trace-format", "chrome", "--no-report", "--",
+                        os.path.join(args.bin, "pipeline")],
+                       capture_output=True, text=True, timeout=120)
+    expect("pipeline exit status (%s)" % p.stderr, p.returncode, 0)
+    refused = int(p.stdout.split()[3])          # "pipeline: N granted, M failed"
+    svg = os.path.join(tmp, "pipeline.svg")
+    p = run_script([PLOT, trace, "-o", svg])
+    expect("exit status (%s)" % p.stderr, p.returncode, 0)
+    expect("summary", p.stdout.strip(), "curesv-plot: wrote %s: 5 panels (device 0 total, loader, "
+           "producer, consumer, (shared pool)), %d refusals" % (svg, refused))
+    texts = svg_texts(svg)
+    for want in ("loader: live, peak 12 KiB", "budget 12 KiB", "budget 1 MiB", "budget 4 MiB",
+                 "capacity 16 MiB", "5 refused (at live + asked)", "\u00d75",
+                 "(shared pool): live, peak 256 KiB", "time since the first allocation (ms)"):
+        if want not in texts:
+            raise AssertionError("the SVG has no %r (has %r)" % (want, sorted(texts)))
+    if not any(t.startswith("pipeline (pid ") for t in texts):
+        raise AssertionError("no title naming the program: %r" % sorted(texts))
+    # the script gnuplot runs: styles, and where time starts
+    plot = load_plot_module()
+    data = plot.Plot()
+    with open(trace) as f:
+        plot.read_chrome(f.read(), data)
+    folder = os.path.join(tmp, "script")
+    os.makedirs(folder)
+    script = plot.gnuplot_script(data, "x.svg", folder)
+    for line in script.split("\n"):
+        for entry in line.split(", \\"):
+            if "title 'budget " in entry and plot.BUDGET not in entry or \
+                    "title 'capacity " in entry and plot.CAPACITY not in entry:
+                raise AssertionError("a budget or capacity drawn in the other's style: %r" % entry)
+    if plot.BUDGET == plot.CAPACITY:
+        raise AssertionError("budgets and capacity share a style")
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    stamps = [e["ts"] for e in events if "ts" in e]
+    first_alloc = min(e["ts"] for e in events if e.get("ph") == "C" and any(e["args"].values()))
+    if first_alloc - min(stamps) < 4000:
+        raise AssertionError("the reservations were made only %.1f ms before the first allocation"
+                             % ((first_alloc - min(stamps)) / 1000))
+    starts = []
+    for name in os.listdir(folder):
+        if name.startswith("live"):
+            with open(os.path.join(folder, name)) as f:
+                rows = [tuple(map(float, r.split())) for r in f if r.strip()]
+            starts += [t for t, v in rows if v != 0][:1]
+    expect("where the first allocation is drawn (ms)", min(starts), 0.0)
+    png = os.path.join(tmp, "pipeline.png")
+    p = run_script([PLOT, trace, "-o", png])
+    expect("PNG size", png_size(png), (1200, panel_height(5)))
+    return "5 panels, %d refusals" % refused
 
 
 def plot_cut_short_and_bad_input(args, tmp):
@@ -260,8 +346,8 @@ def plot_hostile_input(args, tmp):
     if not p.stdout.endswith("; the trace was cut short after event %d (byte %d)\n" % (
             complete.count(",\n"), len(complete.encode("latin-1")))):
         raise AssertionError("where the trace stopped: %r" % p.stdout)
-    if "sc\\xff\\xfean" not in p.stdout or "sc\\xff\\xfean" not in svg_texts(
-            os.path.join(tmp, "hole.svg")):
+    if "sc\\xff\\xfean" not in p.stdout or "sc\\xff\\xfean: " not in " ".join(svg_texts(
+            os.path.join(tmp, "hole.svg"))):
         raise AssertionError("the name's bytes are not escaped: %r" % p.stdout)
     return "%d bad inputs, one line each" % (len(cases) + 2)
 
@@ -405,6 +491,7 @@ CASES = [
     ("curesv-plot: Chrome trace to SVG and PNG", plot_chrome),
     ("curesv-plot: refusals; an RMM CSV", plot_refusals_and_rmm),
     ("curesv-plot: a trace cut short; bad input", plot_cut_short_and_bad_input),
+    ("curesv-plot: a plot read at a glance", plot_at_a_glance),
     ("curesv-plot: gnuplot missing", plot_without_gnuplot),
     ("curesv-plot: names that would run commands", plot_hostile_names),
     ("curesv-merge: two ranks, as torchrun starts them", merge_two_ranks),
