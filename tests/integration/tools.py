@@ -336,6 +336,16 @@ def plot_hostile_input(args, tmp):
     one_line(run_script([PLOT, os.path.join(tmp, "big.json"), "-o", "/nonexistent/dir/x.png"]),
              4, "-o /nonexistent/dir/x.png: no folder '/nonexistent/dir' to write it in")
     one_line(run_script([PLOT, "--bogus", "t.json"]), 2, "unrecognized arguments: --bogus")
+    # past its size limit (1 GiB; 1000 bytes here) a trace is refused before it is read whole
+    plot = load_plot_module()
+    plot.MAX_TRACE = 1000
+    try:
+        plot.read_trace("/dev/zero")
+        raise AssertionError("/dev/zero was read")
+    except plot.Failed as err:
+        expect("status", err.status, 1)
+        expect("line", str(err), "/dev/zero: longer than 0 MiB; plot a part of it (head -c 0M "
+               "/dev/zero > part: a trace cut short is read up to its last complete event)")
     # bytes that are not UTF-8 in a name, and a trace damaged in the middle: read up to the hole
     before = ('{"traceEvents":[\n' + many[:len(many) // 10]).replace('"scan"', '"sc\xff\xfean"', 1)
     with open(os.path.join(tmp, "hole.json"), "wb") as f:
@@ -349,7 +359,7 @@ def plot_hostile_input(args, tmp):
     if "sc\\xff\\xfean" not in p.stdout or "sc\\xff\\xfean: " not in " ".join(svg_texts(
             os.path.join(tmp, "hole.svg"))):
         raise AssertionError("the name's bytes are not escaped: %r" % p.stdout)
-    return "%d bad inputs, one line each" % (len(cases) + 2)
+    return "%d bad inputs, one line each" % (len(cases) + 3)
 
 
 def skipped_alone(p, contains):
@@ -380,6 +390,12 @@ def merge_hostile_input(args, tmp):
         with open(paths[-1], "w") as f:
             f.write(text)
         skipped_alone(run_script([MERGE, paths[-1]]), line)
+    with open(os.path.join(tmp, "huge.json"), "wb") as f:
+        f.truncate(65 << 20)                    # sparse: 65 MiB of NUL bytes, written at once
+    skipped_alone(run_script([MERGE, os.path.join(tmp, "huge.json")]),
+                  "huge.json: longer than 64 MiB: not a curesv report; skipped")
+    skipped_alone(run_script([MERGE, "/dev/zero"]),
+                  "/dev/zero: longer than 64 MiB: not a curesv report; skipped")
     with open(os.path.join(tmp, "bad8.json"), "wb") as f:
         f.write(json.dumps(report).replace('"curesv"', '"cur\xffesv"').encode("latin-1"))
     skipped_alone(run_script([MERGE, os.path.join(tmp, "bad8.json")]), "not UTF-8 text (byte ")
@@ -404,7 +420,7 @@ def merge_hostile_input(args, tmp):
         with open("/dev/full", "w") as full:
             p = subprocess.run([MERGE, good], stdout=full, stderr=subprocess.PIPE, text=True)
         one_line(p, 4, "cannot write the output: No space left on device")
-    return "%d bad inputs, names escaped" % (len(cases) + 2)
+    return "%d bad inputs, names escaped" % (len(cases) + 4)
 
 
 # ---- curesv-merge -----------------------------------------------------------------------------------
