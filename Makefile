@@ -5,7 +5,8 @@
 #   make demo       run the hand-off demo under the shim (real GPU if there is one, else simulated)
 #   make bench      print the benchmark tables
 #   make install    install under PREFIX (default /usr/local; DESTDIR for staging); make uninstall
-#   make fuzz       run each libFuzzer harness of tests/fuzz for FUZZ_RUNS inputs (clang)
+#   make fuzz       run each libFuzzer harness of tests/fuzz for FUZZ_RUNS inputs (clang), and
+#                   the scripts' fuzz driver for SCRIPTS_FUZZ_RUNS inputs
 #   make soak       the randomized drift soak (tests/soak) for OPS operations on THREADS threads
 #
 # VARIANT selects a build flavour, each in its own folder: plain (default), asan, tsan.
@@ -231,7 +232,7 @@ check-install: $(O)/libcuresv.so sim
 
 # The scripts that read curesv's output (curesv-plot, curesv-merge), on output made under the shim.
 check-tools: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress
+	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
@@ -271,8 +272,20 @@ $(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/oracles.h tests/utf8_reference.h 
 
 # One run per harness, so that make -j2 fuzz runs both at once (not .PHONY: make would not look
 # for their pattern rule). The harnesses are kept, not removed as intermediate files.
-fuzz: $(FUZZERS:%=fuzz-%)
+fuzz: $(FUZZERS:%=fuzz-%) fuzz-scripts
 .SECONDARY: $(FUZZERS:%=$(FUZZ)/fuzz_%)
+
+# The readers of curesv-plot and curesv-merge, mutated inputs from tests/fuzz/seeds/{plot,merge}
+# (tests/fuzz/scripts_fuzz.py: Python's standard library, a fixed seed, failing inputs saved in
+# build/fuzz/). About a minute at SCRIPTS_FUZZ_RUNS inputs per script.
+SCRIPTS_FUZZ_RUNS ?= 2000
+.PHONY: fuzz-scripts
+fuzz-scripts:
+	@mkdir -p $(FUZZ)
+	@python3 tests/fuzz/scripts_fuzz.py --runs $(SCRIPTS_FUZZ_RUNS) --out $(FUZZ) \
+		>$(FUZZ)/scripts.log 2>&1 || { tail -n 40 $(FUZZ)/scripts.log; \
+		echo "scripts_fuzz failed (all of it: $(FUZZ)/scripts.log)"; exit 1; }
+	@tail -n 3 $(FUZZ)/scripts.log
 
 fuzz-%: $(FUZZ)/fuzz_%
 	@mkdir -p $(FUZZ)/corpus-$*

@@ -41,6 +41,7 @@ STATUS_NAMES = {
     7: "CURESV_ERR_UNKNOWN_POINTER",
 }
 _INVALID = 1
+_UNKNOWN_NAME = 2
 _THREAD_NAME_MAX = 15  # bytes; the kernel's TASK_COMM_LEN less the NUL
 
 
@@ -159,8 +160,19 @@ def _name(call, name, allow_none=False):
     return name
 
 
+def _integer(call, value, what):
+    """An integer argument. A bool is refused: True is no size, device or address."""
+    if isinstance(value, bool):
+        raise TypeError("%s: the %s must be an integer, not bool" % (call, what))
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s: the %s must be an integer, not %s" % (call, what,
+                                                                   type(value).__name__)) from None
+
+
 def _unsigned(call, value, what, bits):
-    value = operator.index(value)
+    value = _integer(call, value, what)
     if value < 0 or value >> bits:
         raise _invalid(call, "%s %d is out of range" % (what, value))
     return value
@@ -180,7 +192,7 @@ def _address(call, obj, attributes):
             if value is not None:
                 obj = value() if callable(value) else value
                 break
-    if not isinstance(obj, int):
+    if not isinstance(obj, int) or isinstance(obj, bool):
         raise TypeError("%s: expected an address (int) or an object with %s, not %s"
                         % (call, " or ".join(attributes), type(obj).__name__))
     return _unsigned(call, obj, "address", 64)
@@ -192,7 +204,7 @@ def available():
 
 
 def _device(call, device):
-    device = operator.index(device)
+    device = _integer(call, device, "device")
     if not -2**31 <= device < 2**31:
         raise _invalid(call, "device %d is out of range" % device)
     return device
@@ -226,13 +238,20 @@ _attached = threading.local()
 def attached(name):
     """Attaches the calling thread to `name` for the `with` block. On leaving it, the thread is
     attached again to what this module's attach() or an enclosing attached() block had set, or
-    detached when neither had (an attachment by a CURESV_ATTACH rule is not restored)."""
+    detached when neither had or that reservation was released meanwhile (an attachment by a
+    CURESV_ATTACH rule is not restored)."""
     outer = getattr(_attached, "explicit", None)
     attach(name)
     try:
         yield
     finally:
-        attach(outer)
+        try:
+            attach(outer)
+        except CuresvError as err:
+            if err.status != _UNKNOWN_NAME:
+                raise
+            # released meanwhile: its threads would draw from the shared pool, as detached ones do
+            attach(None)
 
 
 def transfer(ptr, name):
@@ -295,15 +314,21 @@ _libc = None
 
 
 def name_thread(name=None):
-    """Names the calling OS thread `name` (default: the Python thread's name), cut to 15 bytes as
-    the kernel keeps it; returns the name set. Python does not name OS threads itself, so without
+    """Names the calling OS thread `name` (str or bytes; default: the Python thread's name), cut
+    to 15 bytes as the kernel keeps it; returns the name set. Another type raises TypeError, a NUL
+    character ValueError. Python does not name OS threads itself, so without
     this every thread is called after the process ("python3") and CURESV_ATTACH rules match
     nothing. Works with or without curesv (which re-reads the name at the thread's next
     allocation)."""
     global _libc
     if name is None:
         name = threading.current_thread().name
-    raw = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else bytes(name)
+    if isinstance(name, str):
+        raw = name.encode("utf-8", "surrogateescape")
+    elif isinstance(name, (bytes, bytearray)):
+        raw = bytes(name)
+    else:
+        raise TypeError("name_thread: the name must be str or bytes, not %s" % type(name).__name__)
     if b"\0" in raw:
         raise ValueError("a thread name cannot hold a NUL character")
     raw = raw[:_THREAD_NAME_MAX]

@@ -666,7 +666,7 @@ def check_module(report, out):
         expect("py_rule " + key, rule[key], want)
     released = sorted(r["name"] for r in report["reservations"] if r["released"])
     expect("released by the tests", released, ["py_a", "py_b", "py_c", "py_d", "py_e", "py_f",
-                                            "py_st"])
+                                            "py_g", "py_h", "py_h", "py_st"])
     expect("table live", report["table"]["live"], 0)
     expect("orphan bytes", report["orphan_bytes"], 0)
     return report["shared"]["allocs"], report["shared"]["frees"], "-"
@@ -1211,6 +1211,30 @@ def launcher_cases(launcher, b):
              check_has("curesv: CURESV_ATTACH: 'other=nosuch': no reservation 'nosuch' in "
                        "CURESV_RESERVATIONS; matching threads use the shared pool until it is "
                        "created", then=check_handoff("device")), sanitized=False),
+        # A flag given a value ran the value as the program (--json=echo ran echo), and an empty
+        # value set a variable to nothing.
+        ] + [Case("launcher: %s" % " ".join(a or "''" for a in argv),
+                  [launcher] + argv + ["--", b("handoff")], check_only_output(line + "\n"),
+                  exit_code=2, report="absent", sanitized=False) for argv, line in [
+            (["--json=echo"], "curesv: --json takes no value ('--json=echo'; see curesv --help)"),
+            (["--strict=1"], "curesv: --strict takes no value ('--strict=1'; see curesv --help)"),
+            (["--no-report=", "--check=x"],
+             "curesv: --no-report takes no value ('--no-report='; see curesv --help)"),
+            (["--bogus=1"], "curesv: unknown option '--bogus' (see curesv --help)"),
+            (["--reserve", ""], "curesv: --reserve: empty value (see curesv --help)"),
+            (["--reserve="], "curesv: --reserve: empty value (see curesv --help)"),
+            (["--capacity=400K", "--attach", ""],
+             "curesv: --attach: empty value (see curesv --help)"),
+            (["--report-file", ""], "curesv: --report-file: empty value (see curesv --help)"),
+            (["--lib="], "curesv: --lib: empty value (see curesv --help)"),
+        ]] + [
+        # every option that takes a value, in its --option=VALUE form
+        Case("launcher: --option=VALUE for every option with a value",
+             [launcher, "--capacity=400K", "--reserve=scan=100K", "--reserve=pipe=200K",
+              "--attach=scan=scan", "--attach=pipe=pipe", "--mode=enforce", "--attribution=origin",
+              "--stream-attach=off", "--log=warn", "--error-exitcode=0",
+              "--trace-format=rmm", "--json", "--", b("handoff")],
+             check_handoff("device"), sanitized=False),
         Case("launcher --error-exitcode", [launcher, "--error-exitcode", "9", "--", b("exit_status"),
                                            "leak", "0", "3000"],
              check_exit_status(3000, True), exit_code=9, same_output=True, sanitized=False),

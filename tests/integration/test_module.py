@@ -110,6 +110,12 @@ class Everywhere(unittest.TestCase):
         self.assertEqual(result["wide"], "\u00e9" * 7)
         with self.assertRaises(ValueError):
             curesv.name_thread("a\0b")
+        for wrong in (5, 1.5, ["x"], True):     # 5 read as bytes(5) was five NULs
+            with self.assertRaises(TypeError) as cm:
+                curesv.name_thread(wrong)
+            self.assertIn("must be str or bytes, not %s" % type(wrong).__name__,
+                          str(cm.exception))
+        self.assertEqual(curesv.name_thread(bytearray(b"stage-two")), "stage-two")
 
 
 @unittest.skipUnless(os.environ.get("LD_PRELOAD") is None or "libcuresv" not in
@@ -169,6 +175,16 @@ class WithTheLibrary(unittest.TestCase):
         self.assertStatus("CURESV_ERR_INVALID", curesv.reserve, "a\0b", KiB)
         with self.assertRaises(TypeError):
             curesv.reserve("py_z", "1M")
+        # a bool is no size or device (True reserved 1 byte)
+        for args in (("py_z", True), ("py_z", False), ("py_z", KiB, True)):
+            with self.assertRaises(TypeError) as cm:
+                curesv.reserve(*args)
+            self.assertIn("must be an integer, not bool", str(cm.exception))
+        self.assertStatus("CURESV_ERR_UNKNOWN_NAME", curesv.stats, "py_z")
+        with self.assertRaises(TypeError):
+            curesv.pool_stats(False)
+        with self.assertRaises(TypeError):
+            curesv.transfer(True, "py_a")
         with self.assertRaises(TypeError):
             curesv.reserve(42, KiB)
         self.assertStatus("CURESV_ERR_UNKNOWN_NAME", curesv.stats, "py_nosuch")
@@ -200,6 +216,27 @@ class WithTheLibrary(unittest.TestCase):
         self.assertStatus("CURESV_ERR_INVALID", curesv.pool_stats, 64)
         curesv.release("py_b")
         curesv.release("py_c")
+
+    def test_attached_after_a_release(self):
+        """Leaving attached() never raises because a reservation was released meanwhile."""
+        curesv.reserve("py_g", MiB)
+        curesv.reserve("py_h", MiB)
+        with curesv.attached("py_g"):
+            curesv.release("py_g")                  # the block's own reservation
+        curesv.attach("py_h")
+        with curesv.attached("py_rule"):
+            curesv.release("py_h")                  # the one to go back to
+        p = self.rt.malloc(16 * KiB)                # detached: the shared pool, not py_rule
+        self.assertEqual(curesv.stats("py_rule")["allocated"], 0)
+        self.assertGreaterEqual(curesv.pool_stats(0)["allocated"], 16 * KiB)
+        self.rt.free(p)
+        with self.assertRaises(KeyError):           # the block's own exception is not masked
+            curesv.reserve("py_h", MiB)
+            curesv.attach("py_h")
+            with curesv.attached("py_rule"):
+                curesv.release("py_h")
+                raise KeyError("mine")
+        curesv.attach(None)
 
     def test_rule_matches_a_named_python_thread(self):
         box = {}
