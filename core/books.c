@@ -127,6 +127,7 @@ void curesv_account_retire(curesv_ledger *l, unsigned slot, unsigned gen)
 
 struct target {
 	struct curesv_account *a;
+	struct curesv_cell *c;  /* the calling thread's cell of it, claimed (claim_cell); NULL: none */
 	unsigned account;       /* cell index */
 	uint32_t handle;
 	uint64_t serial;
@@ -157,15 +158,16 @@ HOT int64_t budget_of(curesv_ledger *l, const struct target *t)
 
 HOT void shared_target(curesv_ledger *l, int device, struct target *t)
 {
-	*t = (struct target){ &l->dev[device].shared, CURESV_ACCOUNT_SHARED0 + (unsigned)device,
+	*t = (struct target){ &l->dev[device].shared, NULL, CURESV_ACCOUNT_SHARED0 + (unsigned)device,
 			      CURESV_SHARED, CURESV_SHARED_SERIAL, 0, device };
 }
 
 /* A live reservation's target from its ident word (already checked). */
 HOT void res_target(curesv_ledger *l, unsigned slot, uint64_t id, int device, struct target *t)
 {
-	*t = (struct target){ &l->res[slot].acct, slot, (uint32_t)slot << 16 | curesv_ident_gen(id),
-			      curesv_ident_serial(id), curesv_ident_gen(id), device };
+	*t = (struct target){ &l->res[slot].acct, NULL, slot,
+			      (uint32_t)slot << 16 | curesv_ident_gen(id), curesv_ident_serial(id),
+			      curesv_ident_gen(id), device };
 }
 
 /* Where a charge to `origin` on `device` goes: the reservation while it is live and on that
@@ -283,6 +285,16 @@ HOT void cell_claim(curesv_ledger *l, struct curesv_cell *c, unsigned account,
 		cell_settle(l, c, account, v, serial, device);
 }
 
+/* Target t's cell of shard `shard` (the calling thread's), made to carry t's serial: every use of
+ * it in one operation follows. Only its own thread moves a cell to another serial. */
+HOT void claim_cell(curesv_ledger *l, int shard, struct target *t)
+{
+	if (__builtin_expect(shard < 0, 0))
+		return;
+	t->c = &l->books[shard].cell[t->account];
+	cell_claim(l, t->c, t->account, t->serial, t->device);
+}
+
 /* ---- words ---------------------------------------------------------------------------------------- */
 
 /* FULL: the word cannot count that much (2^47 bytes and more live on one account): the allocation
@@ -368,9 +380,10 @@ static int64_t reclaim(curesv_ledger *l, const struct target *t)
 }
 
 /* The part of books_add past the common case: leases (CAS), and flushes to the word. */
-COLD enum flush books_add_slow(curesv_ledger *l, const struct target *t, struct curesv_cell *c,
-			       int64_t delta, bool limited, bool keep, int64_t *after)
+COLD enum flush books_add_slow(curesv_ledger *l, const struct target *t, int64_t delta,
+			       bool limited, bool keep, int64_t *after)
 {
+	struct curesv_cell *c = t->c;
 	bool cas = curesv_reclaimable(l);
 	int64_t lo = keep ? -load64(&t->a->slack) : 0;
 	if (cas && delta < 0 && atomic_load_explicit(&t->a->draining, memory_order_relaxed))
@@ -411,13 +424,12 @@ COLD enum flush books_add_slow(curesv_ledger *l, const struct target *t, struct 
 /* Adds `delta` device bytes to target t on behalf of the calling thread: in its cell while the cell
  * stays within its slack range, else by moving the cell's value and delta to the word (held to the
  * budget when `limited`). *after: the books as the thread sees them (word + its cell). */
-HOT enum flush books_add(curesv_ledger *l, const struct target *t, int shard, int64_t delta,
-			 bool limited, bool keep, int64_t *after)
+HOT enum flush books_add(curesv_ledger *l, const struct target *t, int64_t delta, bool limited,
+			 bool keep, int64_t *after)
 {
-	struct curesv_cell *c = cell_of(l, shard, t->account);
+	struct curesv_cell *c = t->c;
 	if (__builtin_expect(!c, 0))
 		return flush_word(l, t, delta, limited, after);
-	cell_claim(l, c, t->account, t->serial, t->device);
 	if (!curesv_reclaimable(l)) {
 		/* the common case: a lease no other thread takes, that stays within [-slack, 0] */
 		int64_t n = cell_d(atomic_load_explicit(&c->books, memory_order_relaxed)) + delta;
@@ -428,7 +440,7 @@ HOT enum flush books_add(curesv_ledger *l, const struct target *t, int shard, in
 			return FLUSHED;
 		}
 	}
-	return books_add_slow(l, t, c, delta, limited, keep, after);
+	return books_add_slow(l, t, delta, limited, keep, after);
 }
 
 /* ---- charge ---------------------------------------------------------------------------------------- */
@@ -499,14 +511,16 @@ HOT void fill_charge(curesv_charge *c, const struct target *t)
 	c->origin = t->handle;
 	c->serial = t->serial;
 	c->account = t->account;
+	c->acct = t->a;
+	c->cell = t->c;
 }
 
 /* Device-tier books of a charge under origin attribution: denied only when the word refuses even
  * after every lease was taken back. */
-static enum flush charge_origin(curesv_ledger *l, const struct target *t, int shard, int64_t bytes,
+static enum flush charge_origin(curesv_ledger *l, const struct target *t, int64_t bytes,
 				bool enforce, int64_t *after)
 {
-	enum flush f = books_add(l, t, shard, bytes, enforce, true, after);
+	enum flush f = books_add(l, t, bytes, enforce, true, after);
 	if (f != OVER)
 		return f;
 	atomic_fetch_add_explicit(&t->a->draining, 1, memory_order_relaxed);
@@ -514,7 +528,7 @@ static enum flush charge_origin(curesv_ledger *l, const struct target *t, int sh
 		if (reclaim(l, t) == 0 && round > 0)
 			break;
 		else
-			f = books_add(l, t, shard, bytes, enforce, true, after);
+			f = books_add(l, t, bytes, enforce, true, after);
 	atomic_fetch_sub_explicit(&t->a->draining, 1, memory_order_relaxed);
 	return f;
 }
@@ -550,25 +564,20 @@ HOT void device_add(curesv_ledger *l, int shard, int device, int64_t delta, bool
 
 /* caller_view under origin attribution (the per-thread scheme's figure, a diagnostic): charges
  * add to the origin's, frees take from the freeing thread's account, in the thread's cell. */
-HOT void view_add(curesv_ledger *l, int shard, const struct target *t, int64_t delta)
+HOT void view_add(const struct target *t, int64_t delta)
 {
-	struct curesv_cell *c = cell_of(l, shard, t->account);
-	if (!c) {
+	if (__builtin_expect(!t->c, 0))
 		add64(&t->a->caller_view, delta);
-		return;
-	}
-	cell_claim(l, c, t->account, t->serial, t->device);
-	own_add(&c->view, delta);
+	else
+		own_add(&t->c->view, delta);
 }
 
-static bool charge_host(curesv_ledger *l, const struct target *t, int shard, int64_t bytes)
+static bool charge_host(const struct target *t, int64_t bytes)
 {
-	struct curesv_cell *c = cell_of(l, shard, t->account);
 	int64_t after;
-	if (!c)
+	if (!t->c)
 		return word_add(&t->a->word[CURESV_TIER_HOST], t->gen, bytes, -1, &after) == FLUSHED;
-	cell_claim(l, c, t->account, t->serial, t->device);
-	own_add(&c->host, bytes);
+	own_add(&t->c->host, bytes);
 	return true;
 }
 
@@ -601,9 +610,10 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 	for (;;) {
 		struct target t;
 		charge_target(l, origin, device, &t, &c->fell_back, &c->wrong_device);
+		claim_cell(l, shard, &t);
 		fill_charge(c, &t);
 		if (tier_of((uint8_t)kind) == CURESV_TIER_HOST) {
-			if (charge_host(l, &t, shard, b))
+			if (charge_host(&t, b))
 				return true;
 			origin = CURESV_SHARED; /* released meanwhile */
 			c->fell_back = true;
@@ -612,8 +622,8 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 		int64_t after = 0;
 		if (caller_books && !charge_caller_view(l, &t, b, enforce, &c->books))
 			return refuse(l, &t, c);
-		enum flush f = caller_books ? books_add(l, &t, shard, b, false, true, &after)
-					    : charge_origin(l, &t, shard, b, enforce, &after);
+		enum flush f = caller_books ? books_add(l, &t, b, false, true, &after)
+					    : charge_origin(l, &t, b, enforce, &after);
 		if (f != FLUSHED) {
 			if (caller_books)
 				add64(&t.a->caller_view, -b);
@@ -629,7 +639,7 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 		}
 		if (!caller_books) {
 			c->books = after;
-			view_add(l, shard, &t, b);
+			view_add(&t, b);
 		}
 		c->budget = budget_of(l, &t);
 		/* An enforced grant was checked against the budget by the word's own update; the
@@ -641,6 +651,52 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 	}
 }
 
+void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
+			  enum curesv_kind kind, curesv_charge *c)
+{
+	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
+	mark_seen(&l->dev[device]);
+	struct target t;
+	charge_target(l, origin, device, &t, &c->fell_back, &c->wrong_device);
+	fill_charge(c, &t);
+}
+
+int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
+{
+	int shard = curesv_shard_index();
+	struct target t = { c->acct, NULL, c->account, c->origin, c->serial,
+			    curesv_handle_gen(c->origin), c->device };
+	claim_cell(l, shard, &t);
+	c->cell = t.c;
+	int64_t b = (int64_t)c->bytes, after;
+	enum flush f = FLUSHED;
+	if (tier_of(c->kind) == CURESV_TIER_HOST) {
+		if (!charge_host(&t, b))
+			f = RETIRED;
+	} else {
+		f = books_add(l, &t, b, false, true, &after);
+		if (f == FULL)
+			return 0;
+		device_add(l, shard, c->device, b, true);
+	}
+	if (__builtin_expect(f != FLUSHED, 0)) {
+		/* released since t was resolved: its entry names it, its free drains the orphan
+		 * tier */
+		unsigned slot = c->origin == CURESV_SHARED ? 0 : t.account;
+		orphan_add(l, t.device, slot, tier_of(c->kind), b);
+		bump(&t.a->allocs);
+		return 1;
+	}
+	if (tier_of(c->kind) == CURESV_TIER_DEVICE) {
+		view_add(&t, b);
+		c->books = after;
+		c->budget = budget_of(l, &t);
+		c->over = after > c->budget && over_budget(l, &t, c->budget);
+	}
+	curesv_ledger_commit(l, c);
+	return 1;
+}
+
 HOT struct curesv_account *account_at(curesv_ledger *l, unsigned account)
 {
 	return account >= CURESV_ACCOUNT_SHARED0 ? &l->dev[account - CURESV_ACCOUNT_SHARED0].shared
@@ -650,8 +706,8 @@ HOT struct curesv_account *account_at(curesv_ledger *l, unsigned account)
 void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 {
 	int shard = curesv_shard_index();
-	struct curesv_account *a = account_at(l, c->account);
-	struct curesv_cell *cell = cell_of(l, shard, c->account);
+	struct curesv_account *a = c->acct;
+	struct curesv_cell *cell = c->cell;
 	/* the cell may have moved to another serial since the charge only if the reservation was
 	 * released meanwhile: then the count is the released one's, kept in the global counter */
 	bool mine = cell && cell_serial(atomic_load_explicit(&cell->books, memory_order_relaxed)) ==
@@ -710,18 +766,17 @@ HOT bool take_off(curesv_ledger *l, uint32_t handle, int device, uint8_t kind, i
 		return false;
 	}
 	int64_t after;
+	claim_cell(l, shard, t);
 	if (tier == CURESV_TIER_HOST) {
-		struct curesv_cell *c = cell_of(l, shard, t->account);
-		if (c) {
-			cell_claim(l, c, t->account, t->serial, device);
-			own_add(&c->host, -bytes);
+		if (t->c) {
+			own_add(&t->c->host, -bytes);
 		} else if (word_add(&t->a->word[CURESV_TIER_HOST], t->gen, -bytes, -1, &after) != FLUSHED) {
 			orphan_debit(l, device, slot, tier, bytes);
 			return false;
 		}
 		return true;
 	}
-	if (books_add(l, t, shard, -bytes, false, keep, &after) != FLUSHED) {
+	if (books_add(l, t, -bytes, false, keep, &after) != FLUSHED) {
 		orphan_debit(l, device, slot, tier, bytes);
 		return false;
 	}
@@ -745,7 +800,7 @@ void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c)
 		if (l->attribution == CURESV_ATTRIBUTION_CALLER)
 			add64(&t.a->caller_view, -bytes);
 		else
-			view_add(l, shard, &t, -bytes);
+			view_add(&t, -bytes);
 	}
 }
 
@@ -766,16 +821,18 @@ void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint6
 
 /* The account the per-thread scheme debits: the freeing thread's reservation when it is live and on
  * the buffer's device (as a charge would be), else that device's shared pool. */
-COLD void caller_target(curesv_ledger *l, curesv_ref caller, int device, struct target *t)
+COLD void caller_target(curesv_ledger *l, curesv_ref caller, int device, int shard,
+			struct target *t)
 {
 	bool fell_back = false, wrong_device = false;
 	charge_target(l, caller, device, t, &fell_back, &wrong_device);
+	claim_cell(l, shard, t);
 }
 
-HOT void count_free(curesv_ledger *l, int shard, const struct target *t, bool crossed)
+HOT void count_free(const struct target *t, bool crossed)
 {
-	struct curesv_cell *c = cell_of(l, shard, t->account);
-	if (c && cell_serial(atomic_load_explicit(&c->books, memory_order_relaxed)) == t->serial) {
+	struct curesv_cell *c = t->c;
+	if (__builtin_expect(c != NULL, 1)) {
 		own_bump(&c->frees);
 		if (crossed)
 			own_bump(&c->cross_thread_frees);
@@ -802,7 +859,7 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref cal
 	struct target t;
 	bool live = take_off(l, e->origin, e->device, e->kind, bytes, shard, !crossed, &t);
 	if (live) {
-		count_free(l, shard, &t, crossed);
+		count_free(&t, crossed);
 		if (cross_stream)
 			bump(&t.a->cross_stream_frees);
 	} else {
@@ -814,15 +871,15 @@ void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref cal
 	 * reservation dies right here may leave this one debit on its released account:
 	 * diagnostic only. */
 	if (live && curesv_ref_handle(caller) == e->origin && l->attribution != CURESV_ATTRIBUTION_CALLER) {
-		view_add(l, shard, &t, -bytes); /* the same account: its cell is at hand */
+		view_add(&t, -bytes); /* the same account: its cell is at hand */
 		return;
 	}
 	struct target ct;
-	caller_target(l, caller, e->device, &ct);
+	caller_target(l, caller, e->device, shard, &ct);
 	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
 		add64(&ct.a->caller_view, -bytes);
 	else
-		view_add(l, shard, &ct, -bytes);
+		view_add(&ct, -bytes);
 }
 
 /* ---- transfer ------------------------------------------------------------------------------------- */
@@ -958,7 +1015,7 @@ void curesv_books_release(curesv_ledger *l, unsigned slot, uint64_t serial, unsi
 {
 	struct curesv_reservation *r = &l->res[slot];
 	int device = atomic_load_explicit(&r->device, memory_order_relaxed);
-	struct target t = { &r->acct, slot, slot << 16 | gen, serial, gen, device };
+	struct target t = { &r->acct, NULL, slot, slot << 16 | gen, serial, gen, device };
 	/* Leases are budget, not live bytes: take them back before the word's bytes go to the
 	 * orphan tier. One formed after this look is settled later, when its cell is. */
 	if (curesv_reclaimable(l)) {

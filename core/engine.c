@@ -74,11 +74,17 @@ static inline bool enforcing(const curesv_engine *e)
 
 /* Charges op->origin; a reservation found released, or on another device, is reported once by the
  * thread. */
-static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
-		   enum curesv_kind kind, bool enforce)
+/* Who an allocation is charged to: its stream's reservation while the stream is attached, else
+ * the calling thread's. */
+static inline void resolve_origin(curesv_engine *e, curesv_alloc_op *op)
 {
-	bool ok = curesv_ledger_charge(&e->ledger, op->origin, device, bytes, kind, enforce,
-				       &op->charge);
+	op->origin = op->stream != CURESV_NO_STREAM
+			     ? curesv_engine_stream_origin(e, op->stream, &op->via_stream)
+			     : curesv_thread_origin();
+}
+
+static __attribute__((noinline)) void fell_back(curesv_engine *e, curesv_alloc_op *op)
+{
 	if (op->charge.fell_back) {
 		if (op->via_stream)
 			curesv_engine_stream_fell_back(e, op->stream, op->origin);
@@ -87,10 +93,20 @@ static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t b
 	}
 	if (op->charge.wrong_device) {
 		if (op->via_stream)
-			curesv_engine_stream_wrong_device(e, op->stream, op->origin, device);
+			curesv_engine_stream_wrong_device(e, op->stream, op->origin,
+							  op->charge.device);
 		else
-			curesv_thread_wrong_device(op->origin, device);
+			curesv_thread_wrong_device(op->origin, op->charge.device);
 	}
+}
+
+static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
+		   enum curesv_kind kind, bool enforce)
+{
+	bool ok = curesv_ledger_charge(&e->ledger, op->origin, device, bytes, kind, enforce,
+				       &op->charge);
+	if (op->charge.fell_back || op->charge.wrong_device)
+		fell_back(e, op);
 	return ok;
 }
 
@@ -148,8 +164,10 @@ bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64
 		op->untracked = true;
 		return true;
 	}
-	op->origin = stream != CURESV_NO_STREAM ? curesv_engine_stream_origin(e, stream, &op->via_stream)
-						: curesv_thread_origin();
+	/* Observe mode decides who pays once the allocation exists (alloc_end). */
+	if (__builtin_expect(!enforcing(e) && bytes <= CURESV_SIZE_LIMIT, 1))
+		return true;
+	resolve_origin(e, op);
 	if (bytes > CURESV_SIZE_LIMIT) {
 		op->untracked = true;
 		if (!enforcing(e))
@@ -250,6 +268,68 @@ static void settle_stale(curesv_engine *e, const curesv_entry *old)
 
 static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
 
+static void untracked(curesv_engine *e, uint64_t bytes)
+{
+	atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->untracked_bytes, bytes, memory_order_relaxed);
+}
+
+/* A table with no free slot: the allocation is failed (CURESV_TABLE_FULL=fail: false) or passed
+ * through untracked. */
+static bool table_full(curesv_engine *e, const curesv_alloc_op *op)
+{
+	const curesv_charge *c = &op->charge;
+	if (e->cfg.table_full == CURESV_TABLE_FULL_FAIL) {
+		atomic_fetch_add_explicit(&e->table_full_failures, 1, memory_order_relaxed);
+		CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes, .device = (int16_t)c->device,
+			     .kind = c->kind, .origin = c->origin, .stream = curesv_op_stream(op->stream));
+		CURESV_LOG_ONCE(CURESV_LOG_ERROR, "origin table full (%" PRIu64 " slots): failing "
+				"allocations (CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS",
+				e->table.mask + 1);
+		return false;
+	}
+	untracked(e, c->bytes);
+	CURESV_LOG_ONCE(CURESV_LOG_WARN, "origin table full (%" PRIu64 " slots): further allocations "
+			"are not tracked%s; raise CURESV_TABLE_SLOTS, or set CURESV_TABLE_FULL=fail",
+			e->table.mask + 1, enforcing(e) ? " nor held to any budget" : "");
+	return true;
+}
+
+static inline curesv_entry entry_of(const curesv_alloc_op *op, uint64_t ptr)
+{
+	const curesv_charge *c = &op->charge;
+	return (curesv_entry){ .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
+			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
+			       .kind = c->kind, .stream = op->stream == CURESV_NO_STREAM
+							  ? 0 : curesv_stream_tag(op->stream) };
+}
+
+/* Observe mode under origin attribution: who pays is decided now, the entry made, then the books
+ * charged and counted in one pass (nothing to undo if the table is full). */
+static bool alloc_now(curesv_engine *e, curesv_alloc_op *op, uint64_t ptr)
+{
+	curesv_charge *c = &op->charge;
+	resolve_origin(e, op);
+	curesv_ledger_target(&e->ledger, op->origin, c->device, c->bytes, c->kind, c);
+	if (__builtin_expect(c->fell_back || c->wrong_device, 0))
+		fell_back(e, op);
+	curesv_entry entry = entry_of(op, ptr), stale;
+	if (!curesv_table_insert_replacing(&e->table, &entry, &stale))
+		return table_full(e, op);
+	if (stale.ptr)
+		settle_stale(e, &stale);
+	if (!curesv_ledger_charge_now(&e->ledger, c)) {
+		/* more than the account can count: passed through, as an allocation over 64 TiB */
+		curesv_table_remove(&e->table, ptr, &stale);
+		untracked(e, c->bytes);
+		return true;
+	}
+	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
+		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+		     .stream = curesv_op_stream(op->stream));
+	return true;
+}
+
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
 	int shard = curesv_section_enter();
@@ -272,44 +352,29 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		return true;
 	}
 	if (op->untracked) {
-		atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
+		untracked(e, c->bytes);
 		return true;
 	}
+	if (!op->charged && e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN)
+		return alloc_now(e, op, ptr);
+	if (!op->charged)
+		resolve_origin(e, op);
 	if (!op->charged && !charge(e, op, c->device, c->bytes, c->kind, false)) {
 		/* more than the account can count: passed through, as an allocation over 64 TiB */
-		atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
+		untracked(e, c->bytes);
 		return true;
 	}
-	curesv_entry entry = { .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
-			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
-			       .kind = c->kind, .stream = op->stream == CURESV_NO_STREAM
-							   ? 0 : curesv_stream_tag(op->stream) }, stale;
-	if (curesv_table_insert_replacing(&e->table, &entry, &stale)) {
-		if (stale.ptr)
-			settle_stale(e, &stale);
-		curesv_ledger_commit(&e->ledger, c);
-		CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
-			     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
-			     .stream = curesv_op_stream(op->stream));
-		return true;
+	curesv_entry entry = entry_of(op, ptr), stale;
+	if (!curesv_table_insert_replacing(&e->table, &entry, &stale)) {
+		curesv_ledger_uncharge(&e->ledger, c);
+		return table_full(e, op);
 	}
-	curesv_ledger_uncharge(&e->ledger, c);
-	if (e->cfg.table_full == CURESV_TABLE_FULL_FAIL) {
-		atomic_fetch_add_explicit(&e->table_full_failures, 1, memory_order_relaxed);
-		CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes, .device = (int16_t)c->device,
-			     .kind = c->kind, .origin = c->origin, .stream = curesv_op_stream(op->stream));
-		CURESV_LOG_ONCE(CURESV_LOG_ERROR, "origin table full (%" PRIu64 " slots): failing "
-				"allocations (CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS",
-				e->table.mask + 1);
-		return false;
-	}
-	atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&e->untracked_bytes, c->bytes, memory_order_relaxed);
-	CURESV_LOG_ONCE(CURESV_LOG_WARN, "origin table full (%" PRIu64 " slots): further allocations "
-			"are not tracked%s; raise CURESV_TABLE_SLOTS, or set CURESV_TABLE_FULL=fail",
-			e->table.mask + 1, enforcing(e) ? " nor held to any budget" : "");
+	if (stale.ptr)
+		settle_stale(e, &stale);
+	curesv_ledger_commit(&e->ledger, c);
+	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
+		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+		     .stream = curesv_op_stream(op->stream));
 	return true;
 }
 

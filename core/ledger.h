@@ -177,6 +177,8 @@ typedef struct curesv_charge {
 	uint32_t origin;        /* the handle actually charged (CURESV_SHARED after a fallback) */
 	uint64_t serial;        /* its reservation's serial (the shared pool's for CURESV_SHARED) */
 	unsigned account;       /* account index */
+	struct curesv_account *acct;    /* that account, and the charging thread's cell of it */
+	struct curesv_cell *cell;       /*   (NULL: no shard), for commit */
 	int device;
 	uint64_t bytes;
 	uint8_t kind;
@@ -254,6 +256,16 @@ int curesv_locks_held(void);
  * and never touch device capacity. */
 bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
 			  enum curesv_kind kind, bool enforce, curesv_charge *c);
+/* Who pays for `bytes` of `kind` on `device` charged to `origin` (CURESV_SHARED or the allocating
+ * thread's or stream's attachment): the reservation while it is live and on that device, else that
+ * device's shared pool (c->fell_back, c->wrong_device say why). Fills c; changes no books. */
+void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
+			  enum curesv_kind kind, curesv_charge *c);
+/* Observe mode under origin attribution, once the allocation is in the origin table: charges and
+ * counts what curesv_ledger_target resolved, peaks included, in one pass. A reservation released
+ * since keeps the bytes in its orphan tier (its entry names it). Returns 0, changing nothing, when
+ * the account cannot count that much more (2^47 bytes): the caller passes it through untracked. */
+int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c);
 /* The allocation succeeded and is tracked: count it and update the peaks. */
 void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c);
 /* Undoes a charge whose allocation failed or was not tracked; counts nothing. */
