@@ -234,12 +234,9 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 
 /* `pool`: the memory pool a stream-ordered allocation comes from (0: the stream's device's). */
 #define ALLOC_HOOK_POOL(sym, kind, bytes, stream, pool, out, params, args)                    \
-	CUresult curesv_hook_##sym params                                                     \
+	static __attribute__((noinline)) CUresult tracked_##sym params                        \
 	{                                                                                     \
 		CURESV_FORWARD_TO(sym);                                                       \
-		if (curesv_nested())                                                          \
-			return curesv_nested_denied(kind, bytes) ? CUDA_ERROR_OUT_OF_MEMORY   \
-								 : real args;                 \
 		struct curesv_call c;                                                         \
 		if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, kind, bytes,                  \
 				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
@@ -250,19 +247,32 @@ static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, en
 		if (res != r && (out))                                                        \
 			*(out) = kept_;                                                       \
 		return res;                                                                   \
+	}                                                                                     \
+	/* Nested in a runtime call curesv counts already: straight through, a frame apart. */ \
+	CUresult curesv_hook_##sym params                                                     \
+	{                                                                                     \
+		if (!curesv_nested())                                                         \
+			return tracked_##sym args;                                            \
+		CURESV_FORWARD_TO(sym);                                                       \
+		return curesv_nested_denied(kind, bytes) ? CUDA_ERROR_OUT_OF_MEMORY : real args; \
 	}
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
-	CUresult curesv_hook_##sym params                                                     \
+	static __attribute__((noinline)) CUresult tracked_##sym params                        \
 	{                                                                                     \
 		CURESV_FORWARD_TO(sym);                                                       \
-		if (curesv_nested())                                                          \
-			return real args;                                                     \
 		struct curesv_call c;                                                         \
 		curesv_call_free(&c, CURESV_LAYER_DRIVER, (uint64_t)(uintptr_t)(ptr), stream); \
 		CUresult r = real args;                                                       \
 		curesv_call_free_done(&c, r == CUDA_SUCCESS);                                 \
 		return r;                                                                     \
+	}                                                                                     \
+	CUresult curesv_hook_##sym params                                                     \
+	{                                                                                     \
+		if (!curesv_nested())                                                         \
+			return tracked_##sym args;                                            \
+		CURESV_FORWARD_TO(sym);                                                       \
+		return real args;                                                             \
 	}
 
 ALLOC_HOOK(cuMemAlloc_v2, CURESV_KIND_DEVICE, bytesize, 0, dptr,

@@ -73,6 +73,7 @@ static void after_fork_child(void)
 						memory_order_relaxed);
 	curesv_driver_after_fork();
 	atomic_store_explicit(&owner, 0, memory_order_relaxed);
+	atomic_store_explicit(&curesv_shim_ready, NULL, memory_order_relaxed);
 }
 
 /* CURESV_ERROR_EXITCODE: the status the exit report asked for (0: none) and why. */
@@ -170,13 +171,17 @@ static int init_state(void)
 	return ACTIVE;
 }
 
-curesv_engine *curesv_shim_engine(void)
+curesv_engine *_Atomic curesv_shim_ready;
+
+curesv_engine *curesv_shim_engine_slow(void)
 {
 	/* acquire: pairs with the release below, so the engine is fully built when seen ACTIVE */
 	int s = atomic_load_explicit(&state, memory_order_acquire);
 	if (__builtin_expect(s == ACTIVE, 1)) {
-		if (__builtin_expect(atomic_load_explicit(&owner, memory_order_relaxed) == 0, 0))
+		if (atomic_load_explicit(&owner, memory_order_relaxed) == 0)
 			atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
+		/* release: a thread that reads it sees the engine built (and this process its owner) */
+		atomic_store_explicit(&curesv_shim_ready, &engine, memory_order_release);
 		return &engine;
 	}
 	if (s == DISABLED)
@@ -193,7 +198,7 @@ curesv_engine *curesv_shim_engine(void)
 		while (atomic_load_explicit(&state, memory_order_acquire) == INITIALISING)
 			sched_yield();
 	}
-	return curesv_shim_engine();
+	return curesv_shim_engine_slow();
 }
 
 bool curesv_shim_report_now(void)

@@ -50,7 +50,7 @@ static inline bool curesv_nested(void)
  * retry the runtime makes of it. */
 static inline bool curesv_nested_denied(int kind, uint64_t bytes)
 {
-	return curesv_frame.deny_pending && curesv_frame.deny_kind == kind &&
+	return __builtin_expect(curesv_frame.deny_pending, 0) && curesv_frame.deny_kind == kind &&
 	       curesv_frame.deny_bytes == bytes;
 }
 
@@ -66,7 +66,14 @@ struct curesv_call {
 
 /* The engine, initialised on first use from any thread; NULL when curesv is disabled (CURESV_ENABLE=0
  * or an invalid configuration): every hook is then a plain forward. */
-CURESV_HIDDEN curesv_engine *curesv_shim_engine(void);
+extern CURESV_HIDDEN curesv_engine *_Atomic curesv_shim_ready;   /* set once active (init.c) */
+CURESV_HIDDEN curesv_engine *curesv_shim_engine_slow(void);
+static inline curesv_engine *curesv_shim_engine(void)
+{
+	/* acquire: pairs with the store that published it */
+	curesv_engine *e = atomic_load_explicit(&curesv_shim_ready, memory_order_acquire);
+	return __builtin_expect(e != NULL, 1) ? e : curesv_shim_engine_slow();
+}
 
 /* Brackets around a real allocation; `stream` is a stream-ordered allocation's stream (0 for the
  * others, and for the legacy default stream), whose device the allocation belongs to, unless it
