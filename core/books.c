@@ -295,6 +295,23 @@ HOT void claim_cell(curesv_ledger *l, int shard, struct target *t)
 	cell_claim(l, t->c, t->account, t->serial, t->device);
 }
 
+/* A cell's new value n for target t, stored when the cell's range takes it: [-slack, 0], [0, 0]
+ * for bytes that may not stay as a lease. Plain store unless a reclaim may race it (enforce). */
+HOT bool cell_set(curesv_ledger *l, struct curesv_cell *c, uint64_t v, uint64_t serial, int64_t n,
+		  int64_t lo)
+{
+	if (n > 0 || n < lo)
+		return false;
+	uint64_t next = cell_make(serial, n);
+	if (!curesv_reclaimable(l)) {
+		atomic_store_explicit(&c->books, next, memory_order_relaxed);
+		return true;
+	}
+	/* CAS: a reclaim may be taking this lease */
+	return atomic_compare_exchange_strong_explicit(&c->books, &v, next, memory_order_relaxed,
+						       memory_order_relaxed);
+}
+
 /* ---- words ---------------------------------------------------------------------------------------- */
 
 /* FULL: the word cannot count that much (2^47 bytes and more live on one account): the allocation
@@ -597,6 +614,36 @@ static bool charge_caller_view(curesv_ledger *l, const struct target *t, int64_t
 	return true;
 }
 
+/* The common charge, in one pass: device memory under origin attribution, the thread's cell
+ * already carrying the account's serial and its lease, and its share of the device's total,
+ * covering the bytes. False (nothing changed) for anything else: the general path. */
+HOT bool charge_fast(curesv_ledger *l, curesv_charge *c, int shard, bool enforce)
+{
+	if (shard < 0 || curesv_kind_host(c->kind) || l->attribution != CURESV_ATTRIBUTION_ORIGIN)
+		return false;
+	struct curesv_thread_books *tb = &l->books[shard];
+	struct curesv_cell *cell = &tb->cell[c->account];
+	struct curesv_account *a = c->acct;
+	int64_t b = (int64_t)c->bytes;
+	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
+	int64_t n = cell_d(v) + b, share = load64(&tb->device[c->device]) + b;
+	if (cell_serial(v) != c->serial || share > 0 ||
+	    !cell_set(l, cell, v, c->serial, n, -load64(&a->slack)))
+		return false;
+	atomic_store_explicit(&tb->device[c->device], share, memory_order_relaxed);
+	own_add(&cell->view, b);
+	c->cell = cell;
+	c->books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) + n;
+	c->budget = c->origin == CURESV_SHARED ? pool_budget(l, c->device)
+					       : (int64_t)loadu(&l->res[c->account].size);
+	if (__builtin_expect(!enforce && c->books > c->budget, 0)) {
+		struct target t = { a, cell, c->account, c->origin, c->serial,
+				    curesv_handle_gen(c->origin), c->device };
+		c->over = over_budget(l, &t, c->budget);
+	}
+	return true;
+}
+
 bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
 			  enum curesv_kind kind, bool enforce, curesv_charge *c)
 {
@@ -610,6 +657,9 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 	for (;;) {
 		struct target t;
 		charge_target(l, origin, device, &t, &c->fell_back, &c->wrong_device);
+		fill_charge(c, &t);
+		if (__builtin_expect(charge_fast(l, c, shard, enforce), 1))
+			return true;
 		claim_cell(l, shard, &t);
 		fill_charge(c, &t);
 		if (tier_of((uint8_t)kind) == CURESV_TIER_HOST) {
@@ -664,6 +714,10 @@ void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device, uint6
 int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
 {
 	int shard = curesv_shard_index();
+	if (__builtin_expect(charge_fast(l, c, shard, false), 1)) {
+		curesv_ledger_commit(l, c);
+		return 1;
+	}
 	struct target t = { c->acct, NULL, c->account, c->origin, c->serial,
 			    curesv_handle_gen(c->origin), c->device };
 	claim_cell(l, shard, &t);
@@ -843,12 +897,43 @@ HOT void count_free(const struct target *t, bool crossed)
 		bump(&t->a->cross_thread_frees);
 }
 
+/* The common free, in one pass: device memory of a live account (the shared pool, or the
+ * reservation of the entry's generation) freed by the thread that allocated it, while attached to
+ * it, under origin attribution, its cell and share of the device's total keeping the bytes as a
+ * lease. False (nothing changed) for anything else: curesv_ledger_debit's general path. */
+HOT bool debit_fast(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+		    uint32_t caller_thread, int shard)
+{
+	if (e->thread != caller_thread || curesv_ref_handle(caller) != e->origin || shard < 0 ||
+	    curesv_kind_host(e->kind) || l->attribution != CURESV_ATTRIBUTION_ORIGIN)
+		return false;
+	struct target t;
+	if (!debit_target(l, e->origin, e->device, &t))
+		return false;
+	struct curesv_thread_books *tb = &l->books[shard];
+	struct curesv_cell *c = &tb->cell[t.account];
+	struct curesv_device *d = &l->dev[e->device];
+	int64_t bytes = (int64_t)e->bytes;
+	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
+	int64_t share = load64(&tb->device[e->device]) - bytes;
+	if (cell_serial(v) != t.serial || share < -load64(&d->slack) ||
+	    (curesv_reclaimable(l) && atomic_load_explicit(&t.a->draining, memory_order_relaxed)) ||
+	    !cell_set(l, c, v, t.serial, cell_d(v) - bytes, -load64(&t.a->slack)))
+		return false;
+	atomic_store_explicit(&tb->device[e->device], share, memory_order_relaxed);
+	own_bump(&c->frees);
+	own_add(&c->view, -bytes);
+	return true;
+}
+
 void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
 			 uint32_t caller_thread, bool cross_stream)
 {
 	if (!curesv_device_ok(e->device))
 		return;
 	int shard = curesv_shard_index();
+	if (__builtin_expect(!cross_stream, 1) && debit_fast(l, e, caller, caller_thread, shard))
+		return;
 	enum curesv_tier tier = tier_of(e->kind);
 	int64_t bytes = (int64_t)e->bytes;
 	/* Bytes another thread allocated go straight back to the books: a lease formed from them
