@@ -105,6 +105,18 @@ void curesv_config_defaults(curesv_config *cfg);
  * CURESV_* names add a warning line. Returns the number of errors (0 = the configuration is valid). */
 unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *diag);
 
+/* True in secure-execution mode (getauxval(AT_SECURE): a setuid or setgid program, or one with file
+ * capabilities, run by someone it does not belong to). */
+bool curesv_secure_execution(void);
+
+/* curesv_config_load as it behaves with curesv_secure_execution() == `secure`: under secure
+ * execution the variables naming files curesv writes (CURESV_REPORT_FILE, CURESV_TRACE) are
+ * ignored, since the environment is the unprivileged caller's, and one warning line says so (the
+ * report goes to stderr, no trace is written). From the process environment (envp NULL) those
+ * variables are read with secure_getenv. */
+unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv_diag *diag,
+				   bool secure);
+
 /* Writes every diagnostic line to the log at its own level. */
 void curesv_diag_log(const curesv_diag *diag);
 
