@@ -164,7 +164,7 @@ check-integration: $(O)/libcuresv.so sim
 # The cases that need root (a set-user-ID program, a full filesystem): each says SKIPPED where it
 # cannot run. Plain shim only: the loader preloads no sanitizer runtime into a set-user-ID program.
 PRIVILEGED := python3 tests/integration/privileged.py --lib $(O)/libcuresv.so --sim $(SIM_DIR) \
-	--src tests/integration --cc "$(IT_CC)"
+	--bin $(IT_BIN) --src tests/integration --cc "$(IT_CC)"
 
 # ---- the drift soak: random operations of every family racing control calls, exact books ---------
 # Built once, plain; run under $(O)'s shim (a sanitized one behind its runtime), observe and enforce.

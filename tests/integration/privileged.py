@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Integration cases that need root: a real set-user-ID program, a real full filesystem.
 
-    privileged.py --lib build/plain/libcuresv.so --sim build/sim --src tests/integration
-                  --cc "cc -std=c11 -O1 -g -pthread -I/usr/local/cuda/include" [--only SUBSTR]
+    privileged.py --lib build/plain/libcuresv.so --sim build/sim --bin build/plain/it
+                  --src tests/integration --cc "cc -std=c11 -O1 -g -pthread -I/usr/local/cuda/include"
+                  [--only SUBSTR]
 
 Each case prints pass, FAIL (with why) or SKIPPED (with why: not root, a nosuid mount, a tool
 missing); a skipped case never reads as a pass. Exit status 1 when a case failed.
 """
 import argparse
+import json
 import os
 import shutil
 import stat
@@ -182,11 +184,91 @@ def secure_launcher(args, tmp):
     expect("the root-only folder", os.listdir(vault), [])
 
 
+# ---- a full filesystem: a small tmpfs -------------------------------------------------------------------
+
+class Tmpfs:
+    """A tmpfs of `size` bytes at a new folder under `tmp`, `filled` with a file as large as it
+    holds; unmounted on leaving."""
+    def __init__(self, tmp, size, filled):
+        need_root()
+        self.dir = private_dir(tmp, "small", 0o755)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % size, "tmpfs", self.dir],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise Skip("cannot mount a tmpfs: %s" % p.stderr.strip())
+        self.filled = filled
+
+    def __enter__(self):
+        if self.filled:
+            try:
+                fd = os.open(os.path.join(self.dir, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+            except OSError:
+                self.__exit__()
+                raise
+            try:
+                while os.write(fd, b"\0" * 4096) > 0:
+                    pass
+            except OSError:
+                pass
+            os.close(fd)
+        return self.dir
+
+    def __exit__(self, *exc):
+        subprocess.run(["umount", self.dir], check=True)
+
+
+def shim_run(args, argv, env):
+    full = dict(os.environ)
+    full.update(env)
+    full.update({"LD_PRELOAD": args.lib, "LD_LIBRARY_PATH": args.sim})
+    return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=120)
+
+
+def full_report(args, tmp):
+    """The report file is on a full filesystem: the report goes to stderr after one line that
+    names the file and the reason, as when the file cannot be opened."""
+    with Tmpfs(tmp, 64 * 1024, filled=True) as full:
+        path = os.path.join(full, "r.txt")
+        p = shim_run(args, [os.path.join(args.bin, "handoff")],
+                     {"CURESV_CAPACITY": "400K", "CURESV_RESERVATIONS": "scan=100K,pipe=200K",
+                      "CURESV_ATTACH": "scan=scan,pipe=pipe", "CURESV_REPORT_FILE": path})
+        expect("exit status (%s)" % p.stderr.strip()[-300:], p.returncode, 0)
+        want = ("curesv: CURESV_REPORT_FILE: '%s': could not write the report: No space left on "
+                "device; the report goes to stderr instead" % path)
+        expect("lines naming the file", [l for l in p.stderr.splitlines() if path in l], [want])
+        expect("first line", p.stderr.splitlines()[0], want)
+        curesv_lines_only(p.stderr)
+        if not any(l.startswith("curesv:   scan ") for l in p.stderr.splitlines()):
+            raise AssertionError("no report on stderr: %r" % p.stderr[-300:])
+
+
+def full_trace(args, tmp):
+    """The trace fills its filesystem (64 KiB) while 4 threads make 16,000 allocations: one line
+    names the file, the trace keeps what was written, the program and the report go on whole."""
+    with Tmpfs(tmp, 64 * 1024, filled=False) as small:
+        trace = os.path.join(small, "t.csv")
+        report = os.path.join(tmp, "report.json")
+        p = shim_run(args, [os.path.join(args.bin, "stress"), "4", "4000"],
+                     {"CURESV_TRACE": trace, "CURESV_REPORT": "json",
+                      "CURESV_REPORT_FILE": report})
+        expect("exit status (%s)" % p.stderr.strip()[-300:], p.returncode, 0)
+        expect("stderr", p.stderr, "curesv: CURESV_TRACE: '%s': No space left on device; the trace "
+               "stops here, the program runs on\n" % trace)
+        size = os.path.getsize(trace)
+        if not 60 * 1024 <= size <= 64 * 1024:
+            raise AssertionError("the trace holds %d bytes, not what fit in 64 KiB" % size)
+        with open(report) as f:
+            shared = json.load(f)["shared"]
+        expect("allocs and frees", (shared["allocs"], shared["frees"]), (16000, 16000))
+
+
 CASES = [
     ("secure execution: a set-user-ID program run by uid %d writes no file the environment "
      "names" % NOBODY, secure_files),
     ("secure execution: the same program run by its owner writes both", secure_control),
     ("secure execution: the launcher on a set-user-ID program", secure_launcher),
+    ("full filesystem: the report goes to stderr after a line naming the file", full_report),
+    ("full filesystem: the trace stops after one line naming the file", full_trace),
 ]
 
 
@@ -194,11 +276,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--sim", required=True)
+    ap.add_argument("--bin", required=True)
     ap.add_argument("--src", required=True)
     ap.add_argument("--cc", required=True)
     ap.add_argument("--only", default="")
     args = ap.parse_args()
-    args.lib, args.sim, args.src = (os.path.abspath(x) for x in (args.lib, args.sim, args.src))
+    args.lib, args.sim, args.src, args.bin = (os.path.abspath(x) for x in (args.lib, args.sim,
+                                                                         args.src, args.bin))
     rows, failed = [], 0
     for name, case in CASES:
         if args.only not in name:
