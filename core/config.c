@@ -16,6 +16,7 @@
 #include "report.h"
 
 #include "escape.h"
+#include "outfile.h"
 
 extern char **environ;
 
@@ -951,4 +952,21 @@ bool curesv_config_expand_path(const curesv_config *cfg, const char *pattern, lo
 bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n)
 {
 	return curesv_config_expand_path(cfg, cfg->report_file, pid, out, n);
+}
+
+bool curesv_config_outputs_clash(const curesv_config *cfg, long pid, char *out, size_t n)
+{
+	char report[CURESV_PATH_MAX], trace[CURESV_PATH_MAX];
+	if (!cfg->report_file[0] || !cfg->trace_file[0] ||
+	    !curesv_config_expand_path(cfg, cfg->report_file, pid, report, sizeof report) ||
+	    !curesv_config_expand_path(cfg, cfg->trace_file, pid, trace, sizeof trace) ||
+	    !curesv_outfile_same(report, trace))
+		return false;
+	char shown_report[128], shown_trace[128];
+	quote(cfg->report_file, strlen(cfg->report_file), shown_report, sizeof shown_report);
+	quote(cfg->trace_file, strlen(cfg->trace_file), shown_trace, sizeof shown_trace);
+	snprintf(out, n, "CURESV_REPORT_FILE and CURESV_TRACE: '%s' and '%s' are one file: the report "
+		 "would replace the trace (at run time the trace is kept and the report goes to "
+		 "stderr); give them different names", shown_report, shown_trace);
+	return true;
 }

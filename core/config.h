@@ -148,4 +148,10 @@ bool curesv_config_expand_path(const curesv_config *cfg, const char *pattern, lo
 /* curesv_config_expand_path of CURESV_REPORT_FILE. */
 bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n);
 
+/* When CURESV_REPORT_FILE and CURESV_TRACE name one file once expanded for process `pid` (however
+ * spelt: outfile.h's curesv_outfile_same), writes the error line that says so into `out` and
+ * returns true: the report would replace the trace. At run time the file is the trace's, and the
+ * report goes to stderr (outfile.h); `curesv --check` calls it an error. */
+bool curesv_config_outputs_clash(const curesv_config *cfg, long pid, char *out, size_t n);
+
 #endif

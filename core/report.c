@@ -834,7 +834,7 @@ static curesv_status emit_locked(curesv_engine *e, long pid)
 		return CURESV_ERR_INVALID;
 	}
 	char why[192];
-	int fd = curesv_outfile_open(path, why, sizeof why);
+	int fd = curesv_outfile_open(path, "CURESV_REPORT_FILE", why, sizeof why);
 	if (fd >= 0 && write_and_close(e, fd, pid))
 		return CURESV_OK;
 	if (fd >= 0)

@@ -345,7 +345,7 @@ void curesv_trace_open(const curesv_config *cfg)
 	}
 	ring_key_made = true;
 	char why[128];
-	int fd = curesv_outfile_open(shown_path, why, sizeof why);
+	int fd = curesv_outfile_open(shown_path, "CURESV_TRACE", why, sizeof why);
 	if (fd < 0) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': %s; no trace is written", shown_path,
 			   why);

@@ -960,6 +960,45 @@ Test(config, paths_apply_outside_secure_execution)
 	unsetenv("CURESV_TRACE");
 }
 
+/* ---- CURESV_REPORT_FILE and CURESV_TRACE naming one file ------------------------------------------ */
+
+static bool clash(const char *report, const char *trace, char *line, size_t n)
+{
+	char r[300], t[300];
+	snprintf(r, sizeof r, "CURESV_REPORT_FILE=%s", report);
+	snprintf(t, sizeof t, "CURESV_TRACE=%s", trace);
+	assert_clean(LOAD(r, t));
+	return curesv_config_outputs_clash(&cfg, 42, line, n);
+}
+
+Test(config, report_file_and_trace_naming_one_file)
+{
+	char line[512], a[128], b[128];
+	char dir[] = "/tmp/curesv-clash-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(a, sizeof a, "%s/t-%%p.csv", dir);
+	snprintf(b, sizeof b, "%s/./t-%%r.csv", dir); /* no rank: %r is the pid */
+	cr_assert(clash(b, a, line, sizeof line));
+	char want[512];
+	snprintf(want, sizeof want, "CURESV_REPORT_FILE and CURESV_TRACE: '%s' and '%s' are one file: "
+		 "the report would replace the trace (at run time the trace is kept and the report "
+		 "goes to stderr); give them different names", b, a);
+	cr_assert_str_eq(line, want);
+	cr_assert(clash(a, a, line, sizeof line));
+	/* with a rank, %r and %p differ; other names differ */
+	snprintf(b, sizeof b, "CURESV_REPORT_FILE=%s/t-%%r.csv", dir);
+	char t[200];
+	snprintf(t, sizeof t, "CURESV_TRACE=%s", a);
+	assert_clean(LOAD(b, t, "RANK=3"));
+	cr_assert_not(curesv_config_outputs_clash(&cfg, 42, line, sizeof line));
+	snprintf(b, sizeof b, "%s/report.txt", dir);
+	cr_assert_not(clash(b, a, line, sizeof line));
+	/* one of them unset */
+	assert_clean(LOAD(t));
+	cr_assert_not(curesv_config_outputs_clash(&cfg, 42, line, sizeof line));
+	rmdir(dir);
+}
+
 /* ---- unknown variables, several problems at once --------------------------------------------------- */
 
 Test(config, unknown_variables_warn)
