@@ -116,8 +116,7 @@ SIM_LINKS := $(SIM_DIR)/libcudart.so $(SIM_DIR)/libcuda.so
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
-	streams graphs vmm fork_free fork_in_handler \
-	peak_handoff)
+	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff)
 
 $(IT)/%: tests/integration/%.c shim/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -161,6 +160,12 @@ check-integration: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)):$(abspath $(IT_BIN)) python3 tests/integration/run.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN) --stack sim \
 		$(if $(SAN_RUNTIME),--sanitizer-runtime $(SAN_RUNTIME))
+	$(if $(filter plain,$(VARIANT)),$(PRIVILEGED))
+
+# The cases that need root (a set-user-ID program, a full filesystem): each says SKIPPED where it
+# cannot run. Plain shim only: the loader preloads no sanitizer runtime into a set-user-ID program.
+PRIVILEGED := python3 tests/integration/privileged.py --lib $(O)/libcuresv.so --sim $(SIM_DIR) \
+	--bin $(IT_BIN) --src tests/integration --cc "$(IT_CC)"
 
 # ---- the drift soak: random operations of every family racing control calls, exact books ---------
 # Built once, plain; run under $(O)'s shim (a sanitized one behind its runtime), observe and enforce.

@@ -10,11 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "report.h"
 
 #include "escape.h"
+#include "outfile.h"
 
 extern char **environ;
 
@@ -38,6 +40,7 @@ struct option {
 	option_parser parse;
 	bool cosmetic;          /* a bad value warns and keeps the default: tracking is not affected */
 	const char *shown;      /* cosmetic: the default as the warning names it */
+	bool path;              /* names a file curesv writes: never read under secure execution */
 };
 
 static bool fail(struct bad *bad, const char *text, size_t len, const char *reason)
@@ -485,24 +488,25 @@ KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format, "rmm 
 	       "chrome")
 
 /* `cosmetic`: the variable only shapes what curesv prints, so a bad value is a warning and the
- * default (`shown` in the warning) applies; tracking goes on. */
+ * default (`shown` in the warning) applies; tracking goes on. `path`: the variable names a file
+ * curesv writes, so it is ignored under secure execution (curesv_config_load_secure). */
 static const struct option options[] = {
-	{ "CURESV_ENABLE", "1", parse_enable, false, NULL }, /* first: the load stops at 0 */
-	{ "CURESV_CAPACITY", NULL, parse_capacity, false, NULL },
-	{ "CURESV_RESERVATIONS", "", parse_reservations, false, NULL },
-	{ "CURESV_ATTACH", "", parse_attach, false, NULL },
-	{ "CURESV_MODE", "observe", parse_mode, false, NULL },
-	{ "CURESV_ATTRIBUTION", "origin", parse_attribution, false, NULL },
-	{ "CURESV_TABLE_SLOTS", "65536", parse_table_slots, false, NULL },
-	{ "CURESV_TABLE_FULL", "passthrough", parse_table_full, false, NULL },
-	{ "CURESV_REPORT", "text", parse_report, true, "text" },
-	{ "CURESV_REPORT_FILE", "", parse_report_file, true, "stderr" },
-	{ "CURESV_LOG", "warn", parse_log, true, "warn" },
-	{ "CURESV_STRICT", "0", parse_strict, false, NULL },
-	{ "CURESV_ERROR_EXITCODE", "0", parse_error_exitcode, false, NULL },
-	{ "CURESV_TRACE", "", parse_trace, true, "none" },
-	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, true, "rmm" },
-	{ "CURESV_STREAM_ATTACH", "off", parse_stream_attach, false, NULL },
+	{ "CURESV_ENABLE", "1", parse_enable, false, NULL, false }, /* first: the load stops at 0 */
+	{ "CURESV_CAPACITY", NULL, parse_capacity, false, NULL, false },
+	{ "CURESV_RESERVATIONS", "", parse_reservations, false, NULL, false },
+	{ "CURESV_ATTACH", "", parse_attach, false, NULL, false },
+	{ "CURESV_MODE", "observe", parse_mode, false, NULL, false },
+	{ "CURESV_ATTRIBUTION", "origin", parse_attribution, false, NULL, false },
+	{ "CURESV_TABLE_SLOTS", "65536", parse_table_slots, false, NULL, false },
+	{ "CURESV_TABLE_FULL", "passthrough", parse_table_full, false, NULL, false },
+	{ "CURESV_REPORT", "text", parse_report, true, "text", false },
+	{ "CURESV_REPORT_FILE", "", parse_report_file, true, "stderr", true },
+	{ "CURESV_LOG", "warn", parse_log, true, "warn", false },
+	{ "CURESV_STRICT", "0", parse_strict, false, NULL, false },
+	{ "CURESV_ERROR_EXITCODE", "0", parse_error_exitcode, false, NULL, false },
+	{ "CURESV_TRACE", "", parse_trace, true, "none", true },
+	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, true, "rmm", false },
+	{ "CURESV_STREAM_ATTACH", "off", parse_stream_attach, false, NULL, false },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -800,15 +804,65 @@ static void complain_entry(struct bad *bad)
 	complain((struct loading *)bad);
 }
 
+bool curesv_secure_execution(void)
+{
+	return getauxval(AT_SECURE) != 0;
+}
+
+/* The value of an output path variable, or NULL when it is unset or ignored (*ignored). From the
+ * process environment it is read with secure_getenv, which answers NULL under secure execution
+ * whatever `secure` says. */
+static const char *path_value(char *const *envp, bool own, const char *name, bool secure,
+			      bool *ignored)
+{
+	const char *set = option_value(envp, name);
+	const char *value = set && own ? secure_getenv(name) : set;
+	*ignored = set && set[0] && (secure || !value);
+	return *ignored ? NULL : value;
+}
+
+/* Under secure execution the environment names no file curesv writes: one line says which
+ * variables were ignored and where the output goes instead. */
+static void say_secure(const curesv_config *c, bool report_file, bool trace, curesv_diag *d)
+{
+	if (!report_file && !trace)
+		return;
+	char instead[64] = "";
+	bool report = report_file && c->report != CURESV_REPORT_OFF;
+	snprintf(instead, sizeof instead, "%s%s%s", report ? "; the report goes to stderr" : "",
+		 trace ? (report ? ", " : "; ") : "", trace ? "no trace is written" : "");
+	diag_add(d, CURESV_LOG_WARN, "secure execution (a setuid, setgid or file-capability program): "
+		 "%s%s%s ignored, curesv writes no file that the environment names%s",
+		 report_file ? "CURESV_REPORT_FILE" : "", report_file && trace ? " and " : "",
+		 trace ? "CURESV_TRACE" : "", instead);
+}
+
 unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *diag)
+{
+	return curesv_config_load_secure(cfg, envp, diag, curesv_secure_execution());
+}
+
+unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv_diag *diag,
+				   bool secure)
 {
 	memset(diag, 0, sizeof *diag);
 	curesv_config_defaults(cfg);
 	n_refused = 0;
-	if (!envp)
+	bool own = !envp, ignored_report = false, ignored_trace = false;
+	if (own)
 		envp = environ;
 	for (size_t i = 0; i < N_OPTIONS; i++) {
-		const char *value = option_value(envp, options[i].name);
+		const char *value;
+		if (options[i].path) {
+			bool ignored;
+			value = path_value(envp, own, options[i].name, secure, &ignored);
+			if (options[i].parse == parse_trace)
+				ignored_trace = ignored;
+			else
+				ignored_report = ignored;
+		} else {
+			value = option_value(envp, options[i].name);
+		}
 		if (!value)
 			continue;
 		/* Parse into a scratch copy so a bad value leaves the default in place; a list keeps
@@ -826,6 +880,7 @@ unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *
 		if (!cfg->enable)
 			return diag->errors;
 	}
+	say_secure(cfg, ignored_report, ignored_trace, diag);
 	load_rank(cfg, envp, diag);
 	load_host(cfg);
 	check_capacity(cfg, diag);
@@ -897,4 +952,21 @@ bool curesv_config_expand_path(const curesv_config *cfg, const char *pattern, lo
 bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n)
 {
 	return curesv_config_expand_path(cfg, cfg->report_file, pid, out, n);
+}
+
+bool curesv_config_outputs_clash(const curesv_config *cfg, long pid, char *out, size_t n)
+{
+	char report[CURESV_PATH_MAX], trace[CURESV_PATH_MAX];
+	if (!cfg->report_file[0] || !cfg->trace_file[0] ||
+	    !curesv_config_expand_path(cfg, cfg->report_file, pid, report, sizeof report) ||
+	    !curesv_config_expand_path(cfg, cfg->trace_file, pid, trace, sizeof trace) ||
+	    !curesv_outfile_same(report, trace))
+		return false;
+	char shown_report[128], shown_trace[128];
+	quote(cfg->report_file, strlen(cfg->report_file), shown_report, sizeof shown_report);
+	quote(cfg->trace_file, strlen(cfg->trace_file), shown_trace, sizeof shown_trace);
+	snprintf(out, n, "CURESV_REPORT_FILE and CURESV_TRACE: '%s' and '%s' are one file: the report "
+		 "would replace the trace (at run time the trace is kept and the report goes to "
+		 "stderr); give them different names", shown_report, shown_trace);
+	return true;
 }

@@ -105,6 +105,18 @@ void curesv_config_defaults(curesv_config *cfg);
  * CURESV_* names add a warning line. Returns the number of errors (0 = the configuration is valid). */
 unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *diag);
 
+/* True in secure-execution mode (getauxval(AT_SECURE): a setuid or setgid program, or one with file
+ * capabilities, run by someone it does not belong to). */
+bool curesv_secure_execution(void);
+
+/* curesv_config_load as it behaves with curesv_secure_execution() == `secure`: under secure
+ * execution the variables naming files curesv writes (CURESV_REPORT_FILE, CURESV_TRACE) are
+ * ignored, since the environment is the unprivileged caller's, and one warning line says so (the
+ * report goes to stderr, no trace is written). From the process environment (envp NULL) those
+ * variables are read with secure_getenv. */
+unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv_diag *diag,
+				   bool secure);
+
 /* Writes every diagnostic line to the log at its own level. */
 void curesv_diag_log(const curesv_diag *diag);
 
@@ -135,5 +147,11 @@ bool curesv_config_expand_path(const curesv_config *cfg, const char *pattern, lo
 
 /* curesv_config_expand_path of CURESV_REPORT_FILE. */
 bool curesv_config_report_path(const curesv_config *cfg, long pid, char *out, size_t n);
+
+/* When CURESV_REPORT_FILE and CURESV_TRACE name one file once expanded for process `pid` (however
+ * spelt: outfile.h's curesv_outfile_same), writes the error line that says so into `out` and
+ * returns true: the report would replace the trace. At run time the file is the trace's, and the
+ * report goes to stderr (outfile.h); `curesv --check` calls it an error. */
+bool curesv_config_outputs_clash(const curesv_config *cfg, long pid, char *out, size_t n);
 
 #endif

@@ -7,16 +7,31 @@
  *     predictable, and another user could plant one to have a file of the user's truncated);
  *   - a FIFO or socket, read or not (the open does not wait for a reader), a character or block
  *     device (/dev/null and /dev/tty included), a directory.
- * A regular file is truncated only once it is known to be one. Links in the directories above the
- * last component are followed as usual. Thread-safe. */
+ * A regular file is truncated only once it is known to be one, and only when curesv may have it:
+ *   - one file is one output's: a file that another variable named earlier in the process (the
+ *     trace's, open or closed) is refused, left as it is, whatever spelling reaches it;
+ *   - a file another process is writing to is refused, left as it is: the open takes an exclusive
+ *     flock(2), held as long as the descriptor (the trace's, for its life), so a CUDA program
+ *     started with the same CURESV_TRACE never truncates a running program's trace. Where the
+ *     filesystem has no locks the file is written all the same.
+ * Links in the directories above the last component are followed as usual. Thread-safe. */
 #ifndef CURESV_OUTFILE_H
 #define CURESV_OUTFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-/* Opens `path` for writing as above. Returns a file descriptor (O_WRONLY, close-on-exec, blocking
- * writes, at offset 0 of an empty file), or -1 with the reason in why[0..n) (NUL-terminated), e.g.
- * "a symbolic link (not followed)", "not a regular file (a FIFO)", or strerror's text. */
-int curesv_outfile_open(const char *path, char *why, size_t n);
+/* Opens `path`, named by variable `var` ("CURESV_TRACE"; a static string), for writing as above and
+ * remembers it as `var`'s for the rest of the process. Returns a file descriptor (O_WRONLY,
+ * close-on-exec, blocking writes, at offset 0 of an empty file, locked), or -1 with the reason in
+ * why[0..n) (NUL-terminated), e.g. "a symbolic link (not followed)", "not a regular file (a
+ * FIFO)", "the file CURESV_TRACE writes to, left as it is", "another process is writing to it
+ * (put %p in the name to give each process its own)", or strerror's text. */
+int curesv_outfile_open(const char *path, const char *var, char *why, size_t n);
+
+/* True when paths `a` and `b` name one file, whether it exists yet or not: the same file (a hard
+ * link too) when both exist, else the same last component in the same directory (links in the
+ * directories followed: "t.csv", "./t.csv" and "/abs/t.csv" are one). */
+bool curesv_outfile_same(const char *a, const char *b);
 
 #endif

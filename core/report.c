@@ -21,6 +21,7 @@
 struct out {
 	int fd;
 	bool failed;
+	int err;        /* errno of the write that failed */
 	bool one_line;  /* text: each out_printf is one line, escaped as escape.h says */
 	size_t n;
 	char buf[4096];
@@ -35,6 +36,7 @@ static void out_flush(struct out *o)
 			continue;
 		if (w <= 0) {
 			o->failed = true;
+			o->err = w < 0 ? errno : ENOSPC;
 			break;
 		}
 		p += w;
@@ -784,6 +786,8 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
 		write_text(e, &o, &snapshot, pid);
 	curesv_unlock(&snapshot_lock);
 	out_flush(&o);
+	if (o.failed)
+		errno = o.err;
 	return !o.failed;
 }
 
@@ -800,32 +804,46 @@ void curesv_report_findings(curesv_engine *e, curesv_findings *f)
 	curesv_unlock(&snapshot_lock);
 }
 
+/* Writes the report to the file `fd` opened for `path`, and closes it: false, with errno set, when
+ * a write or the close failed (a full disk, an I/O error). */
+static bool write_and_close(curesv_engine *e, int fd, long pid)
+{
+	bool ok = curesv_report_write(e, fd, e->cfg.report, pid);
+	int err = errno;
+	if (close(fd) != 0 && ok) {
+		ok = false;
+		err = errno;
+	}
+	errno = err;
+	return ok;
+}
+
 static curesv_status emit_locked(curesv_engine *e, long pid)
 {
-	int fd = 2;
-	char path[CURESV_PATH_MAX];
-	if (e->cfg.report_file[0]) {
-		if (!curesv_config_report_path(&e->cfg, pid, path, sizeof path)) {
-			curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': path too long",
-				   e->cfg.report_file);
-			return CURESV_ERR_INVALID;
-		}
-		char why[160];
-		fd = curesv_outfile_open(path, why, sizeof why);
-		if (fd < 0) {
-			/* A report on stderr beats none: the run cannot be repeated for it. */
-			curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': %s; the report goes to "
-				   "stderr instead", path, why);
-			curesv_report_write(e, 2, e->cfg.report, pid);
-			return CURESV_ERR_INVALID;
-		}
+	if (!e->cfg.report_file[0]) {
+		if (curesv_report_write(e, 2, e->cfg.report, pid))
+			return CURESV_OK;
+		curesv_log(CURESV_LOG_ERROR, "could not write the report to stderr: %s",
+			   strerror(errno));
+		return CURESV_ERR_INVALID;
 	}
-	bool ok = curesv_report_write(e, fd, e->cfg.report, pid);
-	if (fd != 2)
-		close(fd);
-	if (!ok)
-		curesv_log(CURESV_LOG_ERROR, "could not write the report: %s", strerror(errno));
-	return ok ? CURESV_OK : CURESV_ERR_INVALID;
+	char path[CURESV_PATH_MAX];
+	if (!curesv_config_report_path(&e->cfg, pid, path, sizeof path)) {
+		curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': path too long",
+			   e->cfg.report_file);
+		return CURESV_ERR_INVALID;
+	}
+	char why[192];
+	int fd = curesv_outfile_open(path, "CURESV_REPORT_FILE", why, sizeof why);
+	if (fd >= 0 && write_and_close(e, fd, pid))
+		return CURESV_OK;
+	if (fd >= 0)
+		snprintf(why, sizeof why, "could not write the report: %s", strerror(errno));
+	/* A report on stderr beats none: the run cannot be repeated for it. */
+	curesv_log(CURESV_LOG_ERROR, "CURESV_REPORT_FILE: '%s': %s; the report goes to stderr instead",
+		   path, why);
+	curesv_report_write(e, 2, e->cfg.report, pid);
+	return CURESV_ERR_INVALID;
 }
 
 curesv_status curesv_report_emit(curesv_engine *e, long pid, bool final)

@@ -14,7 +14,8 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
  * directory) or to stderr. Reports are written one at a time, each whole. `final`: the exit report;
  * once it is written, later calls (threads still running during exit) write nothing and return
  * CURESV_OK. Errors: CURESV_ERR_INVALID when reports are off or the file cannot be opened or written
- * (one error line logged; a file that cannot be opened gets the report on stderr instead). */
+ * (a write or its close failed: a full disk, an I/O error); the report then goes to stderr after
+ * one error line that names the file and says why. */
 curesv_status curesv_report_emit(curesv_engine *e, long pid, bool final);
 
 /* What CURESV_ERROR_EXITCODE counts: live allocations (not counted while a caching allocator that

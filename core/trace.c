@@ -115,15 +115,27 @@ static void name_thread(struct ring *r)
 	}
 }
 
-/* A write failed: one warning, and the program runs on untraced. */
-static void fail_locked(void)
+/* Closes the file; a write before (`ok` false, errno set) or the close itself that failed gives
+ * the one warning, and the program runs on untraced. */
+static void close_locked(bool ok)
 {
-	curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': %s; the trace stops here, the program runs "
-		   "on", shown_path, strerror(errno));
+	int err = errno;
 	atomic_store_explicit(&curesv_trace_on, 0, memory_order_relaxed);
-	close(out_fd);
+	if (close(out_fd) != 0 && ok) {
+		ok = false;
+		err = errno;
+	}
 	out_fd = -1;
 	open_ = false;
+	if (!ok)
+		curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': %s; the trace stops here, the program "
+			   "runs on", shown_path, strerror(err));
+}
+
+/* A write failed (errno set). */
+static void fail_locked(void)
+{
+	close_locked(false);
 }
 
 /* The published events stamped before the horizon (all of them with `all`), from every ring, in
@@ -333,7 +345,7 @@ void curesv_trace_open(const curesv_config *cfg)
 	}
 	ring_key_made = true;
 	char why[128];
-	int fd = curesv_outfile_open(shown_path, why, sizeof why);
+	int fd = curesv_outfile_open(shown_path, "CURESV_TRACE", why, sizeof why);
 	if (fd < 0) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': %s; no trace is written", shown_path,
 			   why);
@@ -360,15 +372,8 @@ void curesv_trace_close(void)
 	atomic_store_explicit(&curesv_trace_on, 0, memory_order_relaxed);
 	curesv_lock(&lock);
 	drain_locked(true);
-	if (open_) {
-		if (!curesv_trace_write_end())
-			fail_locked();
-		else {
-			close(out_fd);
-			out_fd = -1;
-			open_ = false;
-		}
-	}
+	if (open_)
+		close_locked(curesv_trace_write_end());
 	curesv_unlock(&lock);
 }
 

@@ -46,13 +46,19 @@ static int check(char **envp)
 	unsigned errors = curesv_config_load(&cfg, envp, &diag);
 	curesv_log_set_level(CURESV_LOG_DEBUG);
 	curesv_diag_log(&diag);
-	char line[256];
+	/* an error, though curesv would run: the trace would be kept and the report lost to it */
+	char line[512];
+	bool clash = cfg.enable && curesv_config_outputs_clash(&cfg, (long)getpid(), line,
+							       sizeof line);
+	if (clash)
+		curesv_log(CURESV_LOG_ERROR, "%s", line);
+	unsigned all = errors + clash;
 	if (!cfg.enable && !errors)
 		snprintf(line, sizeof line, "curesv: CURESV_ENABLE=0: curesv is off, nothing else is "
 			 "read\n");
-	else if (errors || diag.warnings)
+	else if (all || diag.warnings)
 		snprintf(line, sizeof line, "curesv: configuration: %u error%s, %u warning%s%s\n",
-			 errors, errors == 1 ? "" : "s", diag.warnings, diag.warnings == 1 ? "" : "s",
+			 all, all == 1 ? "" : "s", diag.warnings, diag.warnings == 1 ? "" : "s",
 			 errors ? ": curesv would be off and the program run unchanged" : "");
 	else
 		snprintf(line, sizeof line, "curesv: configuration ok: CURESV_MODE=%s, %u reservation%s, "
@@ -60,7 +66,7 @@ static int check(char **envp)
 			 cfg.n_reservations, cfg.n_reservations == 1 ? "" : "s", cfg.n_rules,
 			 cfg.n_rules == 1 ? "" : "s");
 	say(1, line);
-	return errors ? 2 : diag.warnings ? 1 : 0;
+	return all ? 2 : diag.warnings ? 1 : 0;
 }
 
 /* Called by curesv_entry with the initial stack: argc, argv[], NULL, envp[], NULL. */

@@ -532,6 +532,40 @@ def refused_report_file(kind):
     return make
 
 
+def check_trace_child(report, out):
+    """The parent's trace is whole (run.py checks it against the parent's report, written last);
+    the child, finding the file in use, wrote no trace and said so in one line."""
+    want = re.compile(r"curesv: CURESV_TRACE: '.*/trace': another process is writing to it \(put "
+                      r"%p in the name to give each process its own\); no trace is written")
+    lines = [l for l in out.splitlines() if "CURESV_TRACE" in l]
+    if len(lines) != 1 or not want.fullmatch(lines[0]):
+        raise AssertionError("lines naming CURESV_TRACE: %r" % lines)
+    expect("program", "trace_child: parent pairs=6000 child exit=0" in out, True)
+    shared = report["shared"]
+    expect("parent's allocs and frees", (shared["allocs"], shared["frees"]), (6000, 6000))
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def report_file_on_trace(tmp):
+    """CURESV_REPORT_FILE names the trace by another spelling: one line, the report on stderr, the
+    trace (an RMM CSV of the hand-off's two rows) left as it is."""
+    trace = os.path.join(tmp, "trace")
+    path = os.path.join(tmp, ".", "trace")
+
+    def check(out):
+        want = ("curesv: CURESV_REPORT_FILE: '%s': the file CURESV_TRACE writes to, left as it "
+                "is; the report goes to stderr instead" % path)
+        expect("lines naming the report file",
+               [l for l in out.splitlines() if "CURESV_REPORT_FILE" in l], [want])
+        if not any(l.startswith("curesv:   scan ") for l in out.splitlines()):
+            raise AssertionError("no report on stderr: %r" % out[-300:])
+        with open(trace) as f:
+            rows = f.read().splitlines()
+        expect("trace header", rows[0], "Thread,Time,Action,Pointer,Size,Stream")
+        expect("trace actions", [r.split(",")[2] for r in rows[1:]], ["allocate", "free"])
+    return path, check
+
+
 def check_only_output(text):
     def check(report, out):
         expect("all the output", out, text)
@@ -1102,6 +1136,13 @@ def cases(stack, bindir, sanitized=False):
                     check_stderr("curesv: CURESV_TRACE: '/nonexistent/dir/trace': No such file or "
                                  "directory; no trace is written"),
                     env=dict(HANDOFF_ENV, CURESV_TRACE="/nonexistent/dir/trace")))
+    for fmt in ("rmm", "chrome"):
+        out.append(Case("trace: an exec'd child with the same CURESV_TRACE leaves it whole (%s)" % fmt,
+                        [b("trace_child"), "3000", "100"], check_trace_child, trace=fmt,
+                        stacks=("sim",)))
+    out.append(Case("trace: CURESV_REPORT_FILE naming the trace keeps the trace", [b("handoff")],
+                    check_nothing, env=HANDOFF_ENV, report=False, trace="rmm",
+                    report_file=report_file_on_trace))
     badnames_env = {"CURESV_RESERVATIONS": "r=1M", "CURESV_ATTACH": "x*=r"}
     out.append(Case("odd thread names: JSON strings are UTF-8", [b("badnames")],
                     check_badnames_json, env=badnames_env))
@@ -1164,6 +1205,11 @@ def launcher_cases(launcher, b):
     """--version, --check, and the check before a program starts."""
     bad = ["--reserve", "producer=10MB", "--reserve", "consumer=16M", "--attach",
            "producer=producer", "--attach", "consumer=consumer"]
+    one_file = ("curesv: CURESV_REPORT_FILE and CURESV_TRACE: '%s' and '%s' are one file: the "
+                "report would replace the trace (at run time the trace is kept and the report goes "
+                "to stderr); give them different names")
+    clash = one_file % ("./t-%r.csv", "t-%p.csv")  # no rank: %r is the pid
+    clash_abs = one_file % (os.path.join(os.getcwd(), "t.csv"), "t.csv")
     return [
         Case("launcher --version", [launcher, "--version"], check_version, report="absent",
              sanitized=False),
@@ -1197,6 +1243,16 @@ def launcher_cases(launcher, b):
                          "curesv: CURESV_ATTACH: 'w*=nosuch': no reservation 'nosuch' in "
                          "CURESV_RESERVATIONS; matching threads use the shared pool until it is "
                          "created"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: the report file and the trace are one file",
+             [launcher, "--check", "--trace", "t-%p.csv", "--report-file", "./t-%r.csv"],
+             check_lines("curesv: configuration: 1 error, 0 warnings", clash), exit_code=2,
+             report="absent", sanitized=False),
+        Case("launcher: the report file and the trace as one file start nothing",
+             [launcher, "--trace", "t.csv", "--report-file", os.path.join(os.getcwd(), "t.csv"),
+              "--", b("handoff")],
+             check_lines(clash_abs, "curesv: invalid configuration: the program was not started "
+                         "(curesv --check [options] lists the same)"),
              exit_code=2, report="absent", sanitized=False),
         Case("launcher: an invalid configuration starts nothing", [launcher] + bad + ["--", b("handoff")],
              check_lines("curesv: CURESV_RESERVATIONS: 'producer=10MB': unknown suffix",

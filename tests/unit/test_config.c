@@ -881,6 +881,124 @@ Test(config, trace)
 		     "%r, %h and %%); using the default (none)");
 }
 
+/* ---- secure execution (setuid, setgid, file capabilities) ------------------------------------------- */
+
+#define LOAD_SECURE(...) curesv_config_load_secure(&cfg, (char *[]){ __VA_ARGS__, NULL }, &diag, true)
+
+/* The load under secure execution gave no error and exactly one warning, `text`. */
+static void assert_one_secure_line(unsigned errors, const char *text)
+{
+	cr_assert_eq(errors, 0, "%s", diag.count ? diag.line[0].text : "");
+	cr_assert_eq(diag.warnings, 1);
+	cr_assert_eq(diag.count, 1);
+	cr_assert_eq(diag.line[0].level, CURESV_LOG_WARN);
+	cr_assert_str_eq(diag.line[0].text, text);
+}
+
+Test(config, secure_execution_ignores_every_path_the_environment_names)
+{
+	assert_one_secure_line(LOAD_SECURE("CURESV_REPORT_FILE=/root/owned", "CURESV_TRACE=/root/t-%p",
+					   "CURESV_MODE=enforce"),
+			       "secure execution (a setuid, setgid or file-capability program): "
+			       "CURESV_REPORT_FILE and CURESV_TRACE ignored, curesv writes no file that "
+			       "the environment names; the report goes to stderr, no trace is written");
+	cr_assert_str_eq(cfg.report_file, "", "the report goes to stderr");
+	cr_assert_str_eq(cfg.trace_file, "", "no trace");
+	cr_assert_eq(cfg.mode, CURESV_MODE_ENFORCE, "the other variables apply");
+
+	assert_one_secure_line(LOAD_SECURE("CURESV_TRACE=/root/t.csv"),
+			       "secure execution (a setuid, setgid or file-capability program): "
+			       "CURESV_TRACE ignored, curesv writes no file that the environment names; "
+			       "no trace is written");
+	cr_assert_str_eq(cfg.trace_file, "");
+	assert_one_secure_line(LOAD_SECURE("CURESV_REPORT_FILE=/etc/passwd"),
+			       "secure execution (a setuid, setgid or file-capability program): "
+			       "CURESV_REPORT_FILE ignored, curesv writes no file that the environment "
+			       "names; the report goes to stderr");
+	cr_assert_str_eq(cfg.report_file, "");
+	/* with no report, nothing goes to stderr instead */
+	assert_one_secure_line(LOAD_SECURE("CURESV_REPORT=off", "CURESV_REPORT_FILE=/etc/passwd",
+					   "CURESV_TRACE=/etc/shadow"),
+			       "secure execution (a setuid, setgid or file-capability program): "
+			       "CURESV_REPORT_FILE and CURESV_TRACE ignored, curesv writes no file that "
+			       "the environment names; no trace is written");
+	/* a path that would not even parse is ignored, not parsed */
+	assert_one_secure_line(LOAD_SECURE("CURESV_TRACE=/tmp/%t"),
+			       "secure execution (a setuid, setgid or file-capability program): "
+			       "CURESV_TRACE ignored, curesv writes no file that the environment names; "
+			       "no trace is written");
+}
+
+Test(config, secure_execution_without_paths_says_nothing)
+{
+	assert_clean(LOAD_SECURE("CURESV_MODE=enforce", "CURESV_REPORT=json"));
+	cr_assert_eq(cfg.report, CURESV_REPORT_JSON);
+	assert_clean(LOAD_SECURE("CURESV_REPORT_FILE=", "CURESV_TRACE="));
+	assert_defaults(&cfg);
+	/* CURESV_ENABLE=0: nothing is read, so nothing is said */
+	assert_clean(LOAD_SECURE("CURESV_ENABLE=0", "CURESV_TRACE=/root/t"));
+}
+
+Test(config, paths_apply_outside_secure_execution)
+{
+	cr_assert_not(curesv_secure_execution(), "the unit tests run as their own user");
+	assert_clean(curesv_config_load_secure(&cfg, (char *[]){ "CURESV_REPORT_FILE=/tmp/r",
+								 "CURESV_TRACE=/tmp/t", NULL },
+					       &diag, false));
+	cr_assert_str_eq(cfg.report_file, "/tmp/r");
+	cr_assert_str_eq(cfg.trace_file, "/tmp/t");
+	/* from the process environment they are read with secure_getenv (which the test's own
+	 * CURESV_TEST_VARIANT, an unknown name, accompanies with a warning) */
+	cr_assert_eq(setenv("CURESV_TRACE", "/tmp/t-%p", 1), 0);
+	cr_assert_eq(curesv_config_load(&cfg, NULL, &diag), 0);
+	cr_assert_str_eq(cfg.trace_file, "/tmp/t-%p");
+	cr_assert_eq(curesv_config_load_secure(&cfg, NULL, &diag, true), 0);
+	cr_assert_str_eq(cfg.trace_file, "");
+	cr_assert_str_eq(diag.line[0].text, "secure execution (a setuid, setgid or file-capability "
+			 "program): CURESV_TRACE ignored, curesv writes no file that the environment "
+			 "names; no trace is written");
+	unsetenv("CURESV_TRACE");
+}
+
+/* ---- CURESV_REPORT_FILE and CURESV_TRACE naming one file ------------------------------------------ */
+
+static bool clash(const char *report, const char *trace, char *line, size_t n)
+{
+	char r[300], t[300];
+	snprintf(r, sizeof r, "CURESV_REPORT_FILE=%s", report);
+	snprintf(t, sizeof t, "CURESV_TRACE=%s", trace);
+	assert_clean(LOAD(r, t));
+	return curesv_config_outputs_clash(&cfg, 42, line, n);
+}
+
+Test(config, report_file_and_trace_naming_one_file)
+{
+	char line[512], a[128], b[128];
+	char dir[] = "/tmp/curesv-clash-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(a, sizeof a, "%s/t-%%p.csv", dir);
+	snprintf(b, sizeof b, "%s/./t-%%r.csv", dir); /* no rank: %r is the pid */
+	cr_assert(clash(b, a, line, sizeof line));
+	char want[512];
+	snprintf(want, sizeof want, "CURESV_REPORT_FILE and CURESV_TRACE: '%s' and '%s' are one file: "
+		 "the report would replace the trace (at run time the trace is kept and the report "
+		 "goes to stderr); give them different names", b, a);
+	cr_assert_str_eq(line, want);
+	cr_assert(clash(a, a, line, sizeof line));
+	/* with a rank, %r and %p differ; other names differ */
+	snprintf(b, sizeof b, "CURESV_REPORT_FILE=%s/t-%%r.csv", dir);
+	char t[200];
+	snprintf(t, sizeof t, "CURESV_TRACE=%s", a);
+	assert_clean(LOAD(b, t, "RANK=3"));
+	cr_assert_not(curesv_config_outputs_clash(&cfg, 42, line, sizeof line));
+	snprintf(b, sizeof b, "%s/report.txt", dir);
+	cr_assert_not(clash(b, a, line, sizeof line));
+	/* one of them unset */
+	assert_clean(LOAD(t));
+	cr_assert_not(curesv_config_outputs_clash(&cfg, 42, line, sizeof line));
+	rmdir(dir);
+}
+
 /* ---- unknown variables, several problems at once --------------------------------------------------- */
 
 Test(config, unknown_variables_warn)

@@ -1,5 +1,6 @@
 /* Opening an output file: a regular file is created 0644 or truncated; a symbolic link, FIFO,
- * socket, device or directory is refused, at once and untouched. */
+ * socket, device or directory is refused, at once and untouched, and so is a file that another of
+ * curesv's outputs has, or another process is writing to. Telling paths of one file apart. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "outfile.h"
@@ -54,7 +56,7 @@ static void refused(const char *p, const char *reason)
 {
 	why[0] = '\0';
 	errno = 0;
-	cr_assert_eq(curesv_outfile_open(p, why, sizeof why), -1);
+	cr_assert_eq(curesv_outfile_open(p, "CURESV_REPORT_FILE", why, sizeof why), -1);
 	cr_assert_neq(errno, 0);
 	cr_assert_str_eq(why, reason);
 }
@@ -62,7 +64,7 @@ static void refused(const char *p, const char *reason)
 Test(outfile, creates_a_new_file_0644_for_blocking_writes)
 {
 	mode_t old = umask(0);
-	int fd = curesv_outfile_open(path, why, sizeof why);
+	int fd = curesv_outfile_open(path, "CURESV_REPORT_FILE", why, sizeof why);
 	umask(old);
 	cr_assert_geq(fd, 0, "%s", why);
 	struct stat st;
@@ -81,7 +83,7 @@ Test(outfile, creates_a_new_file_0644_for_blocking_writes)
 Test(outfile, the_umask_applies)
 {
 	mode_t old = umask(077);
-	int fd = curesv_outfile_open(path, why, sizeof why);
+	int fd = curesv_outfile_open(path, "CURESV_REPORT_FILE", why, sizeof why);
 	umask(old);
 	cr_assert_geq(fd, 0, "%s", why);
 	struct stat st;
@@ -95,7 +97,7 @@ Test(outfile, truncates_an_existing_file_in_place)
 	put(path, "a longer previous report\n");
 	struct stat before, after;
 	cr_assert_eq(stat(path, &before), 0);
-	int fd = curesv_outfile_open(path, why, sizeof why);
+	int fd = curesv_outfile_open(path, "CURESV_REPORT_FILE", why, sizeof why);
 	cr_assert_geq(fd, 0, "%s", why);
 	cr_assert_eq(write(fd, "new\n", 4), 4);
 	close(fd);
@@ -160,4 +162,88 @@ Test(outfile, other_failures_say_errno)
 		refused(path, "Permission denied");
 		cr_assert_str_eq(get(path), "read-only\n");
 	}
+}
+
+/* ---- one file, one output; one writer ----------------------------------------------------------- */
+
+Test(outfile, another_outputs_file_is_refused_whatever_the_spelling)
+{
+	int fd = curesv_outfile_open(path, "CURESV_TRACE", why, sizeof why);
+	cr_assert_geq(fd, 0, "%s", why);
+	cr_assert_eq(write(fd, "trace\n", 6), 6);
+	close(fd); /* closed, it is still the trace's */
+	char spelt[96], linked[96];
+	snprintf(spelt, sizeof spelt, "%s/./out", dir);
+	refused(spelt, "the file CURESV_TRACE writes to, left as it is");
+	snprintf(linked, sizeof linked, "%s/hard", dir);
+	cr_assert_eq(link(path, linked), 0);
+	refused(linked, "the file CURESV_TRACE writes to, left as it is");
+	unlink(linked);
+	cr_assert_str_eq(get(path), "trace\n");
+	/* its own variable opens it again */
+	fd = curesv_outfile_open(spelt, "CURESV_TRACE", why, sizeof why);
+	cr_assert_geq(fd, 0, "%s", why);
+	close(fd);
+	cr_assert_str_eq(get(path), "");
+}
+
+/* A file that another process has open for its output (its trace) is refused, untouched, while it
+ * holds it; once it is gone the file may be written. */
+Test(outfile, a_file_another_process_writes_is_refused)
+{
+	int ready[2], done[2];
+	cr_assert_eq(pipe(ready), 0);
+	cr_assert_eq(pipe(done), 0);
+	pid_t child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		int fd = curesv_outfile_open(path, "CURESV_TRACE", why, sizeof why);
+		char c = fd >= 0 && write(fd, "child's\n", 8) == 8 ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	char c = 0;
+	cr_assert_eq(read(ready[0], &c, 1), 1);
+	cr_assert_eq(c, 'y');
+	refused(path, "another process is writing to it (put %p in the name to give each process "
+		"its own)");
+	cr_assert_str_eq(get(path), "child's\n", "not truncated");
+	cr_assert_eq(write(done[1], "x", 1), 1);
+	int status;
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	int fd = curesv_outfile_open(path, "CURESV_TRACE", why, sizeof why);
+	cr_assert_geq(fd, 0, "%s", why);
+	close(fd);
+	for (int i = 0; i < 2; i++)
+		close(ready[i]), close(done[i]);
+}
+
+Test(outfile, same_file_whatever_the_spelling)
+{
+	char a[96], b[96], c[96];
+	snprintf(a, sizeof a, "%s/out", dir);
+	snprintf(b, sizeof b, "%s/./out", dir);
+	snprintf(c, sizeof c, "%s/../%s/out", dir, strrchr(dir, '/') + 1);
+	/* not there yet: the same name in the same directory */
+	cr_assert(curesv_outfile_same(a, a));
+	cr_assert(curesv_outfile_same(a, b));
+	cr_assert(curesv_outfile_same(c, a));
+	cr_assert_not(curesv_outfile_same(a, target));
+	char old[512];
+	cr_assert_not_null(getcwd(old, sizeof old));
+	cr_assert_eq(chdir(dir), 0);
+	cr_assert(curesv_outfile_same("out", a));
+	cr_assert(curesv_outfile_same("./out", "out"));
+	cr_assert_not(curesv_outfile_same("out", "/out"));
+	/* there: the same file, a hard link too */
+	put(a, "x");
+	cr_assert(curesv_outfile_same("out", b));
+	cr_assert_eq(link(a, target), 0);
+	cr_assert(curesv_outfile_same(a, target));
+	unlink(target);
+	put(target, "x");
+	cr_assert_not(curesv_outfile_same(a, target));
+	cr_assert_not(curesv_outfile_same("out", "nosuch/out"));
+	cr_assert_eq(chdir(old), 0);
 }

@@ -7,7 +7,9 @@
  * escaping, and one free of an unknown pointer. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -777,6 +779,42 @@ Test(report, emit_creates_0644_and_truncates, .timeout = 30)
 	const char *text = read_file(path);
 	cr_assert_eq(strncmp(text, "curesv: ======== report for pid 8 ", 34), 0, "%s", text);
 	cr_assert_null(strstr(text, "old contents"));
+	unlink(path);
+	rmdir(dir);
+	curesv_engine_destroy(&E);
+}
+
+/* A report whose writes fail (a full disk; here the file size limit, EFBIG, which a test can set
+ * unprivileged) goes to stderr after one line naming the file, as one that cannot be opened. */
+Test(report, emit_falls_back_to_stderr_when_a_write_fails, .timeout = 30)
+{
+	char dir[32], path[64], log[1 << 16];
+	emit_dir(dir);
+	snprintf(path, sizeof path, "%s/r.txt", dir);
+	snprintf(E.cfg.report_file, sizeof E.cfg.report_file, "%s", path);
+	/* stderr into a pipe, which the limit does not apply to (the report fits its buffer) */
+	int fds[2], saved = dup(2);
+	cr_assert_eq(pipe(fds), 0);
+	cr_assert_eq(fcntl(fds[1], F_SETPIPE_SZ, 1 << 16), 1 << 16);
+	struct rlimit old;
+	cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &(struct rlimit){ 100, old.rlim_max }), 0);
+	dup2(fds[1], 2);
+	curesv_status st = curesv_report_emit(&E, 7, false);
+	dup2(saved, 2);
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	close(fds[1]);
+	close(saved);
+	ssize_t n = read(fds[0], log, sizeof log - 1);
+	log[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+	cr_assert_eq(st, CURESV_ERR_INVALID);
+	refused(log, path, "could not write the report: File too large");
+	struct stat sb;
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(sb.st_size, 100, "what the limit let through stays, named by the line");
 	unlink(path);
 	rmdir(dir);
 	curesv_engine_destroy(&E);

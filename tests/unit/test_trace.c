@@ -331,6 +331,39 @@ Test(trace, a_trace_that_cannot_be_written_warns_once)
 	cr_assert_eq(atomic_load(&curesv_trace_on), 0);
 }
 
+/* CURESV_REPORT_FILE naming the trace (here through another spelling): the trace is kept, before
+ * and after it is closed, and the report goes to stderr after one line saying why. */
+Test(trace, a_report_file_that_is_the_trace_leaves_it_alone)
+{
+	char report_env[300], spelt[160], log[8192], want[512];
+	snprintf(spelt, sizeof spelt, "%s/./trace", dir);
+	snprintf(report_env, sizeof report_env, "CURESV_REPORT_FILE=%s", spelt);
+	ENGINE(&E, trace_env, report_env);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 4096), GRANTED);
+	cr_assert(eng_free(&E, fake_ptr(1)));
+	snprintf(want, sizeof want, "curesv: CURESV_REPORT_FILE: '%s': the file CURESV_TRACE writes to, "
+		 "left as it is; the report goes to stderr instead\n", spelt);
+	for (int closed = 0; closed < 2; closed++) {
+		if (closed)
+			curesv_trace_close();
+		struct capture cap;
+		capture_start(&cap);
+		cr_assert_eq(curesv_report_emit(&E, 7, false), CURESV_ERR_INVALID);
+		capture_stop(&cap, log, sizeof log);
+		cr_assert_eq(strncmp(log, want, strlen(want)), 0, "%s", log);
+		cr_assert_not_null(strstr(log, "\ncuresv: ======== report for pid 7 "), "%s", log);
+	}
+	curesv_engine_destroy(&E);
+	char *csv = slurp(trace_path, NULL);
+	cr_assert_eq(strncmp(csv, "Thread,Time,Action,Pointer,Size,Stream\n", 39), 0, "%s", csv);
+	cr_assert_null(strstr(csv, "curesv:"), "%s", csv);
+	int rows = 0;
+	for (const char *c = csv; *c; c++)
+		rows += *c == '\n';
+	cr_assert_eq(rows, 3, "the header, the allocation and the free: %s", csv);
+	free(csv);
+}
+
 /* Paths that are not regular files, or are reached through a symbolic link, are not opened. */
 static void expect_refused(const char *path, const char *why)
 {

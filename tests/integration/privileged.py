@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Integration cases that need root: a real set-user-ID program, a real full filesystem.
+
+    privileged.py --lib build/plain/libcuresv.so --sim build/sim --bin build/plain/it
+                  --src tests/integration --cc "cc -std=c11 -O1 -g -pthread -I/usr/local/cuda/include"
+                  [--only SUBSTR]
+
+Each case prints pass, FAIL (with why) or SKIPPED (with why: not root, a nosuid mount, a tool
+missing); a skipped case never reads as a pass. Exit status 1 when a case failed.
+"""
+import argparse
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+NOBODY = 65534
+
+
+class Skip(Exception):
+    pass
+
+
+def expect(what, got, want):
+    if got != want:
+        raise AssertionError("%s: got %r, want %r" % (what, got, want))
+
+
+def curesv_lines_only(err):
+    for line in err.splitlines():
+        if not line.startswith("curesv: "):
+            raise AssertionError("a stderr line not curesv's: %r" % line)
+
+
+def need_root():
+    if os.geteuid() != 0:
+        raise Skip("not root (run make test as root, as CI does)")
+
+
+def private_dir(tmp, name, mode):
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    os.chmod(d, mode)
+    return d
+
+
+# ---- secure execution: a set-user-ID program linked with -lcuresv ------------------------------------
+
+def reachable_by_all(path):
+    """Every folder from / down to `path` lets other users through (o+x)."""
+    path = os.path.abspath(path)
+    while True:
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
+
+
+def setuid_base(args):
+    """A folder where a set-user-ID program can run and any user reach it: the temporary folder,
+    /var/tmp or the build folder, the first not mounted nosuid; None when none is."""
+    for base in (tempfile.gettempdir(), "/var/tmp", os.path.dirname(args.lib)):
+        if (os.path.isdir(base) and not os.statvfs(base).f_flag & os.ST_NOSUID and
+                reachable_by_all(base)):
+            return base
+    return None
+
+
+def build_setuid(args, tmp):
+    """linked.c, linked with -lcuresv as README says, in a root-owned folder every user can read,
+    beside the libraries it loads; set-user-ID root. The loader ignores LD_LIBRARY_PATH for it and
+    expands no $ORIGIN outside the system's folders, so it finds them by an absolute rpath
+    (DT_RPATH: libcudart's dlopen of libcuda.so.1 searches it too)."""
+    need_root()
+    if os.statvfs(tmp).f_flag & os.ST_NOSUID or not reachable_by_all(tmp):
+        raise Skip("no folder where a set-user-ID program can run (%s, /var/tmp and %s are "
+                   "mounted nosuid or closed to other users)" % (tempfile.gettempdir(),
+                                                                os.path.dirname(args.lib)))
+    if not shutil.which("setpriv"):
+        raise Skip("setpriv (util-linux) is missing")
+    bindir = private_dir(tmp, "bin", 0o755)
+    prog = os.path.join(bindir, "linked")
+    cmd = args.cc.split() + ["-I" + os.path.join(args.src, "..", "..", "shim"), os.path.join(args.src, "linked.c"),
+                             "-L" + args.sim, "-lcudart", "-L" + os.path.dirname(args.lib),
+                             "-Wl,--disable-new-dtags", "-Wl,-rpath," + bindir, "-lcuresv",
+                             "-o", prog]
+    subprocess.run(cmd, check=True, capture_output=True)
+    for lib in (os.path.join(args.sim, "libcudart.so.13"), os.path.join(args.sim, "libcuda.so.1"),
+                args.lib):
+        shutil.copy(lib, bindir)
+    for f in os.listdir(bindir):
+        os.chown(os.path.join(bindir, f), 0, 0)
+        os.chmod(os.path.join(bindir, f), 0o755)
+    os.chmod(prog, 0o4755)
+    return prog
+
+
+def run_as(prog, env, uid):
+    """`prog` run by user `uid` (with no other groups), in an environment of `env` alone."""
+    argv = [prog]
+    if uid is not None:
+        argv = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + argv
+    base = {"PATH": "/usr/bin:/bin"}
+    base.update(env)
+    return subprocess.run(argv, env=base, capture_output=True, text=True, timeout=60, cwd="/")
+
+
+def secure_files(args, tmp):
+    """Run by an unprivileged user, the set-user-ID program ignores CURESV_REPORT_FILE (a root-owned
+    0600 file) and CURESV_TRACE (a path in a root-only folder): the file keeps its bytes, its mode
+    and its time, nothing is created, the report is on stderr after one line saying why."""
+    prog = build_setuid(args, tmp)
+    vault = private_dir(tmp, "vault", 0o700)
+    owned = os.path.join(vault, "owned")
+    with open(owned, "w") as f:
+        f.write("precious\n")
+    os.chmod(owned, 0o600)
+    before = os.stat(owned)
+    p = run_as(prog, {"CURESV_REPORT_FILE": owned, "CURESV_TRACE": os.path.join(vault, "t-%p.csv"),
+                      "CURESV_TRACE_FORMAT": "chrome"}, NOBODY)
+    with open(owned) as f:
+        expect("the root-owned file", f.read(), "precious\n")
+    after = os.stat(owned)
+    expect("its mode, owner and time", (after.st_mode, after.st_uid, after.st_mtime_ns),
+           (before.st_mode, before.st_uid, before.st_mtime_ns))
+    expect("the root-only folder", sorted(os.listdir(vault)), ["owned"])
+    expect("exit status (%s)" % p.stderr.strip()[-300:], p.returncode, 0)
+    expect("output", p.stdout, "linked: bytes=98304 ok\n")
+    want = ("curesv: secure execution (a setuid, setgid or file-capability program): "
+            "CURESV_REPORT_FILE and CURESV_TRACE ignored, curesv writes no file that the "
+            "environment names; the report goes to stderr, no trace is written")
+    expect("lines naming secure execution",
+           [l for l in p.stderr.splitlines() if "secure execution" in l], [want])
+    curesv_lines_only(p.stderr)
+    if not any(l.startswith("curesv:   linked ") for l in p.stderr.splitlines()):
+        raise AssertionError("no report on stderr: %r" % p.stderr[-300:])
+
+
+def secure_control(args, tmp):
+    """The same program run by its owner (no secure execution) writes both files: what the case
+    above does not write, it could have."""
+    prog = build_setuid(args, tmp)
+    out = private_dir(tmp, "out", 0o700)
+    report = os.path.join(out, "report.txt")
+    p = run_as(prog, {"CURESV_REPORT_FILE": report, "CURESV_TRACE": os.path.join(out, "t.csv")},
+               None)
+    expect("exit status (%s)" % p.stderr.strip()[-300:], p.returncode, 0)
+    expect("stderr", p.stderr, "")
+    with open(report) as f:
+        if "curesv:   linked " not in f.read():
+            raise AssertionError("no report in %s" % report)
+    expect("files written", sorted(os.listdir(out)), ["report.txt", "t.csv"])
+
+
+def secure_launcher(args, tmp):
+    """The launcher started by that user on the set-user-ID program says what secure execution
+    means for it; the program runs, and the copy of curesv linked into it says its own line."""
+    prog = build_setuid(args, tmp)
+    launcher = os.path.join(os.path.dirname(prog), "curesv")
+    shutil.copy(os.path.join(args.src, "..", "..", "scripts", "curesv"), launcher)
+    os.chmod(launcher, 0o755)
+    lib = os.path.join(os.path.dirname(prog), "libcuresv.so")
+    vault = private_dir(tmp, "vault", 0o700)
+    argv = [launcher, "--lib", lib, "--report-file", os.path.join(vault, "r"), "--", prog]
+    p = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                        "--clear-groups"] + argv, env={"PATH": "/usr/bin:/bin"},
+                       capture_output=True, text=True, timeout=60, cwd="/")
+    expect("exit status (%s)" % p.stderr.strip()[-300:], p.returncode, 0)
+    expect("output", p.stdout, "linked: bytes=98304 ok\n")
+    lines = p.stderr.splitlines()
+    expect("the launcher's line", lines[0],
+           "curesv: '%s' is set-user-ID or set-group-ID: it runs in secure-execution mode, where "
+           "the dynamic loader ignores LD_PRELOAD; curesv sees it only if it is linked with "
+           "-lcuresv, and then writes no file that CURESV_REPORT_FILE or CURESV_TRACE names" % prog)
+    expect("the library's line", lines[1],
+           "curesv: secure execution (a setuid, setgid or file-capability program): "
+           "CURESV_REPORT_FILE ignored, curesv writes no file that the environment names; the "
+           "report goes to stderr")
+    curesv_lines_only(p.stderr)
+    expect("the root-only folder", os.listdir(vault), [])
+
+
+# ---- a full filesystem: a small tmpfs -------------------------------------------------------------------
+
+class Tmpfs:
+    """A tmpfs of `size` bytes at a new folder under `tmp`, `filled` with a file as large as it
+    holds; unmounted on leaving."""
+    def __init__(self, tmp, size, filled):
+        need_root()
+        self.dir = private_dir(tmp, "small", 0o755)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % size, "tmpfs", self.dir],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise Skip("cannot mount a tmpfs: %s" % p.stderr.strip())
+        self.filled = filled
+
+    def __enter__(self):
+        if self.filled:
+            try:
+                fd = os.open(os.path.join(self.dir, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+            except OSError:
+                self.__exit__()
+                raise
+            try:
+                while os.write(fd, b"\0" * 4096) > 0:
+                    pass
+            except OSError:
+                pass
+            os.close(fd)
+        return self.dir
+
+    def __exit__(self, *exc):
+        subprocess.run(["umount", self.dir], check=True)
+
+
+def shim_run(args, argv, env):
+    full = dict(os.environ)
+    full.update(env)
+    full.update({"LD_PRELOAD": args.lib, "LD_LIBRARY_PATH": args.sim})
+    return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=120)
+
+
+def full_report(args, tmp):
+    """The report file is on a full filesystem: the report goes to stderr after one line that
+    names the file and the reason, as when the file cannot be opened."""
+    with Tmpfs(tmp, 64 * 1024, filled=True) as full:
+        path = os.path.join(full, "r.txt")
+        p = shim_run(args, [os.path.join(args.bin, "handoff")],
+                     {"CURESV_CAPACITY": "400K", "CURESV_RESERVATIONS": "scan=100K,pipe=200K",
+                      "CURESV_ATTACH": "scan=scan,pipe=pipe", "CURESV_REPORT_FILE": path})
+        expect("exit status (%s)" % p.stderr.strip()[-300:], p.returncode, 0)
+        want = ("curesv: CURESV_REPORT_FILE: '%s': could not write the report: No space left on "
+                "device; the report goes to stderr instead" % path)
+        expect("lines naming the file", [l for l in p.stderr.splitlines() if path in l], [want])
+        expect("first line", p.stderr.splitlines()[0], want)
+        curesv_lines_only(p.stderr)
+        if not any(l.startswith("curesv:   scan ") for l in p.stderr.splitlines()):
+            raise AssertionError("no report on stderr: %r" % p.stderr[-300:])
+
+
+def full_trace(args, tmp):
+    """The trace fills its filesystem (64 KiB) while 4 threads make 16,000 allocations: one line
+    names the file, the trace keeps what was written, the program and the report go on whole."""
+    with Tmpfs(tmp, 64 * 1024, filled=False) as small:
+        trace = os.path.join(small, "t.csv")
+        report = os.path.join(tmp, "report.json")
+        p = shim_run(args, [os.path.join(args.bin, "stress"), "4", "4000"],
+                     {"CURESV_TRACE": trace, "CURESV_REPORT": "json",
+                      "CURESV_REPORT_FILE": report})
+        expect("exit status (%s)" % p.stderr.strip()[-300:], p.returncode, 0)
+        expect("stderr", p.stderr, "curesv: CURESV_TRACE: '%s': No space left on device; the trace "
+               "stops here, the program runs on\n" % trace)
+        size = os.path.getsize(trace)
+        if not 60 * 1024 <= size <= 64 * 1024:
+            raise AssertionError("the trace holds %d bytes, not what fit in 64 KiB" % size)
+        with open(report) as f:
+            shared = json.load(f)["shared"]
+        expect("allocs and frees", (shared["allocs"], shared["frees"]), (16000, 16000))
+
+
+CASES = [
+    ("secure execution: a set-user-ID program run by uid %d writes no file the environment "
+     "names" % NOBODY, secure_files),
+    ("secure execution: the same program run by its owner writes both", secure_control),
+    ("secure execution: the launcher on a set-user-ID program", secure_launcher),
+    ("full filesystem: the report goes to stderr after a line naming the file", full_report),
+    ("full filesystem: the trace stops after one line naming the file", full_trace),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--sim", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--cc", required=True)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    args.lib, args.sim, args.src, args.bin = (os.path.abspath(x) for x in (args.lib, args.sim,
+                                                                         args.src, args.bin))
+    rows, failed = [], 0
+    for name, case in CASES:
+        if args.only not in name:
+            continue
+        tmp = tempfile.mkdtemp(prefix="curesv-priv-", dir=setuid_base(args))
+        os.chmod(tmp, 0o755)
+        try:
+            case(args, tmp)
+            rows.append((name, "pass", ""))
+        except Skip as why:
+            rows.append((name, "SKIPPED", str(why)))
+        except (AssertionError, OSError, subprocess.SubprocessError) as err:
+            failed += 1
+            detail = getattr(err, "stderr", None)
+            rows.append((name, "FAIL", str(err) + (": " + str(detail)[-300:] if detail else "")))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    width = max((len(r[0]) for r in rows), default=10)
+    for name, result, why in rows:
+        print("%-*s  %s" % (width, name, result))
+        if why:
+            print("    " + why)
+    skipped = sum(r[1] == "SKIPPED" for r in rows)
+    print("%d passed, %d failed, %d SKIPPED" % (len(rows) - failed - skipped, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
