@@ -14,12 +14,12 @@ static _Atomic uint64_t rule_matches[CURESV_MAX_ATTACH_RULES];
 
 static _Atomic uint32_t next_serial = 1;
 /* Bumped when any thread is renamed or a reservation is created: rules may now match otherwise. */
-static _Atomic uint32_t rename_epoch = 1;
+_Atomic uint32_t curesv_rename_epoch_ = 1;
+_Thread_local curesv_ref curesv_thread_ref_;
+_Thread_local uint32_t curesv_thread_epoch_;
 
 static _Thread_local struct {
 	uint32_t serial;
-	curesv_ref ref;         /* attached reservation, CURESV_SHARED when none */
-	uint32_t epoch;         /* rename_epoch when the name was last read; 0 = never */
 	bool explicit_;         /* set by curesv_thread_attach: rules no longer apply */
 	char reservation[CURESV_NAME_MAX]; /* its name, for the warning once it is released */
 	bool warned_device;     /* told that this attachment's device is not the one in use */
@@ -42,13 +42,16 @@ void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *
 	memcpy(rules, r, n_rules * sizeof *r);
 	for (unsigned i = 0; i < CURESV_MAX_ATTACH_RULES; i++)
 		atomic_store_explicit(&rule_matches[i], 0, memory_order_relaxed);
-	atomic_fetch_add_explicit(&rename_epoch, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&curesv_rename_epoch_, 1, memory_order_relaxed);
 }
 
-uint32_t curesv_thread_serial(void)
+_Thread_local uint32_t curesv_thread_serial_;
+
+uint32_t curesv_thread_serial_slow(void)
 {
 	if (!self.serial)
 		self.serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed);
+	curesv_thread_serial_ = self.serial;
 	return self.serial;
 }
 
@@ -86,9 +89,9 @@ bool curesv_thread_name(uint32_t serial, char out[CURESV_THREAD_NAME])
 
 static void set_attachment(curesv_ref ref, const char *reservation)
 {
-	if (ref != self.ref)
+	if (ref != curesv_thread_ref_)
 		self.warned_device = false;
-	self.ref = ref;
+	curesv_thread_ref_ = ref;
 	snprintf(self.reservation, sizeof self.reservation, "%s", reservation ? reservation : "");
 }
 
@@ -130,10 +133,10 @@ static void refresh(uint32_t epoch)
 	curesv_thread_serial();
 	pthread_getname_np(pthread_self(), name, sizeof name);
 	registry_store(self.serial, name);
-	self.epoch = epoch;
+	curesv_thread_epoch_ = epoch;
 	if (!ledger)
 		return;
-	if (self.ref != CURESV_SHARED && !curesv_ledger_ref_live(ledger, self.ref)) {
+	if (curesv_thread_ref_ != CURESV_SHARED && !curesv_ledger_ref_live(ledger, curesv_thread_ref_)) {
 		warn_released();
 		set_attachment(CURESV_SHARED, NULL);
 	}
@@ -141,12 +144,10 @@ static void refresh(uint32_t epoch)
 		match_rules(name);
 }
 
-curesv_ref curesv_thread_origin(void)
+curesv_ref curesv_thread_origin_slow(void)
 {
-	uint32_t epoch = atomic_load_explicit(&rename_epoch, memory_order_relaxed);
-	if (__builtin_expect(self.epoch != epoch, 0))
-		refresh(epoch);
-	return self.ref;
+	refresh(atomic_load_explicit(&curesv_rename_epoch_, memory_order_relaxed));
+	return curesv_thread_ref_;
 }
 
 curesv_status curesv_thread_attach(const char *name)
@@ -170,7 +171,7 @@ curesv_status curesv_thread_attach(const char *name)
 
 void curesv_thread_fell_back(curesv_ref ref)
 {
-	if (self.ref != ref)
+	if (curesv_thread_ref_ != ref)
 		return;
 	warn_released();
 	set_attachment(CURESV_SHARED, NULL);
@@ -178,7 +179,7 @@ void curesv_thread_fell_back(curesv_ref ref)
 
 void curesv_thread_wrong_device(curesv_ref ref, int device)
 {
-	if (self.ref != ref || self.warned_device)
+	if (curesv_thread_ref_ != ref || self.warned_device)
 		return;
 	self.warned_device = true;
 	char thread[CURESV_THREAD_NAME];
@@ -195,5 +196,5 @@ uint64_t curesv_attach_rule_matches(unsigned i)
 
 void curesv_attach_invalidate(void)
 {
-	atomic_fetch_add_explicit(&rename_epoch, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&curesv_rename_epoch_, 1, memory_order_relaxed);
 }

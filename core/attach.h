@@ -23,10 +23,26 @@
 void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *rules, unsigned n);
 
 /* The calling thread's serial number (1, 2, ... in order of first use; never 0). */
-uint32_t curesv_thread_serial(void);
+extern _Thread_local uint32_t curesv_thread_serial_;
+uint32_t curesv_thread_serial_slow(void);
+static inline uint32_t curesv_thread_serial(void)
+{
+	uint32_t s = curesv_thread_serial_;
+	return __builtin_expect(s != 0, 1) ? s : curesv_thread_serial_slow();
+}
 
 /* The calling thread's reservation (CURESV_SHARED when unattached). */
-curesv_ref curesv_thread_origin(void);
+extern _Atomic uint32_t curesv_rename_epoch_;   /* moves when any thread is renamed */
+extern _Thread_local curesv_ref curesv_thread_ref_;      /* the attachment, as of ... */
+extern _Thread_local uint32_t curesv_thread_epoch_;     /* ... this epoch (0: never looked) */
+curesv_ref curesv_thread_origin_slow(void);
+static inline curesv_ref curesv_thread_origin(void)
+{
+	if (__builtin_expect(curesv_thread_epoch_ ==
+				     atomic_load_explicit(&curesv_rename_epoch_, memory_order_relaxed), 1))
+		return curesv_thread_ref_;
+	return curesv_thread_origin_slow();
+}
 
 /* Attaches the calling thread to reservation `name`, or detaches it when `name` is NULL.
  * Errors: CURESV_ERR_INVALID, CURESV_ERR_UNKNOWN_NAME. */

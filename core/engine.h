@@ -148,7 +148,14 @@ static inline bool curesv_engine_stream(curesv_engine *e, uint64_t stream, cures
 curesv_status curesv_engine_attach_stream(curesv_engine *e, uint64_t stream, const char *name);
 /* What a stream-ordered allocation on `stream` is charged to: the stream's reservation while it is
  * attached (*attached), else the calling thread's. */
-curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *attached);
+static inline curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream,
+						     bool *attached)
+{
+	curesv_stream_info info;
+	*attached = !curesv_stream_is_default(stream) && curesv_engine_stream(e, stream, &info) &&
+		    (info.flags & CURESV_STREAM_ATTACHED);
+	return *attached ? info.ref : curesv_thread_origin();
+}
 /* A charge found the stream's reservation released / on another device: one warning (the former
  * also detaches the stream). */
 void curesv_engine_stream_fell_back(curesv_engine *e, uint64_t stream, curesv_ref ref);

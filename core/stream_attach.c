@@ -102,13 +102,6 @@ curesv_status curesv_engine_attach_stream(curesv_engine *e, uint64_t stream, con
 	return ok ? CURESV_OK : CURESV_ERR_TABLE_FULL;
 }
 
-curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream, bool *attached)
-{
-	curesv_stream_info info;
-	*attached = !curesv_stream_is_default(stream) && curesv_engine_stream(e, stream, &info) &&
-		    (info.flags & CURESV_STREAM_ATTACHED);
-	return *attached ? info.ref : curesv_thread_origin();
-}
 
 /* The stream's reservation was found released by a charge (a warning, and the stream draws from
  * the shared pool from now on), or to be on another device than the allocation (a warning, once).

@@ -124,13 +124,10 @@ static uint64_t max_update(_Atomic uint64_t *target, uint64_t v)
 	return v > cur ? v : cur;
 }
 
-/* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
- * stays within [0, batch], else into `live`. The high water counts what this thread can see: the
- * shared lines are touched only when the count moves or the thread's own figure passes the high
- * water it last saw. */
-static void count_live(curesv_table *t, int delta)
+/* The live count's slow steps: a thread without a shard (shared count), and a stripe moving its
+ * count to `live` or passing the high water it last saw. */
+static __attribute__((noinline)) void count_live_slow(curesv_table *t, int i, int64_t n, int delta)
 {
-	int i = curesv_shard_index();
 	if (i < 0) {
 		int64_t now = atomic_fetch_add_explicit(&t->live, delta, memory_order_relaxed) + delta;
 		if (delta > 0 && now > 0)
@@ -138,7 +135,6 @@ static void count_live(curesv_table *t, int delta)
 		return;
 	}
 	struct curesv_table_stripe *mine = &t->stripes[i];
-	int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
 	if (n < 0 || n > t->batch) {
 		atomic_store_explicit(&mine->pending, 0, memory_order_relaxed);
 		mine->live_seen = atomic_fetch_add_explicit(&t->live, n, memory_order_relaxed) + n;
@@ -149,6 +145,27 @@ static void count_live(curesv_table *t, int delta)
 	int64_t seen = mine->live_seen + n;
 	if (delta > 0 && seen > 0 && (uint64_t)seen > mine->high_water_seen)
 		mine->high_water_seen = max_update(&t->high_water, (uint64_t)seen);
+}
+
+/* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
+ * stays within [0, batch], else into `live`. The high water counts what this thread can see: the
+ * shared lines are touched only when the count moves or the thread's own figure passes the high
+ * water it last saw. */
+static inline void count_live(curesv_table *t, int delta)
+{
+	int i = curesv_shard_index();
+	if (__builtin_expect(i >= 0, 1)) {
+		struct curesv_table_stripe *mine = &t->stripes[i];
+		int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
+		if (__builtin_expect(n >= 0 && n <= t->batch &&
+				     (delta < 0 || mine->live_seen + n <= (int64_t)mine->high_water_seen), 1)) {
+			atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
+			return;
+		}
+		count_live_slow(t, i, n, delta);
+		return;
+	}
+	count_live_slow(t, i, 0, delta);
 }
 
 /* I1, I2: make bound[home] cover distance d, clearing any remover's scanning bit. The acq_rel RMW
@@ -203,11 +220,11 @@ static void lower_bound(curesv_table *t, uint64_t home, uint64_t d)
 	}
 }
 
-static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out);
+static inline void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out);
 
 /* Writes e's payload into slot s (claimed as BUSY by the caller) and publishes it LIVE at
  * `version`. */
-static void publish(struct curesv_slot *s, const curesv_entry *e, uint64_t version)
+static inline void publish(struct curesv_slot *s, const curesv_entry *e, uint64_t version)
 {
 	/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
 	atomic_thread_fence(memory_order_release);
@@ -242,12 +259,27 @@ static bool insert(curesv_table *t, const curesv_entry *e, curesv_entry *old)
 	if (e->ptr == 0)
 		return false;
 	uint64_t home = home_of(t, e->ptr);
+	/* The common case: no key of this home anywhere else (bound 0, no remover scanning) and its
+	 * home slot free, so no stale entry of the key can be in the table. */
+	struct curesv_slot *h = &t->slots[home];
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	if (__builtin_expect(st_phase(st) == PHASE_FREE &&
+			     atomic_load_explicit(bound_of(t, home), memory_order_acquire) == 0, 1) &&
+	    /* seq_cst: I4, as below */
+	    atomic_compare_exchange_strong_explicit(&h->state, &st, st_make(PHASE_BUSY, st_version(st), 0),
+						    memory_order_seq_cst, memory_order_relaxed)) {
+		publish(h, e, st_version(st));
+		if (atomic_load_explicit(bound_of(t, home), memory_order_seq_cst) & SCANNING)
+			raise_bound(t, home, 0);
+		count_live(t, 1);
+		return true;
+	}
 retry:;
 	uint64_t bound = old ? atomic_load_explicit(bound_of(t, home), memory_order_acquire) & BOUND_MASK
 			     : 0;
 	for (uint64_t d = 0, index = home; d < t->probe_limit; index = slot_next(t, index, ++d)) {
 		struct curesv_slot *s = &t->slots[index];
-		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+		st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (old && d <= bound && st_phase(st) == PHASE_LIVE &&
 		    atomic_load_explicit(&s->key, memory_order_relaxed) == e->ptr) {
 			if (replace_stale(t, s, st, e, old) < 0)
@@ -303,7 +335,7 @@ bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e, cures
 	return insert(t, e, old);
 }
 
-static void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out)
+static inline void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out)
 {
 	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
 	out->ptr = atomic_load_explicit(&s->key, memory_order_relaxed);
@@ -373,6 +405,20 @@ bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_
 	uint64_t home = home_of(t, ptr), d, index, st, busy_seen[2];
 	if (ptr == 0)
 		return false;
+	/* The common case: the key in its home slot. A key is in the table once while live. */
+	struct curesv_slot *h = &t->slots[home];
+	st = atomic_load_explicit(&h->state, memory_order_acquire);
+	if (__builtin_expect(st_phase(st) == PHASE_LIVE &&
+			     atomic_load_explicit(&h->key, memory_order_relaxed) == ptr, 1) &&
+	    /* acquire: the payload read below is the one published with this occupancy */
+	    atomic_compare_exchange_strong_explicit(&h->state, &st,
+						    st_make(PHASE_BUSY, st_version(st), st_tag(st)),
+						    memory_order_acquire, memory_order_relaxed)) {
+		if (out)
+			fill_entry(h, st, out);
+		*ticket = (curesv_ticket){ home, home, 0, st };
+		return true;
+	}
 	for (;;) {
 		if (!find(t, ptr, home, &d, &index, &st, busy_seen)) {
 			if (busy_seen[0] != UINT64_MAX && wait_settled(t, busy_seen))
