@@ -28,35 +28,6 @@
 #include <sys/mman.h>
 #include <string.h>
 
-enum { PHASE_FREE = 0, PHASE_BUSY = 1, PHASE_LIVE = 2 };
-
-#define SCANNING (UINT32_C(1) << 31)
-#define BOUND_MASK (SCANNING - 1)
-
-/* The state word: origin (bits 40..63) | stream tag (bits 24..39) | version (bits 2..23) | phase.
- * origin and stream together are the entry's `tag`, carried as one value. */
-static inline uint64_t st_make(uint64_t phase, uint64_t version, uint64_t tag)
-{
-	return tag << 24 | (version & 0x3fffffu) << 2 | phase;
-}
-static inline uint64_t st_phase(uint64_t s) { return s & 3; }
-static inline uint64_t st_version(uint64_t s) { return (s >> 2) & 0x3fffffu; }
-static inline uint64_t st_tag(uint64_t s) { return s >> 24; }
-static inline uint64_t tag_of(uint32_t origin, uint16_t stream)
-{
-	return (uint64_t)(origin & 0xffffffu) << 16 | stream;
-}
-
-static inline uint64_t meta_make(const curesv_entry *e)
-{
-	return e->bytes << 16 | (uint64_t)(uint8_t)(e->device + 1) << 8 | e->kind;
-}
-
-static inline uint64_t home_of(const curesv_table *t, uint64_t key)
-{
-	return curesv_hash64(key) & t->mask;
-}
-
 /* Triangular probing: home + d(d+1)/2 visits every slot of a power-of-two table, and scatters a
  * crowded neighbourhood less than linear probing (shorter longest probes at 75% load). */
 static inline uint64_t slot_at(const curesv_table *t, uint64_t home, uint64_t d)
@@ -68,11 +39,6 @@ static inline uint64_t slot_at(const curesv_table *t, uint64_t home, uint64_t d)
 static inline uint64_t slot_next(const curesv_table *t, uint64_t index, uint64_t next_d)
 {
 	return (index + next_d) & t->mask;
-}
-
-static inline _Atomic uint32_t *bound_of(curesv_table *t, uint64_t home)
-{
-	return &t->slots[home].bound;
 }
 
 const char *curesv_kind_name(enum curesv_kind kind)
@@ -126,7 +92,7 @@ static uint64_t max_update(_Atomic uint64_t *target, uint64_t v)
 
 /* The live count's slow steps: a thread without a shard (shared count), and a stripe moving its
  * count to `live` or passing the high water it last saw. */
-static __attribute__((noinline)) void count_live_slow(curesv_table *t, int i, int64_t n, int delta)
+void curesv_table_count_slow_(curesv_table *t, int i, int64_t n, int delta)
 {
 	if (i < 0) {
 		int64_t now = atomic_fetch_add_explicit(&t->live, delta, memory_order_relaxed) + delta;
@@ -135,6 +101,7 @@ static __attribute__((noinline)) void count_live_slow(curesv_table *t, int i, in
 		return;
 	}
 	struct curesv_table_stripe *mine = &t->stripes[i];
+	n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
 	if (n < 0 || n > t->batch) {
 		atomic_store_explicit(&mine->pending, 0, memory_order_relaxed);
 		mine->live_seen = atomic_fetch_add_explicit(&t->live, n, memory_order_relaxed) + n;
@@ -147,35 +114,14 @@ static __attribute__((noinline)) void count_live_slow(curesv_table *t, int i, in
 		mine->high_water_seen = max_update(&t->high_water, (uint64_t)seen);
 }
 
-/* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
- * stays within [0, batch], else into `live`. The high water counts what this thread can see: the
- * shared lines are touched only when the count moves or the thread's own figure passes the high
- * water it last saw. */
-static inline void count_live(curesv_table *t, int delta)
-{
-	int i = curesv_shard_index();
-	if (__builtin_expect(i >= 0, 1)) {
-		struct curesv_table_stripe *mine = &t->stripes[i];
-		int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
-		if (__builtin_expect(n >= 0 && n <= t->batch &&
-				     (delta < 0 || mine->live_seen + n <= (int64_t)mine->high_water_seen), 1)) {
-			atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
-			return;
-		}
-		count_live_slow(t, i, n, delta);
-		return;
-	}
-	count_live_slow(t, i, 0, delta);
-}
-
 /* I1, I2: make bound[home] cover distance d, clearing any remover's scanning bit. The acq_rel RMW
  * orders this after the slot's LIVE store for a remover whose own RMW on the bound follows it. */
 static void raise_bound(curesv_table *t, uint64_t home, uint64_t d)
 {
-	_Atomic uint32_t *b = bound_of(t, home);
+	_Atomic uint32_t *b = curesv_bound_of(t, home);
 	uint32_t cur = atomic_load_explicit(b, memory_order_relaxed), next;
 	do {
-		uint32_t v = cur & BOUND_MASK;
+		uint32_t v = cur & CURESV_BOUND_MASK;
 		next = v > d ? v : (uint32_t)d;
 	} while (!atomic_compare_exchange_weak_explicit(b, &cur, next, memory_order_acq_rel,
 							memory_order_relaxed));
@@ -189,10 +135,10 @@ static bool holds_home(curesv_table *t, uint64_t home, uint64_t index)
 	/* seq_cst: with the scanning CAS before it, against an inserter's claim CAS and bound load
 	 * (I4); also pairs with the release that published the key, so its hash is the right one */
 	uint64_t st = atomic_load_explicit(&s->state, memory_order_seq_cst);
-	if (st_phase(st) == PHASE_BUSY)
+	if (curesv_st_phase(st) == CURESV_PHASE_BUSY)
 		return true;
-	return st_phase(st) == PHASE_LIVE &&
-	       home_of(t, atomic_load_explicit(&s->key, memory_order_relaxed)) == home;
+	return curesv_st_phase(st) == CURESV_PHASE_LIVE &&
+	       curesv_home_of(t, atomic_load_explicit(&s->key, memory_order_relaxed)) == home;
 }
 
 /* After removing the key at distance d == bound[home], shrink the bound to the farthest key left.
@@ -201,11 +147,11 @@ static bool holds_home(curesv_table *t, uint64_t home, uint64_t index)
  * can leave the bound above the farthest key: still safe (I1), only one probe longer than needed. */
 static void lower_bound(curesv_table *t, uint64_t home, uint64_t d)
 {
-	_Atomic uint32_t *b = bound_of(t, home);
+	_Atomic uint32_t *b = curesv_bound_of(t, home);
 	for (;;) {
 		uint32_t expect = (uint32_t)d;
 		/* seq_cst: a raise that came before this RMW is visible to the scan below, and I4 */
-		if (d == 0 || !atomic_compare_exchange_strong_explicit(b, &expect, (uint32_t)d | SCANNING,
+		if (d == 0 || !atomic_compare_exchange_strong_explicit(b, &expect, (uint32_t)d | CURESV_BOUND_SCANNING,
 								       memory_order_seq_cst,
 								       memory_order_relaxed))
 			return;
@@ -213,41 +159,26 @@ static void lower_bound(curesv_table *t, uint64_t home, uint64_t d)
 		/* stepping down: slot_at(j - 1) is slot_at(j) less j */
 		while (j > 0 && !holds_home(t, home, index))
 			index = (index - j--) & t->mask;
-		expect = (uint32_t)d | SCANNING;
+		expect = (uint32_t)d | CURESV_BOUND_SCANNING;
 		if (atomic_compare_exchange_strong_explicit(b, &expect, (uint32_t)j, memory_order_release,
 							    memory_order_relaxed))
 			return;
 	}
 }
 
-static inline void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out);
-
-/* Writes e's payload into slot s (claimed as BUSY by the caller) and publishes it LIVE at
- * `version`. */
-static inline void publish(struct curesv_slot *s, const curesv_entry *e, uint64_t version)
-{
-	/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
-	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&s->key, e->ptr, memory_order_relaxed);
-	atomic_store_explicit(&s->meta, meta_make(e), memory_order_relaxed);
-	atomic_store_explicit(&s->thread, e->thread, memory_order_relaxed);
-	/* release: publishes key and payload to lookups, walkers and bound scans */
-	atomic_store_explicit(&s->state, st_make(PHASE_LIVE, version, tag_of(e->origin, e->stream)),
-			      memory_order_release);
-}
 
 /* A live entry for e's key within the home bucket's bound, still in the table although its free
  * was never seen: the new entry takes its slot (version moved on, I3); the old one goes to *old. */
 static int replace_stale(curesv_table *t, struct curesv_slot *s, uint64_t st, const curesv_entry *e,
 			 curesv_entry *old)
 {
-	uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_tag(st));
+	uint64_t busy = curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st), curesv_st_tag(st));
 	/* acquire: the payload read below is the one published with this occupancy */
 	if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
 						     memory_order_relaxed))
 		return -1;
-	fill_entry(s, st, old);
-	publish(s, e, st_version(st) + 1);
+	curesv_slot_read(s, st, old);
+	curesv_slot_publish(s, e, curesv_st_version(st) + 1);
 	return 1;
 }
 
@@ -258,35 +189,21 @@ static bool insert(curesv_table *t, const curesv_entry *e, curesv_entry *old)
 {
 	if (e->ptr == 0)
 		return false;
-	uint64_t home = home_of(t, e->ptr);
-	/* The common case: no key of this home anywhere else (bound 0, no remover scanning) and its
-	 * home slot free, so no stale entry of the key can be in the table. */
-	struct curesv_slot *h = &t->slots[home];
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-	if (__builtin_expect(st_phase(st) == PHASE_FREE &&
-			     atomic_load_explicit(bound_of(t, home), memory_order_acquire) == 0, 1) &&
-	    /* seq_cst: I4, as below */
-	    atomic_compare_exchange_strong_explicit(&h->state, &st, st_make(PHASE_BUSY, st_version(st), 0),
-						    memory_order_seq_cst, memory_order_relaxed)) {
-		publish(h, e, st_version(st));
-		if (atomic_load_explicit(bound_of(t, home), memory_order_seq_cst) & SCANNING)
-			raise_bound(t, home, 0);
-		count_live(t, 1);
-		return true;
-	}
+	uint64_t home = curesv_home_of(t, e->ptr);
+	uint64_t st;
 retry:;
-	uint64_t bound = old ? atomic_load_explicit(bound_of(t, home), memory_order_acquire) & BOUND_MASK
+	uint64_t bound = old ? atomic_load_explicit(curesv_bound_of(t, home), memory_order_acquire) & CURESV_BOUND_MASK
 			     : 0;
 	for (uint64_t d = 0, index = home; d < t->probe_limit; index = slot_next(t, index, ++d)) {
 		struct curesv_slot *s = &t->slots[index];
 		st = atomic_load_explicit(&s->state, memory_order_acquire);
-		if (old && d <= bound && st_phase(st) == PHASE_LIVE &&
+		if (old && d <= bound && curesv_st_phase(st) == CURESV_PHASE_LIVE &&
 		    atomic_load_explicit(&s->key, memory_order_relaxed) == e->ptr) {
 			if (replace_stale(t, s, st, e, old) < 0)
 				goto retry;
 			return true;
 		}
-		if (st_phase(st) != PHASE_FREE)
+		if (curesv_st_phase(st) != CURESV_PHASE_FREE)
 			continue;
 		/* Before claiming a slot past any stale entry's place, look at the rest of the
 		 * bound: only slots up to the bound can hold one. */
@@ -295,7 +212,7 @@ retry:;
 			for (j = d + 1; j <= bound; j++) {
 				struct curesv_slot *x = &t->slots[slot_at(t, home, j)];
 				uint64_t xs = atomic_load_explicit(&x->state, memory_order_acquire);
-				if (st_phase(xs) == PHASE_LIVE &&
+				if (curesv_st_phase(xs) == CURESV_PHASE_LIVE &&
 				    atomic_load_explicit(&x->key, memory_order_relaxed) == e->ptr) {
 					if (replace_stale(t, x, xs, e, old) < 0)
 						goto retry;
@@ -304,18 +221,18 @@ retry:;
 			}
 			bound = 0; /* none: the search for a free slot goes on without looking again */
 		}
-		uint64_t busy = st_make(PHASE_BUSY, st_version(st), 0);
+		uint64_t busy = curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st), 0);
 		/* seq_cst: I4, against a remover's scanning CAS and scan */
 		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_seq_cst,
 							     memory_order_relaxed))
 			continue;
-		publish(s, e, st_version(st));
+		curesv_slot_publish(s, e, curesv_st_version(st));
 		/* I4: the bound read after the claim covers d and no remover is scanning it: any
 		 * remover that lowers it later scans this slot after seeing it claimed. */
-		uint32_t b = atomic_load_explicit(bound_of(t, home), memory_order_seq_cst);
-		if ((b & SCANNING) || (b & BOUND_MASK) < d)
+		uint32_t b = atomic_load_explicit(curesv_bound_of(t, home), memory_order_seq_cst);
+		if ((b & CURESV_BOUND_SCANNING) || (b & CURESV_BOUND_MASK) < d)
 			raise_bound(t, home, d);
-		count_live(t, 1);
+		curesv_table_count_(t, 1);
 		if (d > atomic_load_explicit(&t->probe_max, memory_order_relaxed))
 			max_update(&t->probe_max, d);
 		return true;
@@ -329,22 +246,9 @@ bool curesv_table_insert(curesv_table *t, const curesv_entry *e)
 	return insert(t, e, NULL);
 }
 
-bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e, curesv_entry *old)
+bool curesv_table_insert_slow_(curesv_table *t, const curesv_entry *e, curesv_entry *old)
 {
-	old->ptr = 0;
 	return insert(t, e, old);
-}
-
-static inline void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_entry *out)
-{
-	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
-	out->ptr = atomic_load_explicit(&s->key, memory_order_relaxed);
-	out->bytes = meta >> 16;
-	out->origin = (uint32_t)(st_tag(st) >> 16);
-	out->stream = (uint16_t)st_tag(st);
-	out->thread = atomic_load_explicit(&s->thread, memory_order_relaxed);
-	out->device = (int16_t)((meta >> 8 & 0xff) - 1);
-	out->kind = (uint8_t)(meta & 0xff);
 }
 
 /* Finds the live slot holding `ptr`: returns its distance from home, its index and its state, or
@@ -353,17 +257,17 @@ static inline void fill_entry(const struct curesv_slot *s, uint64_t st, curesv_e
 static bool find(curesv_table *t, uint64_t ptr, uint64_t home, uint64_t *dist, uint64_t *where,
 		 uint64_t *state, uint64_t busy[2])
 {
-	uint64_t bound = atomic_load_explicit(bound_of(t, home), memory_order_acquire) & BOUND_MASK;
+	uint64_t bound = atomic_load_explicit(curesv_bound_of(t, home), memory_order_acquire) & CURESV_BOUND_MASK;
 	if (busy)
 		busy[0] = UINT64_MAX;
 	for (uint64_t d = 0, index = home; d <= bound; index = slot_next(t, index, ++d)) {
 		struct curesv_slot *s = &t->slots[index];
 		/* acquire: pairs with the release that published this slot's key */
 		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
-		if (st_phase(st) == PHASE_FREE ||
+		if (curesv_st_phase(st) == CURESV_PHASE_FREE ||
 		    atomic_load_explicit(&s->key, memory_order_relaxed) != ptr)
 			continue;
-		if (st_phase(st) == PHASE_LIVE) {
+		if (curesv_st_phase(st) == CURESV_PHASE_LIVE) {
 			*dist = d;
 			*where = index;
 			*state = st;
@@ -392,33 +296,20 @@ static bool wait_settled(curesv_table *t, const uint64_t busy[2])
 
 bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out)
 {
-	uint64_t home = home_of(t, ptr), d, index, st;
+	uint64_t home = curesv_home_of(t, ptr), d, index, st;
 	if (ptr == 0 || !find(t, ptr, home, &d, &index, &st, NULL))
 		return false;
 	if (out)
-		fill_entry(&t->slots[index], st, out);
+		curesv_slot_read(&t->slots[index], st, out);
 	return true;
 }
 
-bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket)
+bool curesv_table_take_slow_(curesv_table *t, uint64_t ptr, curesv_entry *out,
+			     curesv_ticket *ticket)
 {
-	uint64_t home = home_of(t, ptr), d, index, st, busy_seen[2];
+	uint64_t home = curesv_home_of(t, ptr), d, index, st, busy_seen[2];
 	if (ptr == 0)
 		return false;
-	/* The common case: the key in its home slot. A key is in the table once while live. */
-	struct curesv_slot *h = &t->slots[home];
-	st = atomic_load_explicit(&h->state, memory_order_acquire);
-	if (__builtin_expect(st_phase(st) == PHASE_LIVE &&
-			     atomic_load_explicit(&h->key, memory_order_relaxed) == ptr, 1) &&
-	    /* acquire: the payload read below is the one published with this occupancy */
-	    atomic_compare_exchange_strong_explicit(&h->state, &st,
-						    st_make(PHASE_BUSY, st_version(st), st_tag(st)),
-						    memory_order_acquire, memory_order_relaxed)) {
-		if (out)
-			fill_entry(h, st, out);
-		*ticket = (curesv_ticket){ home, home, 0, st };
-		return true;
-	}
 	for (;;) {
 		if (!find(t, ptr, home, &d, &index, &st, busy_seen)) {
 			if (busy_seen[0] != UINT64_MAX && wait_settled(t, busy_seen))
@@ -426,28 +317,26 @@ bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_
 			return false;
 		}
 		struct curesv_slot *s = &t->slots[index];
-		uint64_t busy = st_make(PHASE_BUSY, st_version(st), st_tag(st));
+		uint64_t busy = curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st), curesv_st_tag(st));
 		/* acquire: the payload read below is the one published with this occupancy */
 		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, busy, memory_order_acquire,
 							     memory_order_relaxed))
 			continue; /* a transfer changed the origin, or another taker won: look again */
 		if (out)
-			fill_entry(s, st, out);
+			curesv_slot_read(s, st, out);
 		*ticket = (curesv_ticket){ index, home, d, st };
 		return true;
 	}
 }
 
-void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
+void curesv_table_lower_bound_(curesv_table *t, uint64_t home, uint64_t d)
 {
-	/* Lower the bound while the slot is still BUSY, so no insert can reuse it mid-scan. */
-	if ((atomic_load_explicit(bound_of(t, tk->home), memory_order_relaxed) & BOUND_MASK) ==
-	    tk->distance)
-		lower_bound(t, tk->home, tk->distance);
-	/* release: the slot's next occupant (a new version) is ordered after this removal */
-	atomic_store_explicit(&t->slots[tk->index].state,
-			      st_make(PHASE_FREE, st_version(tk->state) + 1, 0), memory_order_release);
-	count_live(t, -1);
+	lower_bound(t, home, d);
+}
+
+void curesv_table_raise_bound_(curesv_table *t, uint64_t home, uint64_t d)
+{
+	raise_bound(t, home, d);
 }
 
 void curesv_table_restore(curesv_table *t, const curesv_ticket *tk)
@@ -469,10 +358,10 @@ bool curesv_table_remove(curesv_table *t, uint64_t ptr, curesv_entry *out)
 
 bool curesv_table_peek(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket)
 {
-	uint64_t home = home_of(t, ptr), d, index, st;
+	uint64_t home = curesv_home_of(t, ptr), d, index, st;
 	if (ptr == 0 || !find(t, ptr, home, &d, &index, &st, NULL))
 		return false;
-	fill_entry(&t->slots[index], st, out);
+	curesv_slot_read(&t->slots[index], st, out);
 	*ticket = (curesv_ticket){ index, home, d, st };
 	return true;
 }
@@ -483,7 +372,7 @@ bool curesv_table_retag(curesv_table *t, const curesv_ticket *tk, uint32_t origi
 	/* I3: equal state words mean the same occupancy with the same origin */
 	return atomic_compare_exchange_strong_explicit(
 		&t->slots[tk->index].state, &expect,
-		st_make(PHASE_LIVE, st_version(tk->state), tag_of(origin, (uint16_t)st_tag(tk->state))),
+		curesv_st_make(CURESV_PHASE_LIVE, curesv_st_version(tk->state), curesv_tag_of(origin, (uint16_t)curesv_st_tag(tk->state))),
 		memory_order_acq_rel,
 		memory_order_relaxed);
 }
@@ -494,10 +383,10 @@ void curesv_table_walk(curesv_table *t, void (*fn)(const curesv_entry *e, void *
 		struct curesv_slot *s = &t->slots[i];
 		/* Seqlock-style read: the entry counts only if the state word did not move around it. */
 		uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
-		if (st_phase(st) != PHASE_LIVE)
+		if (curesv_st_phase(st) != CURESV_PHASE_LIVE)
 			continue;
 		curesv_entry e;
-		fill_entry(s, st, &e);
+		curesv_slot_read(s, st, &e);
 		/* acquire fence: the payload loads above complete before the state is read again */
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&s->state, memory_order_relaxed) == st)
@@ -518,7 +407,7 @@ void curesv_table_stats(curesv_table *t, curesv_table_stats_t *out)
 	out->probe_max = atomic_load_explicit(&t->probe_max, memory_order_relaxed);
 	out->bound_max = 0;
 	for (uint64_t i = 0; i <= t->mask; i++) {
-		uint64_t b = atomic_load_explicit(&t->slots[i].bound, memory_order_relaxed) & BOUND_MASK;
+		uint64_t b = atomic_load_explicit(&t->slots[i].bound, memory_order_relaxed) & CURESV_BOUND_MASK;
 		if (b > out->bound_max)
 			out->bound_max = b;
 	}

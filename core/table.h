@@ -117,8 +117,10 @@ void curesv_table_destroy(curesv_table *t);
 bool curesv_table_insert(curesv_table *t, const curesv_entry *e);
 
 /* Adds an entry; a live entry of the same key still in the table (its free went unseen) is
- * replaced and copied to *old (old->ptr is 0 when there was none). Otherwise as insert. */
-bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e, curesv_entry *old);
+ * replaced and copied to *old (old->ptr is 0 when there was none). Otherwise as insert. Inline
+ * (table_inline.h). */
+static inline bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
+						 curesv_entry *old);
 
 /* Copies the live entry for `ptr` into *out (if not NULL). Returns false when there is none. */
 bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
@@ -128,8 +130,9 @@ bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
  * makes the entry live again unchanged (e.g. when the real free failed). A taker that finds the
  * entry claimed by another waits (about a second at most) for that commit or restore, so a double
  * free racing a failing free sees the entry come back instead of missing it. */
-bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket);
-void curesv_table_commit(curesv_table *t, const curesv_ticket *ticket);
+static inline bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
+				     curesv_ticket *ticket);
+static inline void curesv_table_commit(curesv_table *t, const curesv_ticket *ticket);
 void curesv_table_restore(curesv_table *t, const curesv_ticket *ticket);
 
 /* take() + commit(). */
@@ -158,5 +161,7 @@ static inline uint64_t curesv_hash64(uint64_t x)
 	x ^= x >> 33;
 	return x;
 }
+
+#include "table_inline.h"
 
 #endif
