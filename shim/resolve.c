@@ -44,16 +44,30 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* A runtime symbol: the next definition after libcuresv, else from a libcudart loaded locally. */
-static void *runtime_symbol(const char *name)
+/* Marks the object defining `fn` NODELETE. Without curesv the program's own binding keeps the
+ * runtime loaded: glibc marks an object NODELETE when the main program's dlsym(RTLD_DEFAULT) binds
+ * one of its symbols, and a library linked against it holds it as a dependency. Under curesv those
+ * callers bind to curesv's definition instead, which holds nothing, so a dlclose could unload the
+ * runtime under the pointer curesv keeps (a call after a reload jumped into the unmapped copy).
+ * Once a hook forwards to a runtime, that runtime stays loaded for the life of the process: as
+ * without curesv after dlsym(RTLD_DEFAULT), longer than without it after a library's dlclose. */
+static void *keep_loaded(void *fn)
 {
-	curesv_resolve_dlsym();
-	/* A runtime in the global scope (linked by the program) comes after libcuresv. */
-	void *fn = curesv_real_dlsym(RTLD_NEXT, name);
-	if (fn)
-		return fn;
-	/* One loaded privately (RTLD_LOCAL), e.g. by a Python extension module, still bound its
-	 * callers to curesv's definition: find it among the loaded objects. */
+	Dl_info info;
+	struct link_map *map = NULL;
+	if (!fn || !dladdr1(fn, &info, (void **)&map, RTLD_DL_LINKMAP) || !map || !map->l_name[0])
+		return fn; /* not found, or the program itself: never unloaded */
+	/* l_name is the name the loader matches first: NOLOAD finds the object without opening it */
+	void *h = dlopen(map->l_name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+	if (h)
+		dlclose(h); /* NODELETE stays; the open count is the program's again */
+	return fn;
+}
+
+/* A runtime symbol from a libcudart loaded privately (RTLD_LOCAL), e.g. by a Python extension
+ * module, whose callers still bound to curesv's definition: found among the loaded objects. */
+static void *local_runtime_symbol(const char *name)
+{
 	struct cudarts found = { NULL, NULL };
 	dl_iterate_phdr(find_cudart, &found);
 	/* curesv's runtime entry points stand for one runtime: with two major versions loaded, calls
@@ -63,7 +77,20 @@ static void *runtime_symbol(const char *name)
 				"runtime calls to the first; run with CURESV_ENABLE=0 if the other one's "
 				"callers misbehave", found.first, found.other);
 	void *h = found.first ? dlopen(found.first, RTLD_LAZY | RTLD_NOLOAD) : NULL;
-	return h ? curesv_real_dlsym(h, name) : NULL;
+	if (!h)
+		return NULL;
+	void *fn = keep_loaded(curesv_real_dlsym(h, name));
+	dlclose(h);
+	return fn;
+}
+
+/* A runtime symbol: the next definition after libcuresv (a runtime in the global scope, linked by
+ * the program, comes after it), else from a libcudart loaded locally. */
+static void *runtime_symbol(const char *name)
+{
+	curesv_resolve_dlsym();
+	void *fn = curesv_real_dlsym(RTLD_NEXT, name);
+	return fn ? keep_loaded(fn) : local_runtime_symbol(name);
 }
 
 static void *cached(struct curesv_real *r, void *(*lookup)(const char *))

@@ -314,6 +314,16 @@ def check_nothing(report, out):
     return "-", "-", "-"
 
 
+def check_reload(report, out):
+    """Two rounds of cudaMalloc + cudaFree, one before the runtime's dlclose, one after."""
+    expect("second round", "again: cudaMalloc 0 cudaFree 0" in out.splitlines(), True)
+    shared = report["shared"]
+    expect("allocs", shared["allocs"], 2)
+    expect("frees", shared["frees"], 2)
+    expect("unknown frees", report["unknown_frees"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_forks_in_handler(report, out):
     m = re.search(r"fork_in_handler: (\d+) forks ok", out)
     if not m or int(m.group(1)) == 0:
@@ -1001,6 +1011,9 @@ def cases(stack, bindir, sanitized=False):
                             ", trace on" if trace else ""), [b("fork_in_handler")],
                         check_forks_in_handler, env=fork_env, trace=trace, timeout=120,
                         stacks=("sim",)))
+    for scope in ("global", "local"):
+        out.append(Case("runtime dlclosed and dlopened again (%s)" % scope, [b("reload"), scope],
+                        check_reload, same_output=True, stacks=("sim",)))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
                     report=False))
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
