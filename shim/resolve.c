@@ -24,7 +24,7 @@ void *curesv_driver_symbol(const char *name)
 
 struct cudarts {
 	const char *first;      /* path of the first libcudart.so* loaded */
-	const char *other;      /* one with another name, if any */
+	const char *other;      /* another one, if any: a second runtime */
 };
 
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
@@ -34,14 +34,40 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *base = slash ? slash + 1 : info->dlpi_name;
 	if (strncmp(base, "libcudart.so", 12) != 0)
 		return 0;
-	if (!found->first) {
+	if (!found->first)
 		found->first = info->dlpi_name;
-	} else {
-		const char *s = strrchr(found->first, '/');
-		if (strcmp(s ? s + 1 : found->first, base) != 0)
-			found->other = info->dlpi_name;
-	}
-	return 0;
+	else
+		found->other = info->dlpi_name;
+	return found->other != NULL; /* two are enough */
+}
+
+/* The runtime whose cudaMalloc curesv's forwards to, as runtime_symbol finds it. */
+static const char *forward_target(const struct cudarts *found)
+{
+	Dl_info info;
+	void *fn = curesv_real_dlsym(RTLD_NEXT, "cudaMalloc");
+	return fn && dladdr(fn, &info) && info.dli_fname ? info.dli_fname : found->first;
+}
+
+/* curesv's runtime entry points stand for one runtime: with two loaded (a plugin linked with
+ * another major version, whose calls of cudaMalloc & co. bind to curesv's definitions before its
+ * own runtime's), those calls reach the runtime curesv forwards to. Called where a runtime shows
+ * itself: each runtime's bootstrap lookup of cuGetProcAddress, each hook's first call. */
+void curesv_check_runtimes(void)
+{
+	static atomic_bool warned;
+	if (atomic_load_explicit(&warned, memory_order_relaxed))
+		return;
+	curesv_resolve_dlsym();
+	struct cudarts found = { NULL, NULL };
+	dl_iterate_phdr(find_cudart, &found);
+	if (!found.other || !curesv_real_dlsym || atomic_exchange(&warned, true))
+		return;
+	const char *to = forward_target(&found);
+	const char *other = strcmp(to, found.first) == 0 ? found.other : found.first;
+	curesv_log(CURESV_LOG_WARN, "two CUDA runtimes are loaded (%s, %s): curesv's cudaMalloc & co. "
+		   "forward every call to %s, also those of code built for %s; run that code without "
+		   "curesv if it misbehaves", found.first, found.other, to, other);
 }
 
 /* Marks the object defining `fn` NODELETE. Without curesv the program's own binding keeps the
@@ -70,12 +96,6 @@ static void *local_runtime_symbol(const char *name)
 {
 	struct cudarts found = { NULL, NULL };
 	dl_iterate_phdr(find_cudart, &found);
-	/* curesv's runtime entry points stand for one runtime: with two major versions loaded, calls
-	 * from code built for the second would reach the first. */
-	if (found.other)
-		CURESV_LOG_ONCE(CURESV_LOG_WARN, "two CUDA runtimes are loaded (%s, %s): curesv forwards "
-				"runtime calls to the first; run with CURESV_ENABLE=0 if the other one's "
-				"callers misbehave", found.first, found.other);
 	void *h = found.first ? dlopen(found.first, RTLD_LAZY | RTLD_NOLOAD) : NULL;
 	if (!h)
 		return NULL;
@@ -88,7 +108,7 @@ static void *local_runtime_symbol(const char *name)
  * the program, comes after it), else from a libcudart loaded locally. */
 static void *runtime_symbol(const char *name)
 {
-	curesv_resolve_dlsym();
+	curesv_check_runtimes();
 	void *fn = curesv_real_dlsym(RTLD_NEXT, name);
 	return fn ? keep_loaded(fn) : local_runtime_symbol(name);
 }

@@ -324,6 +324,24 @@ def check_reload(report, out):
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
 
 
+TWO_RUNTIMES = re.compile(
+    r"curesv: two CUDA runtimes are loaded \((\S+/libcudart\.so\.13), (\S+/libcudart\.so\.12)\): "
+    r"curesv's cudaMalloc & co\. forward every call to \1, also those of code built for \2; run "
+    r"that code without curesv if it misbehaves")
+
+
+def check_two_runtimes(report, out):
+    """One warning names both runtimes; the plugin's allocation reached .13 through curesv."""
+    warned = [line for line in out.splitlines() if "two CUDA runtimes" in line]
+    expect("warnings", len(warned), 1)
+    if not TWO_RUNTIMES.fullmatch(warned[0]):
+        raise AssertionError("unexpected warning: %r" % warned[0])
+    shared = report["shared"]
+    expect("allocs", shared["allocs"], 2)
+    expect("frees", shared["frees"], 2)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_forks_in_handler(report, out):
     m = re.search(r"fork_in_handler: (\d+) forks ok", out)
     if not m or int(m.group(1)) == 0:
@@ -1014,6 +1032,8 @@ def cases(stack, bindir, sanitized=False):
     for scope in ("global", "local"):
         out.append(Case("runtime dlclosed and dlopened again (%s)" % scope, [b("reload"), scope],
                         check_reload, same_output=True, stacks=("sim",)))
+    out.append(Case("two runtimes: a plugin linked with libcudart.so.12 beside .13",
+                    [b("two_runtimes")], check_two_runtimes, same_output=True, stacks=("sim",)))
     out.append(Case("RTLD_NEXT from another library", [b("rtld_next")], check_nothing,
                     report=False))
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
