@@ -115,7 +115,8 @@ SIM_LINKS := $(SIM_DIR)/libcudart.so $(SIM_DIR)/libcuda.so
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
-	streams graphs vmm fork_free fork_in_handler reload two_runtimes libcudaplugin12.so)
+	streams graphs vmm fork_free fork_in_handler reload two_runtimes libcudaplugin12.so \
+	slow_free)
 
 $(IT)/%: tests/integration/%.c shim/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@

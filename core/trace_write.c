@@ -390,15 +390,23 @@ static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const cha
 
 /* ---- the events ---------------------------------------------------------------------------------- */
 
+/* An allocation, a free, or a failed free's allocation live again (RMM's log has no word for
+ * it: an allocate row; Chrome marks it). */
 static void alloc_free(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
 {
-	bool alloc = ev->action == CURESV_TRACE_ALLOC;
+	bool alloc = ev->action != CURESV_TRACE_FREE;
 	int64_t delta = alloc ? (int64_t)ev->bytes : -(int64_t)ev->bytes;
 	/* RMM's log is of device memory: pinned host memory shows in the Chrome trace only */
 	if (!w.chrome && !curesv_kind_host(ev->kind))
 		rmm_row(ev, tid, alloc ? "allocate" : "free");
 	if (!device_ok(ev->device))
 		return;
+	if (w.chrome && ev->action == CURESV_TRACE_UNFREE) {
+		instant("free failed", tid, ts);
+		put("\"account\":\"%s\",\"device\":%d,\"ptr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64
+		    ",\"kind\":\"%s\"}}", handle_name(ev->origin, ev->device), ev->device, ev->ptr,
+		    ev->bytes, curesv_kind_name((enum curesv_kind)ev->kind));
+	}
 	if (curesv_kind_host(ev->kind)) {
 		w.host_acct.bytes += delta;
 		if (w.chrome) {
@@ -520,7 +528,8 @@ void curesv_trace_write_event(const struct curesv_trace_event *ev, uint32_t tid,
 		see_device(ev->device, tid, ts);
 	switch ((enum curesv_trace_action)ev->action) {
 	case CURESV_TRACE_ALLOC:
-	case CURESV_TRACE_FREE: alloc_free(ev, tid, ts); break;
+	case CURESV_TRACE_FREE:
+	case CURESV_TRACE_UNFREE: alloc_free(ev, tid, ts); break;
 	case CURESV_TRACE_REFUSED:
 	case CURESV_TRACE_FAILED: refusal(ev, tid, ts); break;
 	case CURESV_TRACE_TRANSFER: transfer(ev, tid, ts); break;

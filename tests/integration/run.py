@@ -342,6 +342,18 @@ def check_two_runtimes(report, out):
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
 
 
+def check_slow_free(pairs):
+    """The pairs were made while the slow free was in flight; every call is in the books."""
+    def check(report, out):
+        want = "slow_free: %d pairs while another thread's free was in flight: ok" % pairs
+        expect("the program's line", want in out.splitlines(), True)
+        shared = report["shared"]
+        expect("allocs", shared["allocs"], pairs + 1)
+        expect("frees", shared["frees"], pairs + 1)
+        return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+    return check
+
+
 def check_forks_in_handler(report, out):
     m = re.search(r"fork_in_handler: (\d+) forks ok", out)
     if not m or int(m.group(1)) == 0:
@@ -1095,6 +1107,11 @@ def cases(stack, bindir, sanitized=False):
                              CURESV_MODE="enforce"), exit_code=1, trace="rmm"))
     out.append(Case("trace: exit while threads allocate", [b("busy_exit")], check_busy_exit,
                     stacks=("sim",), trace="chrome", quiescent=False))
+    # A sanitized shim makes each pair slower: the slow free is longer there (it is ended as soon
+    # as the pairs are done, so the case takes as long as they do)
+    out.append(Case("trace: another thread's slow free holds up no pair",
+                    [b("slow_free"), "40000", "60000" if sanitized else "4000"],
+                    check_slow_free(40000), trace="rmm", stacks=("sim",)))
     out.append(Case("trace: a path that cannot be opened", [b("handoff")],
                     check_stderr("curesv: CURESV_TRACE: '/nonexistent/dir/trace': No such file or "
                                  "directory; no trace is written"),
