@@ -2,9 +2,10 @@
  *
  * Each thread owns a ring of CURESV_TRACE_BUFFER events: it alone writes slots and `head`; the
  * drainer (whoever holds `lock`) alone moves `tail`. A drain merges the rings' published events
- * by timestamp (each ring is in order) up to the time the drain began: an event stamped earlier
- * but published after the drain read its ring waits for the next drain, and so does every event
- * that followed it, stamped later. Every event is published as soon as it is stamped, before
+ * by timestamp (each ring is in order) up to the time the drain began. An event stamped earlier
+ * but published after the drain read its ring (its thread descheduled in between) goes out with
+ * the next drain, after events stamped later: the writer gives it the time of the row before it
+ * (trace_write.c). Every event is published as soon as it is stamped, before
  * the call it describes goes on (a free before the real free, which may hand the address to
  * another thread at once): so a drain never waits for another thread, and the drainer's own
  * ring, whose events were all stamped before the drain began, always empties.
