@@ -119,7 +119,8 @@ SIM_LINKS := $(SIM_DIR)/libcudart.so $(SIM_DIR)/libcuda.so
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
-	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff)
+	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff reload two_runtimes \
+	libcudaplugin12.so slow_free churn)
 
 $(IT)/%: tests/integration/%.c shim/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -138,6 +139,14 @@ $(IT)/wrapped_driver: tests/integration/wrapped_driver.c $(IT)/libwrapmem.so $(S
 # Linked with the runtime alone: runs where libcuda.so.1 is missing (no driver answers).
 $(IT)/handoff_rt: tests/integration/handoff.c $(SIM_LINKS) | $(IT)
 	$(IT_CC) $< -L$(SIM_DIR) -lcudart -o $@
+# Loads the runtime itself, with dlopen: linked with neither runtime nor driver.
+$(IT)/reload: tests/integration/reload.c | $(IT)
+	$(IT_CC) $< -ldl -o $@
+# Linked with another major version of the runtime than the program that loads it.
+$(IT)/libcudaplugin12.so: tests/integration/plugin12.c $(SIM_LIBCUDART12) | $(IT)
+	$(IT_CC) -fPIC -shared $< -L$(SIM_DIR) -l:libcudart.so.12 -o $@
+$(IT)/two_runtimes: tests/integration/two_runtimes.c $(IT)/libcudaplugin12.so $(SIM_LINKS)
+	$(IT_CC) $< -L$(SIM_DIR) -lcudart -ldl -o $@
 $(IT)/libc10_cuda.so: tests/integration/fake_c10.c | $(IT)
 	$(IT_CC) -fPIC -shared $< -o $@
 $(IT)/layout: tests/integration/layout.c shim/curesv.h | $(IT)

@@ -378,6 +378,14 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 	return true;
 }
 
+/* The free's entry in the trace, or the undoing of it. */
+static void trace_entry(const curesv_free_op *op, enum curesv_trace_action action)
+{
+	CURESV_TRACE(.action = (uint8_t)action, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
+		     .device = op->entry.device, .kind = op->entry.kind, .origin = op->entry.origin,
+		     .stream = curesv_op_stream(op->stream));
+}
+
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
 {
 	curesv_free_begin_on(e, ptr, CURESV_NO_STREAM, op);
@@ -400,10 +408,12 @@ void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, cures
 		op->tracked = false;
 		atomic_fetch_add_explicit(&e->graph_frees, 1, memory_order_relaxed);
 	}
-	op->trace_ts = op->tracked ? curesv_trace_start() : 0; /* before the address can be reused */
 	if (op->tracked) {
 		op->state = CURESV_OP_TAKEN;
 		curesv_shard_publish(shard, op);
+		/* Recorded now, before the real free: the driver may hand the address to another
+		 * thread at once, whose allocation must follow this row. */
+		trace_entry(op, CURESV_TRACE_FREE);
 	}
 	curesv_section_leave(shard);
 	if (!op->tracked && !graph)
@@ -426,13 +436,10 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 	int shard = curesv_section_enter();
 	if (!ok) {
 		curesv_table_restore(&e->table, &op->ticket);
-		curesv_trace_cancel(op->trace_ts);
+		trace_entry(op, CURESV_TRACE_UNFREE);
 	} else {
 		curesv_table_commit(&e->table, &op->ticket);
 		curesv_ledger_debit(&e->ledger, &op->entry, caller, serial, cross_stream);
-		CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
-			     .device = op->entry.device, .kind = op->entry.kind,
-			     .origin = op->entry.origin, .stream = curesv_op_stream(op->stream), .ts = op->trace_ts);
 	}
 	op->state = CURESV_OP_IDLE;
 	curesv_shard_publish(shard, NULL);

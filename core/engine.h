@@ -85,7 +85,6 @@ typedef struct curesv_free_op {
 	curesv_ticket ticket;
 	bool tracked;
 	uint64_t stream;        /* a stream-ordered free's stream; CURESV_NO_STREAM if not one */
-	uint64_t trace_ts;      /* when the entry left the table, for the trace (0: not tracing) */
 } curesv_free_op;
 
 /* Before the real free of `ptr`: takes its entry out of the table (an unknown non-NULL pointer is

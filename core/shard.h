@@ -1,7 +1,8 @@
 /* Per-thread shards and the fork guard.
  *
- * Shards. Every thread that enters curesv gets a dense shard index (0, 1, ... in order of first use;
- * an exited thread's index goes to the next new thread). Structures that keep per-thread figures
+ * Shards. Every thread that enters curesv gets a dense shard index: the lowest one no live thread
+ * holds (an exited thread's index goes to the next new thread), so indices handed out never exceed
+ * the most threads that held one at once, however many come and go. Structures that keep per-thread figures
  * (the ledger's cells, the origin table's live count) hold one element per index. An element is
  * written only by the thread holding its index, with plain relaxed stores, so the hot path writes
  * no cache line that another thread writes; readers sum the elements (as Linux's percpu_counter and
@@ -29,7 +30,6 @@
 struct curesv_shard_ctl {
 	_Atomic int section;            /* 1 while the holder is inside a section */
 	void *_Atomic op;               /* the holder's published operation (curesv_shard_publish) */
-	_Atomic int owned;              /* 1 while a thread holds this index */
 } __attribute__((aligned(64)));
 
 extern struct curesv_shard_ctl curesv_shard_ctl[CURESV_SHARDS];
@@ -47,7 +47,8 @@ static inline int curesv_shard_index(void)
 	return __builtin_expect(s > 0, 1) ? s - 1 : curesv_shard_claim_();
 }
 
-/* Indices handed out so far: readers sum elements [0, count). */
+/* The highest index handed out so far, plus one: readers sum elements [0, count). At most the
+ * most threads that held an index at once. */
 unsigned curesv_shard_count(void);
 
 /* Brackets a hot-path update of the books (see above). Never nests. Returns the shard index. */

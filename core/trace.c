@@ -2,16 +2,13 @@
  *
  * Each thread owns a ring of CURESV_TRACE_BUFFER events: it alone writes slots and `head`; the
  * drainer (whoever holds `lock`) alone moves `tail`. A drain merges the rings' published events
- * by timestamp (each ring is in order) up to a horizon, and hands them to the writer:
- *  - the time the drain began: an event stamped earlier but published after the drain read its
- *    ring waits for the next drain, and so does every event that followed it, stamped later;
- *  - the stamp of any free still in flight: a free is stamped before the real free (the address
- *    may be handed to another thread the moment the driver has it back) and published after it,
- *    so the allocation that reuses its address never reaches the file before it. The freer
- *    publishes its event, then clears its stamp; the drain reads the stamp, then the head, so
- *    it sees either the stamp or the event.
- * A thread whose ring is full waits (100 ms at most, yielding) for such a free to land, then
- * drains past it.
+ * by timestamp (each ring is in order) up to the time the drain began. An event stamped earlier
+ * but published after the drain read its ring (its thread descheduled in between) goes out with
+ * the next drain, after events stamped later: the writer gives it the time of the row before it
+ * (trace_write.c). Every event is published as soon as it is stamped, before
+ * the call it describes goes on (a free before the real free, which may hand the address to
+ * another thread at once): so a drain never waits for another thread, and the drainer's own
+ * ring, whose events were all stamped before the drain began, always empties.
  * Closing drains everything. Rings live until their thread exits (a pthread key destructor drains
  * and frees them); closing never frees one, so a thread still recording at exit writes into
  * memory that stays valid, and its event is dropped. */
@@ -22,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -39,7 +35,6 @@ _Atomic int curesv_trace_on;
 
 struct ring {
 	_Alignas(64) _Atomic uint64_t head;     /* next slot its thread fills */
-	_Atomic uint64_t inflight;              /* stamp of its free in flight; 0 when none */
 	uint64_t tail_seen;                     /* its thread's last look at tail */
 	uint32_t tid;                           /* OS thread id */
 	uint32_t serial;                        /* curesv_thread_serial() */
@@ -138,21 +133,17 @@ static void fail_locked(void)
 	close_locked(false);
 }
 
-/* The published events stamped before the horizon (all of them with `all`), from every ring, in
- * timestamp order. */
+/* The published events stamped no later than the drain's start (all of them with `all`), from
+ * every ring, in timestamp order. */
 static void drain_locked(bool all)
 {
 	if (!open_)
 		return;
-	/* first the time, then the rings: see the horizon rules above */
-	uint64_t horizon = all ? UINT64_MAX : now_ns();
+	/* first the time, then the rings: see the horizon rule above; the clock never goes back,
+	 * so every event the drainer stamped before is at or below it */
+	uint64_t horizon = all ? UINT64_MAX : now_ns() + 1;
 	unsigned n = 0;
 	for (struct ring *r = rings; r; r = r->next) {
-		/* seq_cst, and before head: a free that cleared its stamp had published its event
-		 * first, so reading 0 here means the head read next includes that event */
-		uint64_t f = atomic_load_explicit(&r->inflight, memory_order_seq_cst);
-		if (f && f < horizon && !all)
-			horizon = f;
 		/* acquire: the slots up to head are written */
 		r->end = atomic_load_explicit(&r->head, memory_order_acquire);
 		r->cursor = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -180,32 +171,6 @@ static void drain_locked(bool all)
 		fail_locked();
 }
 
-static bool ring_full(struct ring *r)
-{
-	return atomic_load_explicit(&r->head, memory_order_relaxed) -
-		       atomic_load_explicit(&r->tail, memory_order_relaxed) >= CURESV_TRACE_BUFFER;
-}
-
-/* Makes room in ring r (or empties it, with `empty`): drains, waits up to 100 ms for frees in
- * flight on other threads to land, then drains everything. Under lock. */
-static void drain_for(struct ring *r, bool empty)
-{
-	drain_locked(false);
-	uint64_t deadline = now_ns() + 100000000; /* a descheduled freer gets the CPU first */
-	while (open_ && (empty ? atomic_load_explicit(&r->tail, memory_order_relaxed) !=
-					 atomic_load_explicit(&r->head, memory_order_relaxed)
-			       : ring_full(r))) {
-		if (now_ns() >= deadline) {
-			drain_locked(true);
-			return;
-		}
-		curesv_unlock(&lock);
-		sched_yield();
-		curesv_lock(&lock);
-		drain_locked(false);
-	}
-}
-
 /* ---- rings ------------------------------------------------------------------------------------------- */
 
 /* At thread exit: its events go out now, its ring goes away. */
@@ -213,7 +178,7 @@ static void ring_exit(void *p)
 {
 	struct ring *r = p;
 	curesv_lock(&lock);
-	drain_for(r, true);
+	drain_locked(false); /* empties r: its events were stamped before */
 	for (struct ring **at = &rings; *at; at = &(*at)->next)
 		if (*at == r) {
 			*at = r->next;
@@ -269,7 +234,7 @@ static void record_direct(const struct curesv_trace_event *ev)
 	curesv_lock(&lock);
 	drain_locked(false);
 	if (open_) {
-		e.ts = e.ts ? e.ts : now_ns();
+		e.ts = now_ns();
 		curesv_trace_write_event(&e, os_tid(), NULL);
 	}
 	curesv_unlock(&lock);
@@ -290,7 +255,7 @@ void curesv_trace_record(const struct curesv_trace_event *ev)
 		r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
 		if (h - r->tail_seen >= CURESV_TRACE_BUFFER) {
 			curesv_lock(&lock);
-			drain_for(r, false);
+			drain_locked(false); /* empties r: its events were stamped before */
 			curesv_unlock(&lock);
 			r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
 			if (h - r->tail_seen >= CURESV_TRACE_BUFFER)
@@ -300,30 +265,9 @@ void curesv_trace_record(const struct curesv_trace_event *ev)
 	struct curesv_trace_event *slot = &r->ev[h % CURESV_TRACE_BUFFER];
 	*slot = *ev;
 	slot->thread = r->serial;
-	slot->ts = ev->ts ? ev->ts : now_ns();
+	slot->ts = now_ns();
 	/* release: the drainer that sees the new head sees the slot */
 	atomic_store_explicit(&r->head, h + 1, memory_order_release);
-	if (ev->ts)
-		atomic_store_explicit(&r->inflight, 0, memory_order_release);
-}
-
-uint64_t curesv_trace_begin(void)
-{
-	struct ring *r = mine;
-	if (__builtin_expect(r == NULL, 0))
-		r = ring_make();
-	uint64_t ts = now_ns();
-	/* seq_cst: a drain that reads 0 here began before this stamp (see the horizon rules) */
-	if (r != NO_RING)
-		atomic_store_explicit(&r->inflight, ts, memory_order_seq_cst);
-	return ts;
-}
-
-void curesv_trace_abandon(void)
-{
-	struct ring *r = mine;
-	if (r && r != NO_RING)
-		atomic_store_explicit(&r->inflight, 0, memory_order_release);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------------- */

@@ -37,6 +37,8 @@ enum curesv_trace_action {
 	CURESV_TRACE_CAPACITY,  /* device's capacity is `bytes` */
 	CURESV_TRACE_RESERVE,   /* recorded by curesv_trace_reserved() only */
 	CURESV_TRACE_RELEASE,   /* recorded by curesv_trace_released() only */
+	CURESV_TRACE_UNFREE,    /* a free recorded as it began failed: the allocation is live again
+				   (the free's fields) */
 };
 
 /* What the caller says of an event; the trace adds the time and the thread. */
@@ -44,7 +46,7 @@ struct curesv_trace_event {
 	uint64_t ptr;           /* the address allocated or freed (0 for a refusal or failure) */
 	uint64_t bytes;
 	uint64_t stream;        /* the CUstream of a stream-ordered call; 0 when none */
-	uint64_t ts;            /* CLOCK_MONOTONIC, ns: filled in by the trace unless given */
+	uint64_t ts;            /* CLOCK_MONOTONIC, ns: filled in by the trace */
 	uint32_t origin;        /* reservation handle charged (ledger.h; CURESV_SHARED: the pool) */
 	uint32_t to;            /* transfer: the new origin */
 	uint32_t thread;        /* curesv_thread_serial(): filled in by the trace */
@@ -76,24 +78,6 @@ static inline void curesv_trace_event(const struct curesv_trace_event *ev)
 {
 	if (__builtin_expect(atomic_load_explicit(&curesv_trace_on, memory_order_relaxed), 0))
 		curesv_trace_record(ev);
-}
-
-/* An event completed after the point that orders it (a free: the real free lets the driver hand
- * the address to another thread): curesv_trace_start() at that point returns its time (0 while
- * no trace is recorded), which the event then carries as .ts; curesv_trace_cancel(ts) when it
- * does not happen after all. Until either, no later event of another thread is written. */
-uint64_t curesv_trace_begin(void);
-void curesv_trace_abandon(void);
-static inline uint64_t curesv_trace_start(void)
-{
-	if (__builtin_expect(atomic_load_explicit(&curesv_trace_on, memory_order_relaxed), 0))
-		return curesv_trace_begin();
-	return 0;
-}
-static inline void curesv_trace_cancel(uint64_t ts)
-{
-	if (ts)
-		curesv_trace_abandon();
 }
 
 /* An event given as designated initialisers: CURESV_TRACE(.action = CURESV_TRACE_ALLOC, ...). */

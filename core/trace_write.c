@@ -70,7 +70,7 @@ static struct {
 	int64_t wall_offset;    /* CLOCK_REALTIME - CLOCK_MONOTONIC at the start, ns */
 	uint64_t epoch_second;  /* Chrome: the second epoch_digits[] shows */
 	char epoch_digits[24];
-	uint64_t last_ts;       /* Chrome: the latest timestamp written */
+	uint64_t last_ts;       /* the latest timestamp written */
 	time_t hms_second;      /* RMM: the second hms[] shows */
 	char hms[16];
 	uint64_t events;
@@ -364,15 +364,16 @@ static void rmm_clock(uint64_t mono)
 		snprintf(w.hms, sizeof w.hms, "00:00:00");
 }
 
-/* Thread,Time,Action,Pointer,Size,Stream */
-static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const char *action)
+/* Thread,Time,Action,Pointer,Size,Stream; the time is `ts`, the event's as the writer orders it */
+static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const char *action,
+		    uint64_t ts)
 {
-	rmm_clock(ev->ts);
+	rmm_clock(ts);
 	char *p = room(160);
 	p = dec(p, tid);
 	*p++ = ',';
 	p = str(p, w.hms);
-	uint64_t ns = ev->ts + (uint64_t)w.wall_offset;
+	uint64_t ns = ts + (uint64_t)w.wall_offset;
 	*p++ = '.';
 	p = fixed(p, (uint32_t)(ns - (uint64_t)w.hms_second * 1000000000u) / 1000, 6);
 	*p++ = ',';
@@ -390,15 +391,23 @@ static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const cha
 
 /* ---- the events ---------------------------------------------------------------------------------- */
 
+/* An allocation, a free, or a failed free's allocation live again (RMM's log has no word for
+ * it: an allocate row; Chrome marks it). */
 static void alloc_free(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
 {
-	bool alloc = ev->action == CURESV_TRACE_ALLOC;
+	bool alloc = ev->action != CURESV_TRACE_FREE;
 	int64_t delta = alloc ? (int64_t)ev->bytes : -(int64_t)ev->bytes;
 	/* RMM's log is of device memory: pinned host memory shows in the Chrome trace only */
 	if (!w.chrome && !curesv_kind_host(ev->kind))
-		rmm_row(ev, tid, alloc ? "allocate" : "free");
+		rmm_row(ev, tid, alloc ? "allocate" : "free", ts);
 	if (!device_ok(ev->device))
 		return;
+	if (w.chrome && ev->action == CURESV_TRACE_UNFREE) {
+		instant("free failed", tid, ts);
+		put("\"account\":\"%s\",\"device\":%d,\"ptr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64
+		    ",\"kind\":\"%s\"}}", handle_name(ev->origin, ev->device), ev->device, ev->ptr,
+		    ev->bytes, curesv_kind_name((enum curesv_kind)ev->kind));
+	}
 	if (curesv_kind_host(ev->kind)) {
 		w.host_acct.bytes += delta;
 		if (w.chrome) {
@@ -418,8 +427,8 @@ static void alloc_free(const struct curesv_trace_event *ev, uint32_t tid, uint64
 static void refusal(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
 {
 	if (!w.chrome && !curesv_kind_host(ev->kind))
-		rmm_row(&(struct curesv_trace_event){ .ts = ev->ts, .bytes = ev->bytes,
-						     .stream = ev->stream }, tid, "allocate failure");
+		rmm_row(&(struct curesv_trace_event){ .bytes = ev->bytes, .stream = ev->stream }, tid,
+			"allocate failure", ts);
 	else if (w.chrome && device_ok(ev->device))
 		chrome_refusal(ev, tid, ts);
 }
@@ -513,6 +522,8 @@ static void see_device(int d, uint32_t tid, uint64_t ts)
 
 void curesv_trace_write_event(const struct curesv_trace_event *ev, uint32_t tid, const char *name)
 {
+	/* An event whose thread was descheduled between taking its time and publishing it reaches
+	 * the writer after events stamped later: it is written at the time of the row before it. */
 	uint64_t ts = ev->ts > w.last_ts ? ev->ts : w.last_ts;
 	w.last_ts = ts;
 	w.events++;
@@ -520,7 +531,8 @@ void curesv_trace_write_event(const struct curesv_trace_event *ev, uint32_t tid,
 		see_device(ev->device, tid, ts);
 	switch ((enum curesv_trace_action)ev->action) {
 	case CURESV_TRACE_ALLOC:
-	case CURESV_TRACE_FREE: alloc_free(ev, tid, ts); break;
+	case CURESV_TRACE_FREE:
+	case CURESV_TRACE_UNFREE: alloc_free(ev, tid, ts); break;
 	case CURESV_TRACE_REFUSED:
 	case CURESV_TRACE_FAILED: refusal(ev, tid, ts); break;
 	case CURESV_TRACE_TRANSFER: transfer(ev, tid, ts); break;

@@ -56,7 +56,12 @@ void *curesv_dlsym_answer(void *handle, const char *name)
 	/* RTLD_NEXT means "after the caller": only glibc, reached with the caller's return address,
 	 * can answer that. A driver entry point found that way is another interposer's, or the
 	 * driver's own: either way not for curesv to replace. */
-	if (!driver_name(name) || handle == RTLD_NEXT || !curesv_real_dlsym || !curesv_shim_engine())
+	if (!driver_name(name) || handle == RTLD_NEXT || !curesv_real_dlsym)
+		return NULL;
+	/* A runtime starting up: the one that just came may be a second one. */
+	if (has_prefix(name + 2, "GetProcAddress"))
+		curesv_check_runtimes();
+	if (!curesv_shim_engine())
 		return NULL;
 	void *fn = curesv_real_dlsym(handle, name);
 	return fn ? curesv_substitute_symbol(name, fn) : NULL;

@@ -24,7 +24,7 @@ void *curesv_driver_symbol(const char *name)
 
 struct cudarts {
 	const char *first;      /* path of the first libcudart.so* loaded */
-	const char *other;      /* one with another name, if any */
+	const char *other;      /* another one, if any: a second runtime */
 };
 
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
@@ -34,36 +34,83 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *base = slash ? slash + 1 : info->dlpi_name;
 	if (strncmp(base, "libcudart.so", 12) != 0)
 		return 0;
-	if (!found->first) {
+	if (!found->first)
 		found->first = info->dlpi_name;
-	} else {
-		const char *s = strrchr(found->first, '/');
-		if (strcmp(s ? s + 1 : found->first, base) != 0)
-			found->other = info->dlpi_name;
-	}
-	return 0;
+	else
+		found->other = info->dlpi_name;
+	return found->other != NULL; /* two are enough */
 }
 
-/* A runtime symbol: the next definition after libcuresv, else from a libcudart loaded locally. */
-static void *runtime_symbol(const char *name)
+/* The runtime whose cudaMalloc curesv's forwards to, as runtime_symbol finds it. */
+static const char *forward_target(const struct cudarts *found)
 {
+	Dl_info info;
+	void *fn = curesv_real_dlsym(RTLD_NEXT, "cudaMalloc");
+	return fn && dladdr(fn, &info) && info.dli_fname ? info.dli_fname : found->first;
+}
+
+/* curesv's runtime entry points stand for one runtime: with two loaded (a plugin linked with
+ * another major version, whose calls of cudaMalloc & co. bind to curesv's definitions before its
+ * own runtime's), those calls reach the runtime curesv forwards to. Called where a runtime shows
+ * itself: each runtime's bootstrap lookup of cuGetProcAddress, each hook's first call. */
+void curesv_check_runtimes(void)
+{
+	static atomic_bool warned;
+	if (atomic_load_explicit(&warned, memory_order_relaxed))
+		return;
 	curesv_resolve_dlsym();
-	/* A runtime in the global scope (linked by the program) comes after libcuresv. */
-	void *fn = curesv_real_dlsym(RTLD_NEXT, name);
-	if (fn)
-		return fn;
-	/* One loaded privately (RTLD_LOCAL), e.g. by a Python extension module, still bound its
-	 * callers to curesv's definition: find it among the loaded objects. */
 	struct cudarts found = { NULL, NULL };
 	dl_iterate_phdr(find_cudart, &found);
-	/* curesv's runtime entry points stand for one runtime: with two major versions loaded, calls
-	 * from code built for the second would reach the first. */
-	if (found.other)
-		CURESV_LOG_ONCE(CURESV_LOG_WARN, "two CUDA runtimes are loaded (%s, %s): curesv forwards "
-				"runtime calls to the first; run with CURESV_ENABLE=0 if the other one's "
-				"callers misbehave", found.first, found.other);
+	if (!found.other || !curesv_real_dlsym || atomic_exchange(&warned, true))
+		return;
+	const char *to = forward_target(&found);
+	const char *other = strcmp(to, found.first) == 0 ? found.other : found.first;
+	curesv_log(CURESV_LOG_WARN, "two CUDA runtimes are loaded (%s, %s): curesv's cudaMalloc & co. "
+		   "forward every call to %s, also those of code built for %s; run that code without "
+		   "curesv if it misbehaves", found.first, found.other, to, other);
+}
+
+/* Marks the object defining `fn` NODELETE. Without curesv the program's own binding keeps the
+ * runtime loaded: glibc marks an object NODELETE when the main program's dlsym(RTLD_DEFAULT) binds
+ * one of its symbols, and a library linked against it holds it as a dependency. Under curesv those
+ * callers bind to curesv's definition instead, which holds nothing, so a dlclose could unload the
+ * runtime under the pointer curesv keeps (a call after a reload jumped into the unmapped copy).
+ * Once a hook forwards to a runtime, that runtime stays loaded for the life of the process: as
+ * without curesv after dlsym(RTLD_DEFAULT), longer than without it after a library's dlclose. */
+static void *keep_loaded(void *fn)
+{
+	Dl_info info;
+	struct link_map *map = NULL;
+	if (!fn || !dladdr1(fn, &info, (void **)&map, RTLD_DL_LINKMAP) || !map || !map->l_name[0])
+		return fn; /* not found, or the program itself: never unloaded */
+	/* l_name is the name the loader matches first: NOLOAD finds the object without opening it */
+	void *h = dlopen(map->l_name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+	if (h)
+		dlclose(h); /* NODELETE stays; the open count is the program's again */
+	return fn;
+}
+
+/* A runtime symbol from a libcudart loaded privately (RTLD_LOCAL), e.g. by a Python extension
+ * module, whose callers still bound to curesv's definition: found among the loaded objects. */
+static void *local_runtime_symbol(const char *name)
+{
+	struct cudarts found = { NULL, NULL };
+	dl_iterate_phdr(find_cudart, &found);
 	void *h = found.first ? dlopen(found.first, RTLD_LAZY | RTLD_NOLOAD) : NULL;
-	return h ? curesv_real_dlsym(h, name) : NULL;
+	if (!h)
+		return NULL;
+	void *fn = keep_loaded(curesv_real_dlsym(h, name));
+	dlclose(h);
+	return fn;
+}
+
+/* A runtime symbol: the next definition after libcuresv (a runtime in the global scope, linked by
+ * the program, comes after it), else from a libcudart loaded locally. */
+static void *runtime_symbol(const char *name)
+{
+	curesv_check_runtimes();
+	void *fn = curesv_real_dlsym(RTLD_NEXT, name);
+	return fn ? keep_loaded(fn) : local_runtime_symbol(name);
 }
 
 static void *cached(struct curesv_real *r, void *(*lookup)(const char *))

@@ -112,6 +112,9 @@ CURESV_HIDDEN void curesv_resolve_dlsym(void);
 /* A driver symbol from the loaded libcuda.so.1 (NULL when the driver is not loaded yet). */
 CURESV_HIDDEN void *curesv_driver_symbol(const char *name);
 
+/* Warns once when two CUDA runtimes are loaded: curesv's runtime entry points forward to one. */
+CURESV_HIDDEN void curesv_check_runtimes(void);
+
 /* Lazily resolved, cached real function. */
 struct curesv_real {
 	const char *name;

@@ -81,6 +81,7 @@ static uint64_t g_fail_alloc_at, g_fail_free_at;  /* call number to fail; 0: non
 /* Outside the lock: read by every free before it takes the lock (see free_delay). */
 static _Atomic uint64_t g_free_delay_us;          /* CUDA_SIM_FREE_DELAY_US, cusim_set_free_delay */
 static _Atomic uint64_t g_frees_delayed;          /* free calls asleep in their delay now */
+static _Atomic uint64_t g_delays_ended;           /* cusim_end_free_delays calls so far */
 
 /* The current context of this thread. Without one, calls act on device 0 (lenient, so driver-only
  * tests need no set-up), but cuCtxGetCurrent reports NULL as the real driver does, so that a
@@ -558,11 +559,16 @@ static void free_delay(void)
 	uint64_t us = atomic_load_explicit(&g_free_delay_us, memory_order_relaxed);
 	if (!us)
 		return;
+	uint64_t ended = atomic_load_explicit(&g_delays_ended, memory_order_relaxed);
 	atomic_fetch_add_explicit(&g_frees_delayed, 1, memory_order_relaxed);
-	struct timespec ts = { .tv_sec = (time_t)(us / 1000000),
-			       .tv_nsec = (long)(us % 1000000) * 1000 };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
+	/* in slices, so that cusim_end_free_delays can cut it short */
+	while (us > 0 && atomic_load_explicit(&g_delays_ended, memory_order_relaxed) == ended) {
+		uint64_t slice = us < 5000 ? us : 5000;
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)slice * 1000 };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		us -= slice;
+	}
 	atomic_fetch_sub_explicit(&g_frees_delayed, 1, memory_order_relaxed);
 }
 
@@ -1127,6 +1133,11 @@ void cusim_fail_free_at(long nth_from_now)
 uint64_t cusim_set_free_delay(uint64_t microseconds)
 {
 	return atomic_exchange_explicit(&g_free_delay_us, microseconds, memory_order_relaxed);
+}
+
+void cusim_end_free_delays(void)
+{
+	atomic_fetch_add_explicit(&g_delays_ended, 1, memory_order_relaxed);
 }
 
 uint64_t cusim_frees_delayed(void)

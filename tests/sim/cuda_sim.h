@@ -123,6 +123,9 @@ void cusim_fail_free_at(long nth_from_now);
  * entry (0: none). Returns the delay it replaces. Lock-free: never waits for a sleeping free. */
 uint64_t cusim_set_free_delay(uint64_t microseconds);
 
+/* Ends the delay of the free calls asleep in it now (within 5 ms): they go on at once. Lock-free. */
+void cusim_end_free_delays(void);
+
 /* Free calls asleep in their delay now: each has its pointer still allocated and has not yet
  * looked at it. Lock-free. (In a forked child, the calls of threads it does not have still count:
  * they will never wake there.) */

@@ -651,6 +651,32 @@ static void test_free_delay(void)
 	CHECK_EQ(counters().live_allocations, before.live_allocations - 1);
 }
 
+/* cusim_end_free_delays cuts a sleeping free's delay short: it then frees as usual. */
+static void test_end_free_delays(void)
+{
+	const uint64_t delay = 60000000; /* a minute: ended long before */
+	void *p = NULL;
+	CHECK_EQ(cudaMalloc(&p, 64 * KiB), cudaSuccess);
+	struct cusim_counters before = counters();
+	cusim_set_free_delay(delay);
+	struct slow_free f = { .ptr = p };
+	pthread_t t;
+	if (!CHECK(pthread_create(&t, NULL, job_slow_free, &f) == 0)) {
+		cusim_set_free_delay(0);
+		return;
+	}
+	CHECK(frees_delayed_reach(1));
+	cusim_set_free_delay(0);
+	cusim_end_free_delays();
+	pthread_join(t, NULL);
+	CHECK_EQ(f.err, cudaSuccess);
+	check(f.us < delay / 2, __FILE__, __LINE__, "the ended free took %llu us",
+	      (unsigned long long)f.us);
+	CHECK_EQ(cusim_frees_delayed(), 0);
+	CHECK_EQ(counters().frees, before.frees + 1);
+	CHECK_EQ(counters().live_allocations, before.live_allocations - 1);
+}
+
 /* ---------------------------------------------------------------- streams, pools, async */
 
 static void test_async_and_pools(void)
@@ -1371,6 +1397,7 @@ int main(int argc, char **argv)
 	test_injection_hooks();
 	test_invalid_frees();
 	test_free_delay();
+	test_end_free_delays();
 	test_async_and_pools();
 	test_threads();
 	test_proc_new_entries();

@@ -8,10 +8,12 @@
 #          SIM_EXTRA_CFLAGS (added when compiling and linking the sim and the selftest)
 # Defines: SIM_DIR              $(BUILD)/sim unless set before the include: libcuda.so.1,
 #                               libcudart.so.13 (+ libcudart.so and libcuda.so links for
-#                               -lcudart / -lcuda), libcudart_sim_static.a
+#                               -lcudart / -lcuda), libcudart_sim_static.a, and
+#                               libcudart.so.12: the same runtime under the soname of another
+#                               major version, for programs that load two runtimes
 #          SIM_CFLAGS           include flags: the CUDA headers and tests/sim (cuda_sim.h)
-#          SIM_LIBCUDA, SIM_LIBCUDART, SIM_LIBCUDART_STATIC   the three products
-# Targets: sim (all three), sim-selftest (build and run tests/sim/selftest.c against the shared
+#          SIM_LIBCUDA, SIM_LIBCUDART, SIM_LIBCUDART_STATIC, SIM_LIBCUDART12   the products
+# Targets: sim (all of them), sim-selftest (build and run tests/sim/selftest.c against the shared
 #          and against the static runtime), sim-clean
 # Run programs built on the sim with LD_LIBRARY_PATH=$(SIM_DIR) (this machine's ld.so.conf may
 # point at the real libcudart.so.13). Environment: CUDA_SIM_* (tests/sim/cuda_sim.h) and
@@ -36,6 +38,7 @@ SIM_CFLAGS := -I$(CUDA_HOME)/include -I$(SIM_SRC)
 SIM_LIBCUDA := $(SIM_DIR)/libcuda.so.1
 SIM_LIBCUDART := $(SIM_DIR)/libcudart.so.13
 SIM_LIBCUDART_STATIC := $(SIM_DIR)/libcudart_sim_static.a
+SIM_LIBCUDART12 := $(SIM_DIR)/libcudart.so.12
 
 _sim_cflags := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O2 -g -fPIC -pthread
 # The sim defines the driver and runtime themselves: with this, the real headers declare every
@@ -47,7 +50,8 @@ _sim_run := LD_LIBRARY_PATH=$(abspath $(SIM_DIR))$${LD_LIBRARY_PATH:+:$$LD_LIBRA
 
 .PHONY: sim sim-selftest sim-clean
 
-sim: $(SIM_LIBCUDA) $(SIM_DIR)/libcuda.so $(SIM_LIBCUDART) $(SIM_DIR)/libcudart.so $(SIM_LIBCUDART_STATIC)
+sim: $(SIM_LIBCUDA) $(SIM_DIR)/libcuda.so $(SIM_LIBCUDART) $(SIM_DIR)/libcudart.so $(SIM_LIBCUDART_STATIC) \
+	$(SIM_LIBCUDART12)
 
 # Only reached when the headers are missing: say so instead of "No rule to make target".
 $(_sim_cuda_h):
@@ -70,8 +74,19 @@ $(SIM_DIR)/cudart_sim.o: $(SIM_SRC)/cudart_sim.c $(_sim_cuda_h) | $(SIM_DIR)
 $(SIM_LIBCUDA): $(_sim_driver_obj)
 	$(CC) -shared -pthread $(SIM_EXTRA_CFLAGS) -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $^
 
-$(SIM_LIBCUDART): $(SIM_DIR)/cudart_sim.o
-	$(CC) -shared -pthread $(SIM_EXTRA_CFLAGS) -Wl,-soname,libcudart.so.13 -Wl,-z,defs -o $@ $^ -ldl
+# As the real runtime, every symbol carries the version named after the soname
+# (cudaMalloc@@libcudart.so.13): a library linked with one major version binds to that one, also
+# where another is in the global scope.
+$(SIM_DIR)/libcudart.so.%.map: | $(SIM_DIR)
+	printf 'libcudart.so.%s { global: *; };\n' $* > $@
+
+$(SIM_LIBCUDART): $(SIM_DIR)/cudart_sim.o $(SIM_DIR)/libcudart.so.13.map
+	$(CC) -shared -pthread $(SIM_EXTRA_CFLAGS) -Wl,-soname,libcudart.so.13 -Wl,-z,defs \
+		-Wl,--version-script,$(SIM_DIR)/libcudart.so.13.map -o $@ $< -ldl
+
+$(SIM_LIBCUDART12): $(SIM_DIR)/cudart_sim.o $(SIM_DIR)/libcudart.so.12.map
+	$(CC) -shared -pthread $(SIM_EXTRA_CFLAGS) -Wl,-soname,libcudart.so.12 -Wl,-z,defs \
+		-Wl,--version-script,$(SIM_DIR)/libcudart.so.12.map -o $@ $< -ldl
 
 $(SIM_DIR)/libcudart.so: $(SIM_LIBCUDART)
 	ln -sf libcudart.so.13 $@

@@ -8,8 +8,9 @@ microseconds since the epoch, tid for instants, name, args); timestamps never go
 no counter ever goes negative; each counter's last value equals the report's figure (each
 reservation's `allocated`, each device's shared pool, orphan tier and total, pinned host bytes)
 and no counter is left unexplained; a counter series is "<event name> <arg>", as Perfetto names
-its tracks. RMM CSV: RMM's exact header and column formats; every free
-matches a live allocation of its size; the bytes left live equal the report's device totals.
+its tracks. RMM CSV: RMM's exact header and column formats; times never go backwards (but by half
+an hour or more: the local time at midnight or the end of summer time); every free matches a live
+allocation of its size; the bytes left live equal the report's device totals.
 
 Exit status 0 when all holds; else 1, one line per problem on stderr. Importable: check(path,
 report) returns the list of problems.
@@ -20,7 +21,8 @@ import sys
 import time
 
 RMM_HEADER = "Thread,Time,Action,Pointer,Size,Stream"
-INSTANTS = {"refused", "allocation failed", "transfer", "reserve", "release", "capacity"}
+INSTANTS = {"refused", "allocation failed", "free failed", "transfer", "reserve", "release",
+            "capacity"}
 
 
 def expected_counters(report):
@@ -133,13 +135,20 @@ def check_rmm(text, report, errors, final):
         errors.append("header %r, RMM's is %r" % (lines[0], RMM_HEADER))
     if lines[-1] != "":
         errors.append("the last line is not terminated")
-    live = {}
+    live, last_us = {}, None
     for n, line in enumerate(lines[1:-1], 2):
         m = RMM_ROW.match(line)
         if not m:
             errors.append("line %d: %r is not an RMM row" % (n, line))
             continue
         action, ptr, size = m.group(3), m.group(4), int(m.group(5))
+        hms, frac = m.group(2).split(".")
+        h, mi, s = (int(x) for x in hms.split(":"))
+        us = ((h * 60 + mi) * 60 + s) * 1000000 + int(frac)
+        # local time of day: it goes back at midnight and when summer time ends, by far more
+        if last_us is not None and 0 < last_us - us < 1800 * 1000000:
+            errors.append("line %d: time %s before the row above" % (n, m.group(2)))
+        last_us = us
         if action == "allocate failure":
             if ptr != "(nil)":
                 errors.append("line %d: a failure names pointer %s" % (n, ptr))

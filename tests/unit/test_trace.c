@@ -5,7 +5,9 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <regex.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -17,6 +19,7 @@
 #include "engine_helpers.h"
 #include "report.h"
 #include "trace.h"
+#include "trace_write.h"
 
 static curesv_engine E;
 static char dir[64], trace_path[128], report_path[128];
@@ -158,6 +161,37 @@ Test(trace, rmm_rows_are_rmm_logging_resource_adaptor_rows)
 	expect_row(line_at(csv, 5), "free,0x7f0000200000,16384,0");
 	expect_row(line_at(csv, 6), "free,0x7f0000a00000,4096,0");
 	cr_assert_eq(count_lines(csv), 7, "%s", csv);
+	free(csv);
+}
+
+/* The writer gets an event stamped before the row it just wrote when the event's thread was
+ * descheduled between taking its time and publishing it: the row keeps the time order. */
+Test(trace, rmm_rows_never_go_back_in_time)
+{
+	curesv_config cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.trace_format = CURESV_TRACE_RMM;
+	int fd = open(trace_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0);
+	curesv_trace_write_begin(fd, &cfg, (long)getpid());
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	uint64_t t = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	struct curesv_trace_event late = { .action = CURESV_TRACE_ALLOC, .ptr = fake_ptr(1),
+					   .bytes = 4096, .ts = t - 3000000 };
+	struct curesv_trace_event first = { .action = CURESV_TRACE_ALLOC, .ptr = fake_ptr(2),
+					    .bytes = 4096, .ts = t };
+	curesv_trace_write_event(&first, 1, NULL);
+	curesv_trace_write_event(&late, 2, NULL);
+	cr_assert(curesv_trace_write_end());
+	close(fd);
+	char *csv = slurp(trace_path, NULL);
+	char a[512], b[512];
+	snprintf(a, sizeof a, "%s", line_at(csv, 1));
+	snprintf(b, sizeof b, "%s", line_at(csv, 2));
+	cr_assert_eq(strncmp(a, "1,", 2), 0, "%s", a);
+	cr_assert_eq(strncmp(b, "2,", 2), 0, "%s", b);
+	cr_assert_eq(strncmp(a + 2, b + 2, 16), 0, "%s / %s: the late row's time goes back", a, b);
 	free(csv);
 }
 
@@ -306,6 +340,87 @@ Test(trace, release_racing_frees_keeps_the_counters_exact)
 	write_report();
 	curesv_engine_destroy(&E);
 	cr_assert_eq(check_trace(), 0);
+}
+
+/* A free the driver refuses was recorded as it began: an allocate row puts it back (RMM), a
+ * "free failed" instant marks it and the counters come back up (Chrome). */
+Test(trace, a_failed_free_puts_the_allocation_back)
+{
+	ENGINE(&E, trace_env);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 16 * KiB), GRANTED);
+	cr_assert(eng_free_ex(&E, fake_ptr(1), false));
+	cr_assert(eng_free(&E, fake_ptr(1)));
+	write_report();
+	curesv_engine_destroy(&E);
+	cr_assert_eq(check_trace(), 0);
+	char *csv = slurp(trace_path, NULL);
+	expect_row(line_at(csv, 1), "allocate,0x7f0000200000,16384,0");
+	expect_row(line_at(csv, 2), "free,0x7f0000200000,16384,0");
+	expect_row(line_at(csv, 3), "allocate,0x7f0000200000,16384,0");
+	expect_row(line_at(csv, 4), "free,0x7f0000200000,16384,0");
+	cr_assert_eq(count_lines(csv), 5, "%s", csv);
+	free(csv);
+}
+
+Test(trace, a_failed_free_is_an_instant_in_chrome)
+{
+	ENGINE(&E, trace_env, "CURESV_TRACE_FORMAT=chrome", "CURESV_CAPACITY=1M");
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 16 * KiB), GRANTED);
+	cr_assert(eng_free_ex(&E, fake_ptr(1), false));
+	write_report(); /* 16 KiB live: the counters must end there */
+	curesv_engine_destroy(&E);
+	cr_assert_eq(check_trace(), 0);
+	char *json = slurp(trace_path, NULL);
+	cr_assert_not_null(strstr(json, "\"name\":\"free failed\""), "%s", json);
+	cr_assert_not_null(strstr(json, "\"account\":\"(shared pool)\",\"device\":0,\"ptr\":"
+				  "\"0x7f0000200000\",\"bytes\":16384,\"kind\":\"device\""), "%s", json);
+	free(json);
+}
+
+/* A free whose real call has not returned yet is in the trace already: a thread that fills its
+ * buffer meanwhile drains it at once, in time order, rather than wait for that free to land. */
+struct slow_freer {
+	curesv_free_op op;
+	atomic_int step;        /* 1: the free has begun; 2: let it end */
+};
+
+static void *slow_freer_main(void *arg)
+{
+	struct slow_freer *f = arg;
+	curesv_free_begin(&E, fake_ptr(1), &f->op);
+	atomic_store(&f->step, 1);
+	while (atomic_load(&f->step) != 2)
+		sched_yield();
+	curesv_free_end(&E, &f->op, true);
+	return NULL;
+}
+
+Test(trace, a_free_in_flight_holds_no_other_thread_up)
+{
+	ENGINE(&E, trace_env);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 64 * KiB), GRANTED);
+	static struct slow_freer f;
+	f = (struct slow_freer){ .step = 0 };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, slow_freer_main, &f), 0);
+	while (atomic_load(&f.step) != 1)
+		sched_yield();
+	uint64_t pairs = 3 * CURESV_TRACE_BUFFER + 5; /* its buffer fills 6 times */
+	for (uint64_t i = 0; i < pairs; i++) {
+		cr_assert_eq(eng_alloc(&E, fake_ptr(2 + i % 8), 4096), GRANTED);
+		cr_assert(eng_free(&E, fake_ptr(2 + i % 8)));
+	}
+	atomic_store(&f.step, 2);
+	pthread_join(t, NULL);
+	write_report();
+	curesv_engine_destroy(&E);
+	cr_assert_eq(check_trace(), 0); /* times in order */
+	char *csv = slurp(trace_path, NULL);
+	cr_assert_eq(count_lines(csv), 1 + 2 + 2 * pairs);
+	/* header, the allocation, its free (begun before every pair), then the pairs */
+	cr_assert_not_null(strstr(line_at(csv, 2), ",free,0x7f0000200000,65536,0"), "%s",
+			   line_at(csv, 2));
+	free(csv);
 }
 
 /* ---- failures ------------------------------------------------------------------------------------------- */
