@@ -145,6 +145,17 @@ $(IT)/linked: tests/integration/linked.c $(O)/libcuresv.so $(SIM_LINKS) | $(IT)
 $(IT)/linked_badorder: tests/integration/linked.c $(O)/libcuresv.so $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim -Wl,--as-needed $< -L$(O) -Wl,-rpath,$(abspath $(O)) -lcuresv \
 		-L$(SIM_DIR) -lcudart -o $@
+# A .cu program built with nvcc three ways: against the simulated runtime (-cudart shared, and
+# -cudart none with its archive) and with nvcc's default static runtime, which the simulated driver
+# cannot serve. Built only where nvcc is (run.py skips those cases elsewhere, saying why).
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+NVCC_PROGS := $(if $(wildcard $(NVCC)),$(addprefix $(IT)/,nvcc_shared nvcc_none nvcc_static))
+$(IT)/nvcc_shared: tests/integration/nvcc_host.cu | $(IT)
+	$(NVCC) -cudart shared $< -o $@
+$(IT)/nvcc_none: tests/integration/nvcc_host.cu $(SIM_LIBCUDART_STATIC) | $(IT)
+	$(NVCC) -cudart none $< $(SIM_LIBCUDART_STATIC) -ldl -o $@
+$(IT)/nvcc_static: tests/integration/nvcc_host.cu | $(IT)
+	$(NVCC) $< -o $@
 $(IT):
 	mkdir -p $@
 
@@ -154,7 +165,7 @@ SAN_RUNTIME := $(strip $(if $(filter asan,$(VARIANT)),$(shell $(CC) -print-file-
 	$(if $(filter tsan,$(VARIANT)),$(shell $(CC) -print-file-name=libtsan.so))))
 
 check-integration: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(subst $(IT),$(IT_BIN),$(IT_PROGS))
+	$(MAKE) VARIANT=plain $(subst $(IT),$(IT_BIN),$(IT_PROGS) $(NVCC_PROGS))
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)):$(abspath $(IT_BIN)) python3 tests/integration/run.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN) --stack sim \

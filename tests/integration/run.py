@@ -41,7 +41,8 @@ class Case:
     def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
                  report=True, timeout=300, same_output=False, sanitized=True, preload=(),
                  shim=True, setup=None, trace=None, quiescent=True, report_file=None,
-                 per_process=False):
+                 per_process=False, needs=None):
+        self.needs = needs          # (path, why): skipped, saying why, when path does not exist
         self.per_process = per_process
         self.trace, self.quiescent = trace, quiescent
         self.sanitized = sanitized  # False: only with the plain shim (its own LD_PRELOAD order)
@@ -1112,6 +1113,7 @@ def cases(stack, bindir, sanitized=False):
                               "-lcuresv before -lcudart, the linker's --as-needed drops libcudart: "
                               "put -lcuresv after it, or resolve curesv_* with dlsym)"),
                     exit_code=1, stacks=("sim",)))
+    out.extend(nvcc_cases(b))
     out.append(Case("no CUDA driver: the report says so", [b("handoff_rt")],
                     check_has("handoff: cudaMalloc on scan: cudaErrorInsufficientDriver",
                               "curesv: no CUDA driver answered (cuDeviceGetCount never succeeded): "
@@ -1122,6 +1124,40 @@ def cases(stack, bindir, sanitized=False):
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="0=400K"), exit_code=1, report="text",
                     setup=runtime_only_dir, stacks=("sim",)))
     return [c for c in out if stack in c.stacks]
+
+
+def check_nvcc_host(report, out):
+    """nvcc's registration was accepted, the launch refused in one line, the buffer counted."""
+    for line in ("nvcc_host: launch: cudaErrorNotSupported", "nvcc_host: bytes=65536: ok",
+                 "cudart_sim: kernel '_Z4fillPii' not launched: the simulated CUDA stack has no "
+                 "GPU to run device code (host code runs; kernels need a real device); this and "
+                 "every later launch fail with cudaErrorNotSupported"):
+        if line not in out.splitlines():
+            raise AssertionError("no line %r in %r" % (line, out[-600:]))
+    producer = res(report, "producer")
+    for key, want in (("allocs", 1), ("frees", 1), ("peak", 65536), ("allocated", 0)):
+        expect("producer " + key, producer[key], want)
+    return producer["allocs"], producer["frees"], producer["cross_thread_frees"]
+
+
+def nvcc_cases(b):
+    """A .cu program built with nvcc (the Makefile builds them where nvcc is)."""
+    why = "skipped: nvcc was not found (CUDA_HOME/bin/nvcc), so the .cu program was not built"
+    env = {"CURESV_RESERVATIONS": "producer=1M", "CURESV_ATTACH": "producer=producer"}
+    static_line = ("cuda_sim: a real CUDA runtime asked for the driver's private tables "
+                   "(cuGetExportTable), which the simulated driver does not have: build .cu "
+                   "programs with nvcc -cudart shared (or -cudart none and libcudart_sim_static.a) "
+                   "and run them with the simulated libcudart.so.13 first in LD_LIBRARY_PATH")
+    return [
+        Case("nvcc -cudart shared: host code runs, a kernel launch is refused", [b("nvcc_shared")],
+             check_nvcc_host, env=env, stacks=("sim",), needs=(b("nvcc_shared"), why)),
+        Case("nvcc -cudart none with libcudart_sim_static.a: the same", [b("nvcc_none")],
+             check_nvcc_host, env=env, stacks=("sim",), needs=(b("nvcc_none"), why)),
+        Case("nvcc's default static runtime: the simulated driver says what to do",
+             [b("nvcc_static")], check_has(static_line, "nvcc_host: cudaMalloc: "
+                                                         "cudaErrorNotSupported"),
+             env=env, exit_code=1, report=False, stacks=("sim",), needs=(b("nvcc_static"), why)),
+    ]
 
 
 def launcher_cases(launcher, b):
@@ -1279,6 +1315,8 @@ def per_process_check(case, tmp, out):
 
 
 def run_case(case, lib, stack, first=""):
+    if case.needs and not os.path.exists(case.needs[0]):
+        return None, ("-", "-", "-"), case.needs[1], "-"
     with tempfile.TemporaryDirectory() as tmp:
         path, after = os.path.join(tmp, "report.json"), None
         if case.report_file:
@@ -1365,12 +1403,16 @@ def main():
     ap.add_argument("--sanitizer-runtime", default="")
     args = ap.parse_args()
     lib = os.path.abspath(args.lib)
-    rows, failed = [], 0
+    rows, failed, skipped = [], 0, 0
     for case in cases(args.stack, args.bin, sanitized=bool(args.sanitizer_runtime)):
         if args.only not in case.name or (args.sanitizer_runtime and not case.sanitized):
             continue
         ok, (allocs, frees, crossed), why, leaks = run_case(case, lib, args.stack,
                                                             args.sanitizer_runtime)
+        if ok is None:
+            skipped += 1
+            rows.append((case.name, "skip", allocs, frees, crossed, leaks, why))
+            continue
         failed += not ok
         rows.append((case.name, "pass" if ok else "FAIL", allocs, frees, crossed, leaks, why))
     width = max(len(r[0]) for r in rows) if rows else 10
@@ -1380,7 +1422,8 @@ def main():
         print("%-*s  %-6s %9s %9s %9s %6s" % ((width,) + r[:6]))
         if r[6]:
             print("    " + r[6])
-    print("%d passed, %d failed" % (len(rows) - failed, failed))
+    print("%d passed, %d failed%s" % (len(rows) - failed - skipped, failed,
+                                      ", %d skipped" % skipped if skipped else ""))
     return 1 if failed else 0
 
 

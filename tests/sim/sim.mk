@@ -70,8 +70,9 @@ $(SIM_DIR)/cudart_sim.o: $(SIM_SRC)/cudart_sim.c $(_sim_cuda_h) | $(SIM_DIR)
 $(SIM_LIBCUDA): $(_sim_driver_obj)
 	$(CC) -shared -pthread $(SIM_EXTRA_CFLAGS) -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $^
 
-$(SIM_LIBCUDART): $(SIM_DIR)/cudart_sim.o
-	$(CC) -shared -pthread $(SIM_EXTRA_CFLAGS) -Wl,-soname,libcudart.so.13 -Wl,-z,defs -o $@ $^ -ldl
+$(SIM_LIBCUDART): $(SIM_DIR)/cudart_sim.o $(SIM_SRC)/cudart_sim.map
+	$(CC) -shared -pthread $(SIM_EXTRA_CFLAGS) -Wl,-soname,libcudart.so.13 -Wl,-z,defs \
+		-Wl,--version-script,$(SIM_SRC)/cudart_sim.map -o $@ $< -ldl
 
 $(SIM_DIR)/libcudart.so: $(SIM_LIBCUDART)
 	ln -sf libcudart.so.13 $@
