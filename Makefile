@@ -115,7 +115,7 @@ SIM_LINKS := $(SIM_DIR)/libcudart.so $(SIM_DIR)/libcuda.so
 IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds families_static \
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
-	streams graphs vmm fork_free fork_in_handler)
+	streams graphs vmm fork_free fork_in_handler no_alloc)
 
 $(IT)/%: tests/integration/%.c shim/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -133,6 +133,8 @@ $(IT)/wrapped_driver: tests/integration/wrapped_driver.c $(IT)/libwrapmem.so $(S
 	$(IT_CC) $< -L$(IT) -lwrapmem -L$(SIM_DIR) -lcuda -o $@
 # Linked with the runtime alone: runs where libcuda.so.1 is missing (no driver answers).
 $(IT)/handoff_rt: tests/integration/handoff.c $(SIM_LINKS) | $(IT)
+	$(IT_CC) $< -L$(SIM_DIR) -lcudart -o $@
+$(IT)/no_alloc: tests/integration/no_alloc.c $(SIM_LINKS) | $(IT)
 	$(IT_CC) $< -L$(SIM_DIR) -lcudart -o $@
 $(IT)/libc10_cuda.so: tests/integration/fake_c10.c | $(IT)
 	$(IT_CC) -fPIC -shared $< -o $@

@@ -1123,7 +1123,26 @@ def cases(stack, bindir, sanitized=False):
                               "program on the simulated stack)"),
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="0=400K"), exit_code=1, report="text",
                     setup=runtime_only_dir, stacks=("sim",)))
+    no_driver = ("curesv: no CUDA driver answered (cuDeviceGetCount never succeeded): no capacity "
+                 "is known; if CUDA calls failed with cudaErrorInsufficientDriver (35) or "
+                 "cudaErrorNoDevice (100), this machine has no usable driver or GPU (README.md: "
+                 "run your own program on the simulated stack)")
+    out.append(Case("no CUDA driver, failed before any allocation: the report still says so",
+                    [b("no_alloc")], check_has("no_alloc: cudaErrorInsufficientDriver", no_driver),
+                    exit_code=1, report="text", setup=runtime_only_dir, stacks=("sim",)))
+    out.append(Case("a program that never allocates: a report, and the driver answered",
+                    [b("no_alloc")], check_lacks(no_driver, then=check_has("no_alloc: ok",
+                                                                            "curesv: leaks: none")),
+                    report="text"))
     return [c for c in out if stack in c.stacks]
+
+
+def check_lacks(line, then):
+    def check(report, out):
+        if line in out.splitlines():
+            raise AssertionError("a line %r in %r" % (line, out[-600:]))
+        return then(report, out)
+    return check
 
 
 def check_nvcc_host(report, out):
