@@ -1290,12 +1290,26 @@ def exit_status_cases(b):
     ]
 
 
+def check_main_thread_charged(report, out):
+    producer = res(report, "producer")
+    expect("producer allocs", producer["allocs"], 1)
+    expect("leaks", report["leaks"]["count"], 1)
+    return producer["allocs"], producer["frees"], producer["cross_thread_frees"]
+
+
 def configuration_cases(b):
     """What a bad or over-full configuration does to a real run."""
     over = ("curesv: CURESV_RESERVATIONS: device 0: reservations total 1.2 MiB (1228800 bytes), "
             "more than its capacity of %s: 'pipe=600K' does not fit; all are kept, the shared pool "
             "is empty")
     return [
+        Case("an attach pattern that catches the main thread: said once",
+             [b("exit_status"), "leak", "0", "1"],
+             check_has("curesv: CURESV_ATTACH rule 'exit*=producer' matches the main thread, "
+                       "which is named after the program ('exit_status'): its allocations are "
+                       "charged to 'producer'; narrow the pattern if it was meant for other "
+                       "threads", then=check_main_thread_charged),
+             env={"CURESV_RESERVATIONS": "producer=1M", "CURESV_ATTACH": "exit*=producer"}),
         Case("one bad entry: one line, no cascade", [b("handoff")],
              check_lines("curesv: CURESV_RESERVATIONS: 'scan=10MB': unknown suffix",
                          "curesv: invalid configuration: curesv is off, the program runs unchanged "
