@@ -204,13 +204,16 @@ PYTHONDIR ?= $(LIBDIR)/python3/dist-packages
 VERSION := $(shell sed -n 's/^\#define CURESV_VERSION "\(.*\)"/\1/p' shim/curesv.h)
 # `man curesv_reserve` & co. open curesv(3): every function its NAME section lists.
 MAN3_LINKS := $(shell sed -n '/^\.SH NAME/,/\\-/{/^\.SH/d;s/\\-.*//;s/,/ /g;p}' scripts/man/curesv.3)
-INSTALLED := $(BINDIR)/curesv $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
+# The scripts that read curesv's output, installed beside the launcher.
+TOOLS := curesv-plot curesv-merge
+INSTALLED := $(BINDIR)/curesv $(TOOLS:%=$(BINDIR)/%) $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
 	$(PKGCONFIGDIR)/curesv.pc $(MANDIR)/man1/curesv.1 $(MANDIR)/man3/curesv.3 \
 	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py
 # Paths under PREFIX are written relative to it, so pkg-config --define-prefix can move them.
 pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
 # The files that name install folders are written at each install: PREFIX may differ from the last.
+# The man3 names are symbolic links, not .so requests, which man -l resolves against the current folder.
 install:
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_path,$(LIBDIR))' \
@@ -225,11 +228,12 @@ install:
 	sed -e 's|^installed_lib=$$|installed_lib=$(LIBDIR)/libcuresv.so|' \
 		-e 's|^installed_pydir=$$|installed_pydir=$(PYTHONDIR)|' scripts/curesv > $(BUILD)/curesv.sh
 	install -m 755 $(BUILD)/curesv.sh $(DESTDIR)$(BINDIR)/curesv
+	install -m 755 $(TOOLS:%=scripts/%) $(DESTDIR)$(BINDIR)/
 	install -m 644 shim/curesv.h $(DESTDIR)$(INCLUDEDIR)/curesv.h
 	install -m 644 $(BUILD)/curesv.pc $(DESTDIR)$(PKGCONFIGDIR)/curesv.pc
 	install -m 644 scripts/man/curesv.1 $(DESTDIR)$(MANDIR)/man1/curesv.1
 	install -m 644 scripts/man/curesv.3 $(DESTDIR)$(MANDIR)/man3/curesv.3
-	for f in $(MAN3_LINKS); do echo '.so man3/curesv.3' > $(DESTDIR)$(MANDIR)/man3/$$f.3; done
+	for f in $(MAN3_LINKS); do ln -sfn curesv.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	install -m 644 scripts/curesv.py $(DESTDIR)$(PYTHONDIR)/curesv.py
 
 uninstall:
