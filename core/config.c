@@ -25,7 +25,7 @@ struct bad {
 	const char *text;
 	size_t len;
 	const char *reason;
-	char reason_buf[96];
+	char reason_buf[160];
 	void (*report)(struct bad *bad);
 	unsigned reported;      /* entries reported through `report` */
 };
@@ -108,6 +108,105 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 	return "unknown suffix";
 }
 
+/* The forms a SIZE takes, as a message names them. */
+static const char size_forms[] = "K, M, G, T, KiB, MiB, GiB, TiB";
+
+static void quote(const char *text, size_t len, char *out, size_t n);
+
+static bool suffix_shift(const char *suffix, size_t len, unsigned *shift)
+{
+	for (size_t i = 0; i < sizeof size_suffixes / sizeof size_suffixes[0]; i++)
+		if (strlen(size_suffixes[i].suffix) == len &&
+		    strncasecmp(suffix, size_suffixes[i].suffix, len) == 0) {
+			*shift = size_suffixes[i].shift;
+			return true;
+		}
+	return false;
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+__extension__ typedef unsigned __int128 wide;
+
+/* "1.5G": the same bytes written whole in the largest unit that keeps them whole ("1536M");
+ * false when they are no whole number of bytes, or too many to be a SIZE. At most 12 digits
+ * after the point count (the sum fits in 128 bits). */
+static bool whole_form(const char *text, size_t len, char *out, size_t n, bool *zero_fraction)
+{
+	size_t i = 0, point, k;
+	wide v = 0, scale = 1;
+	while (i < len && is_digit(text[i]) && v <= CURESV_SIZE_LIMIT)
+		v = v * 10 + (unsigned)(text[i++] - '0');
+	if (v > CURESV_SIZE_LIMIT || i == len || text[i] != '.')
+		return false;
+	point = ++i;
+	while (i < len && is_digit(text[i]))
+		i++;
+	for (k = i - point; k > 0 && text[point + k - 1] == '0'; k--)
+		;
+	*zero_fraction = k == 0;
+	unsigned shift;
+	if (k > 12 || !suffix_shift(text + i, len - i, &shift))
+		return false;
+	for (size_t j = 0; j < k; j++, scale *= 10)
+		v = v * 10 + (unsigned)(text[point + j] - '0');
+	v <<= shift;
+	if (v % scale != 0 || v / scale > CURESV_SIZE_LIMIT)
+		return false;
+	v /= scale;
+	static const struct { unsigned shift; const char *name; } units[] = {
+		{ 40, "T" }, { 30, "G" }, { 20, "M" }, { 10, "K" }, { 0, "" },
+	};
+	for (size_t u = 0;; u++)
+		if (v % ((wide)1 << units[u].shift) == 0) {
+			snprintf(out, n, "%llu%s", (unsigned long long)(v >> units[u].shift), units[u].name);
+			return true;
+		}
+}
+
+/* curesv_parse_size's reason `why` for `text`, said so that the fix is plain: the suffixes there
+ * are for an unknown one, the whole form of a fraction. */
+static const char *size_reason(const char *text, size_t len, const char *why, char *buf, size_t n)
+{
+	if (strcmp(why, "unknown suffix") == 0) {
+		size_t i = 0;
+		while (i < len && is_digit(text[i]))
+			i++;
+		char shown[48];
+		quote(text + i, len - i < 8 ? len - i : 8, shown, sizeof shown);
+		snprintf(buf, n, "unknown suffix '%s%s' (suffixes: %s%s)", shown, len - i > 8 ? "..." : "",
+			 size_forms, text[i] == ' ' || text[i] == '\t' ? "; no space before one" : "");
+		return buf;
+	}
+	if (strcmp(why, "not a whole number of bytes") == 0) {
+		char whole[32];
+		bool zero;
+		if (whole_form(text, len, whole, sizeof whole, &zero) && zero)
+			snprintf(buf, n, "a fraction: write %s", whole);
+		else if (whole_form(text, len, whole, sizeof whole, &zero))
+			snprintf(buf, n, "not a whole number of bytes: write %s", whole);
+		else
+			snprintf(buf, n, "not a whole number of bytes (a SIZE is whole bytes, with an "
+				 "optional suffix: %s)", size_forms);
+		return buf;
+	}
+	return why;
+}
+
+/* A SIZE inside `item` (the text a complaint shows): *bytes, or false with the reason in `bad`. */
+static bool parse_size_of(const char *text, size_t len, uint64_t *bytes, struct bad *bad,
+			  const char *item, size_t item_len)
+{
+	const char *why = curesv_parse_size(text, len, bytes);
+	if (!why)
+		return true;
+	return fail(bad, item, item_len, size_reason(text, len, why, bad->reason_buf,
+						       sizeof bad->reason_buf));
+}
+
 /* ---- small lexing helpers -------------------------------------------------------------------- */
 
 /* Splits a comma-separated list: returns the next item's length and advances *p past its comma;
@@ -125,6 +224,11 @@ static size_t next_item(const char **p, const char **item)
 static bool empty_item(size_t len, const char *value, struct bad *bad)
 {
 	return len == 0 && !fail(bad, value, strlen(value), "empty entry");
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t';
 }
 
 static const char *find_char(const char *s, size_t len, char c)
@@ -273,11 +377,17 @@ static bool each_pair(const char *v, const char *shape, pair_fn fn, curesv_confi
 		size_t len = next_item(&p, &item);
 		bool good;
 		const char *eq = find_char(item, len, '=');
+		const char *semi = find_char(item, len, ';');
 		if (len == 0) {
 			if (empty_seen)
 				continue;
 			empty_seen = true;
 			good = !empty_item(len, v, bad);
+		} else if (is_space(item[0]) || is_space(item[len - 1])) {
+			good = fail(bad, item, len, "a space around the entry: entries are separated by "
+				    "',' alone, with no spaces");
+		} else if (semi && find_char(semi, len - (size_t)(semi - item), '=')) {
+			good = fail(bad, item, len, "entries are separated by ',', not ';'");
 		} else if (!eq) {
 			good = failf(bad, item, len, "expected %s", shape);
 		} else {
@@ -304,16 +414,26 @@ static void keep_text(char out[CURESV_SIZE_TEXT], const char *text, size_t len)
 	}
 }
 
+/* "scan = 1M": a space on either side of '=' is no part of a name or a SIZE. */
+static bool spaced_pair(const struct pair *it, struct bad *bad)
+{
+	if ((it->key_len && is_space(it->key[it->key_len - 1])) ||
+	    (it->value_len && is_space(it->value[0])))
+		return fail(bad, it->item, it->len, "a space around '=': write KEY=VALUE with no spaces");
+	return true;
+}
+
 static bool capacity_item(const struct pair *it, curesv_config *c, struct bad *bad)
 {
 	int dev;
+	if (!spaced_pair(it, bad))
+		return false;
 	if (!parse_device(it->key, it->key_len, &dev, bad, it->item, it->len))
 		return false;
 	if (c->capacity_set[dev])
 		return fail(bad, it->item, it->len, "device given twice");
-	const char *why = curesv_parse_size(it->value, it->value_len, &c->capacity[dev]);
-	if (why)
-		return fail(bad, it->item, it->len, why);
+	if (!parse_size_of(it->value, it->value_len, &c->capacity[dev], bad, it->item, it->len))
+		return false;
 	c->capacity_set[dev] = true;
 	keep_text(c->capacity_text[dev], it->value, it->value_len);
 	return true;
@@ -323,9 +443,8 @@ static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
 {
 	if (strchr(v, '='))
 		return each_pair(v, "DEVICE=SIZE", capacity_item, c, bad);
-	const char *why = curesv_parse_size(v, strlen(v), &c->capacity_all);
-	if (why)
-		return fail(bad, v, strlen(v), why);
+	if (!parse_size_of(v, strlen(v), &c->capacity_all, bad, v, strlen(v)))
+		return false;
 	c->capacity_all_set = true;
 	keep_text(c->capacity_all_text, v, strlen(v));
 	return true;
@@ -333,6 +452,8 @@ static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
 
 static bool reservation_entry(const struct pair *it, curesv_config *c, struct bad *bad)
 {
+	if (!spaced_pair(it, bad))
+		return false;
 	if (!valid_name(it->key, it->key_len))
 		return fail(bad, it->item, it->len, bad_name_reason);
 	const char *end = it->value + it->value_len;
@@ -340,9 +461,8 @@ static bool reservation_entry(const struct pair *it, curesv_config *c, struct ba
 	struct curesv_reservation_spec spec = { .device = 0 };
 	memcpy(spec.name, it->key, it->key_len);
 	size_t size_len = (size_t)((at ? at : end) - it->value);
-	const char *why = curesv_parse_size(it->value, size_len, &spec.size);
-	if (why)
-		return fail(bad, it->item, it->len, why);
+	if (!parse_size_of(it->value, size_len, &spec.size, bad, it->item, it->len))
+		return false;
 	keep_text(spec.size_text, it->value, size_len);
 	/* curesv_reserve refuses 0 bytes: catch it here, where CURESV_STRICT applies */
 	if (spec.size == 0)
@@ -408,7 +528,8 @@ static bool parse_table_slots(const char *v, curesv_config *c, struct bad *bad)
 	if (why == too_large)
 		why = "out of range (8..64M)";
 	if (why)
-		return fail(bad, v, strlen(v), why);
+		return fail(bad, v, strlen(v), size_reason(v, strlen(v), why, bad->reason_buf,
+							  sizeof bad->reason_buf));
 	if (n < 8 || n > (UINT64_C(1) << 26))
 		return fail(bad, v, strlen(v), "out of range (8..64M)");
 	if (n & (n - 1))

@@ -147,7 +147,7 @@ def launcher(stage, args):
           v.stdout + v.stderr)
     c = run([curesv, "--check", "--reserve", "x=10MB"], env)
     check("installed curesv --check finds a problem", c.returncode == 2 and
-          "curesv: CURESV_RESERVATIONS: 'x=10MB': unknown suffix" in c.stderr, c.stdout + c.stderr)
+          "curesv: --reserve: 'x=10MB': unknown suffix 'MB'" in c.stderr, c.stdout + c.stderr)
     report = os.path.join(stage, "report.json")
     r = run([curesv, "--json", "--report-file", report, "--capacity", "400K", "--reserve",
              "scan=100K", "--reserve", "pipe=200K", "--attach", "scan=scan", "--attach", "pipe=pipe",

@@ -1013,10 +1013,12 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("CURESV_ENABLE=0 passes through", [b("handoff")], check_nothing,
                     env=dict(HANDOFF_ENV, CURESV_ENABLE="0"), report="absent"))
     out.append(Case("invalid configuration passes through", [b("handoff")],
-                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix"),
+                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix 'Q' (suffixes: K, "
+                                 "M, G, T, KiB, MiB, GiB, TiB)"),
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="12Q"), report="absent"))
     out.append(Case("CURESV_STRICT=1 aborts on it", [b("handoff")],
-                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix"),
+                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix 'Q' (suffixes: K, "
+                                 "M, G, T, KiB, MiB, GiB, TiB)"),
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="12Q", CURESV_STRICT="1"),
                     exit_code=-6, report="absent"))
     out.append(Case("table full: passthrough", [b("stress"), "4", "500"],
@@ -1197,28 +1199,54 @@ def launcher_cases(launcher, b):
              # the summary is on stdout, which comes first here; then stderr in the table's order
              check_lines("curesv: configuration: 3 errors, 3 warnings: curesv would be off and the "
                          "program run unchanged",
-                         "curesv: CURESV_RESERVATIONS: 'x=1Q': unknown suffix",
-                         "curesv: CURESV_RESERVATIONS: 'y=2@99': device out of range (0..63)",
-                         "curesv: CURESV_LOG: 'verbose': expected error, warn, info or debug; "
+                         "curesv: --reserve: 'x=1Q': unknown suffix 'Q' (suffixes: K, M, G, T, "
+                         "KiB, MiB, GiB, TiB)",
+                         "curesv: --reserve: 'y=2@99': device out of range (0..63)",
+                         "curesv: --log: 'verbose': expected error, warn, info or debug; "
                          "using the default (warn)",
-                         "curesv: CURESV_ERROR_EXITCODE: '300': expected an exit status 0..255 "
+                         "curesv: --error-exitcode: '300': expected an exit status 0..255 "
                          "(0 = none)",
-                         "curesv: CURESV_RESERVATIONS: device 0: reservations total 26 MiB "
+                         "curesv: --reserve: device 0: reservations total 26 MiB "
                          "(27262976 bytes), more than its capacity of 16M (16777216 bytes, "
                          "CURESV_CAPACITY): 'consumer=16M' does not fit; all are kept, the shared "
                          "pool is empty",
                          "curesv: CURESV_MOD: unknown variable, ignored (did you mean "
                          "CURESV_MODE?)"),
              env={"CURESV_MOD": "observe"}, exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: what a new user writes, and what to write instead",
+             [launcher, "--check", "--reserve", "producer=1.5G", "--reserve", "a=100 MB",
+              "--reserve", "b=1GB", "--reserve", "producer=1M;consumer=64K", "--reserve",
+              "producer=1M, consumer=64K", "--capacity", "16M", "--attach", "p*=producer"],
+             check_lines("curesv: configuration: 5 errors, 0 warnings: curesv would be off and the "
+                         "program run unchanged",
+                         "curesv: --reserve: 'producer=1.5G': not a whole number of bytes: write "
+                         "1536M",
+                         "curesv: --reserve: 'a=100 MB': unknown suffix ' MB' (suffixes: K, M, G, "
+                         "T, KiB, MiB, GiB, TiB; no space before one)",
+                         "curesv: --reserve: 'b=1GB': unknown suffix 'GB' (suffixes: K, M, G, T, "
+                         "KiB, MiB, GiB, TiB)",
+                         "curesv: --reserve: 'producer=1M;consumer=64K': entries are separated by "
+                         "',', not ';'",
+                         "curesv: --reserve: ' consumer=64K': a space around the entry: entries "
+                         "are separated by ',' alone, with no spaces"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: a list the environment had too is named both ways",
+             [launcher, "--check", "--reserve", "b=2Q"],
+             check_lines("curesv: configuration: 1 error, 0 warnings: curesv would be off and the "
+                         "program run unchanged",
+                         "curesv: --reserve/CURESV_RESERVATIONS: 'b=2Q': unknown suffix 'Q' "
+                         "(suffixes: K, M, G, T, KiB, MiB, GiB, TiB)"),
+             env={"CURESV_RESERVATIONS": "a=1M"}, exit_code=2, report="absent", sanitized=False),
         Case("launcher --check: a warning is a problem too",
              [launcher, "--check", "--attach", "w*=nosuch"],
              check_lines("curesv: configuration: 0 errors, 1 warning",
-                         "curesv: CURESV_ATTACH: 'w*=nosuch': no reservation 'nosuch' in "
+                         "curesv: --attach: 'w*=nosuch': no reservation 'nosuch' in "
                          "CURESV_RESERVATIONS; matching threads use the shared pool until it is "
                          "created"),
              exit_code=2, report="absent", sanitized=False),
         Case("launcher: an invalid configuration starts nothing", [launcher] + bad + ["--", b("handoff")],
-             check_lines("curesv: CURESV_RESERVATIONS: 'producer=10MB': unknown suffix",
+             check_lines("curesv: --reserve: 'producer=10MB': unknown suffix 'MB' (suffixes: K, "
+                         "M, G, T, KiB, MiB, GiB, TiB)",
                          "curesv: invalid configuration: the program was not started (curesv "
                          "--check [options] lists the same)"),
              exit_code=2, report="absent", sanitized=False),
@@ -1311,7 +1339,8 @@ def configuration_cases(b):
                        "threads", then=check_main_thread_charged),
              env={"CURESV_RESERVATIONS": "producer=1M", "CURESV_ATTACH": "exit*=producer"}),
         Case("one bad entry: one line, no cascade", [b("handoff")],
-             check_lines("curesv: CURESV_RESERVATIONS: 'scan=10MB': unknown suffix",
+             check_lines("curesv: CURESV_RESERVATIONS: 'scan=10MB': unknown suffix 'MB' "
+                         "(suffixes: K, M, G, T, KiB, MiB, GiB, TiB)",
                          "curesv: invalid configuration: curesv is off, the program runs unchanged "
                          "(CURESV_STRICT=1 makes this fatal; curesv --check lists every problem)"),
              env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=10MB,pipe=200K"), report="absent"),
