@@ -602,8 +602,8 @@ static bool parse_trace(const char *v, curesv_config *c, struct bad *bad)
 
 KEYWORD_PARSER(parse_stream_attach, stream_attach, enum curesv_stream_attach, "off or creator",
 	       "off", "creator")
-KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format, "rmm or chrome", "rmm",
-	       "chrome")
+KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format,
+	       "rmm (RMM's CSV) or chrome (Chrome trace-event JSON)", "rmm", "chrome")
 
 /* `cosmetic`: the variable only shapes what curesv prints, so a bad value is a warning and the
  * default (`shown` in the warning) applies; tracking goes on. */
@@ -622,7 +622,8 @@ static const struct option options[] = {
 	{ "CURESV_STRICT", "0", parse_strict, false, NULL },
 	{ "CURESV_ERROR_EXITCODE", "0", parse_error_exitcode, false, NULL },
 	{ "CURESV_TRACE", "", parse_trace, true, "none" },
-	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, true, "rmm" },
+	/* not cosmetic: a trace in another format than asked is no use to the tool that reads it */
+	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, false, NULL },
 	{ "CURESV_STREAM_ATTACH", "off", parse_stream_attach, false, NULL },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -726,9 +727,28 @@ static bool known_name(const char *name, size_t n)
 	return false;
 }
 
+/* "curesv_mode=enforce": names are case-sensitive, so this one is not curesv's; said, since the user
+ * meant it to be. */
+static void warn_wrong_case(const char *entry, size_t n, curesv_diag *d)
+{
+	char upper[64], shown[128];
+	const char *near = NULL;
+	if (n < sizeof upper) {
+		for (size_t i = 0; i < n; i++)
+			upper[i] = entry[i] >= 'a' && entry[i] <= 'z' ? (char)(entry[i] - 'a' + 'A') : entry[i];
+		upper[n] = '\0';
+		near = known_name(upper, n) ? upper : suggestion(upper, n);
+	}
+	quote(entry, n, shown, sizeof shown);
+	diag_add(d, CURESV_LOG_WARN, "%s: not a curesv variable, ignored: names are case-sensitive%s%s%s",
+		 shown, near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
+}
+
 static void warn_unknown(char *const *envp, curesv_diag *d)
 {
 	for (; *envp; envp++) {
+		if (strncasecmp(*envp, "CURESV_", 7) == 0 && strncmp(*envp, "CURESV_", 7) != 0)
+			warn_wrong_case(*envp, strcspn(*envp, "="), d);
 		if (strncmp(*envp, "CURESV_", 7) != 0)
 			continue;
 		size_t n = strcspn(*envp, "=");
@@ -837,6 +857,20 @@ static void warn_unresolved_rules(const curesv_config *c, curesv_diag *d)
 			 "matching threads use the shared pool until it is created",
 			 glob, c->rules[i].name, c->rules[i].name);
 	}
+}
+
+/* A trace format with no trace to write it in: most likely --trace was forgotten. */
+static void warn_format_without_trace(const curesv_config *c, char *const *envp, curesv_diag *d)
+{
+	const char *format = option_value(envp, "CURESV_TRACE_FORMAT");
+	/* an invalid format has its own line */
+	if (!format || (strcasecmp(format, "rmm") != 0 && strcasecmp(format, "chrome") != 0) ||
+	    c->trace_file[0] || option_value(envp, "CURESV_TRACE"))
+		return;
+	char shown[128];
+	quote(format, strlen(format), shown, sizeof shown);
+	diag_add(d, CURESV_LOG_WARN, "CURESV_TRACE_FORMAT: '%s': no trace is written, since "
+		 "CURESV_TRACE (the launcher's --trace) names no file", shown);
 }
 
 /* The launchers' rank variables, in the order they are looked at (torchrun, Open MPI, MPICH and
@@ -949,6 +983,7 @@ unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *
 	}
 	load_rank(cfg, envp, diag);
 	load_host(cfg);
+	warn_format_without_trace(cfg, envp, diag);
 	check_capacity(cfg, diag);
 	if (option_value(envp, "CURESV_RESERVATIONS") || !reservations_misspelt(envp))
 		warn_unresolved_rules(cfg, diag);

@@ -1237,6 +1237,28 @@ def launcher_cases(launcher, b):
                          "curesv: --reserve/CURESV_RESERVATIONS: 'b=2Q': unknown suffix 'Q' "
                          "(suffixes: K, M, G, T, KiB, MiB, GiB, TiB)"),
              env={"CURESV_RESERVATIONS": "a=1M"}, exit_code=2, report="absent", sanitized=False),
+        Case("launcher: --lib naming another library starts nothing",
+             [launcher, "--lib", b("libwrapopen.so"), "--", b("handoff")],
+             check_only_output("curesv: --lib: '%s' is not libcuresv.so (no curesv_reserve in it): "
+                               "the program was not started\n" % b("libwrapopen.so")),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher: --trace-format json is an error, not CSV in a .json file",
+             [launcher, "--trace", "t.json", "--trace-format", "json", "--", b("handoff")],
+             check_lines("curesv: --trace-format: 'json': expected rmm (RMM's CSV) or chrome "
+                         "(Chrome trace-event JSON)",
+                         "curesv: invalid configuration: the program was not started (curesv "
+                         "--check [options] lists the same)"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: --trace-format without --trace",
+             [launcher, "--check", "--trace-format", "chrome"],
+             check_lines("curesv: configuration: 0 errors, 1 warning",
+                         "curesv: --trace-format: 'chrome': no trace is written, since "
+                         "CURESV_TRACE (the launcher's --trace) names no file"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("a variable in the wrong case is warned of", [b("handoff")],
+             check_has("curesv: curesv_mode: not a curesv variable, ignored: names are "
+                       "case-sensitive (did you mean CURESV_MODE?)", then=check_handoff("device")),
+             env=dict(HANDOFF_ENV, curesv_mode="enforce")),
         Case("launcher --check: a warning is a problem too",
              [launcher, "--check", "--attach", "w*=nosuch"],
              check_lines("curesv: configuration: 0 errors, 1 warning",

@@ -103,7 +103,7 @@ Test(config, defaults)
 {
 	curesv_config_defaults(&cfg);
 	assert_defaults(&cfg);
-	assert_clean(LOAD("HOME=/root", "PATH=/bin", "CURESVX=1", "curesv_mode=enforce"));
+	assert_clean(LOAD("HOME=/root", "PATH=/bin", "CURESVX=1", "curesv-mode=enforce"));
 	assert_defaults(&cfg);
 	assert_clean(curesv_config_load(&cfg, (char *[]){ NULL }, &diag));
 	assert_defaults(&cfg);
@@ -873,13 +873,21 @@ Test(config, trace)
 	char path[CURESV_PATH_MAX];
 	cr_assert(curesv_config_expand_path(&cfg, cfg.trace_file, 9, path, sizeof path));
 	cr_assert_str_eq(path, "/tmp/trace-9-9.csv");
-	good("CURESV_TRACE_FORMAT=chrome");
+	assert_clean(LOAD("CURESV_TRACE=t.json", "CURESV_TRACE_FORMAT=chrome"));
 	cr_assert_eq(cfg.trace_format, CURESV_TRACE_CHROME);
-	good("CURESV_TRACE_FORMAT=RMM");
+	assert_clean(LOAD("CURESV_TRACE=t.csv", "CURESV_TRACE_FORMAT=RMM"));
 	cr_assert_eq(cfg.trace_format, CURESV_TRACE_RMM);
+	/* an error, not CSV in a file meant for JSON: the tool that reads it could not */
+	bad("CURESV_TRACE_FORMAT=json", "CURESV_TRACE_FORMAT: 'json': expected rmm (RMM's CSV) or "
+	    "chrome (Chrome trace-event JSON)");
+	bad("CURESV_TRACE_FORMAT=perfetto", "CURESV_TRACE_FORMAT: 'perfetto': expected rmm (RMM's "
+	    "CSV) or chrome (Chrome trace-event JSON)");
+	/* a format with no trace to write */
+	cr_assert_eq(LOAD("CURESV_TRACE_FORMAT=chrome"), 0);
+	cr_assert_eq(diag.warnings, 1);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_TRACE_FORMAT: 'chrome': no trace is written, since "
+			 "CURESV_TRACE (the launcher's --trace) names no file");
 	/* cosmetic: a warning, the default, and tracking goes on */
-	bad_cosmetic("CURESV_TRACE_FORMAT=perfetto",
-		     "CURESV_TRACE_FORMAT: 'perfetto': expected rmm or chrome; using the default (rmm)");
 	bad_cosmetic("CURESV_TRACE=/tmp/%t", "CURESV_TRACE: '/tmp/%t': unknown %-sequence (only %p, "
 		     "%r, %h and %%); using the default (none)");
 }
@@ -1114,4 +1122,21 @@ Test(config, lists_say_how_entries_are_separated)
 	good("CURESV_RESERVATIONS=r=1M");
 	cr_assert_eq(LOAD("CURESV_RESERVATIONS=r=1M", "CURESV_ATTACH=my thread*=r"), 0);
 	cr_assert_str_eq(cfg.rules[0].glob, "my thread*");
+}
+
+/* curesv_mode=enforce looks meant, and names are case-sensitive: said, not silently ignored. */
+Test(config, a_variable_in_the_wrong_case_is_warned_of)
+{
+	cr_assert_eq(LOAD("curesv_mode=enforce", "Curesv_Reservatons=a=1M", "curesv_lib=x",
+			  "curesv_bogus=1"), 0);
+	cr_assert_eq(cfg.mode, CURESV_MODE_OBSERVE, "not read");
+	cr_assert_eq(diag.warnings, 4);
+	cr_assert_str_eq(diag.line[0].text, "curesv_mode: not a curesv variable, ignored: names are "
+			 "case-sensitive (did you mean CURESV_MODE?)");
+	cr_assert_str_eq(diag.line[1].text, "Curesv_Reservatons: not a curesv variable, ignored: names "
+			 "are case-sensitive (did you mean CURESV_RESERVATIONS?)");
+	cr_assert_str_eq(diag.line[2].text, "curesv_lib: not a curesv variable, ignored: names are "
+			 "case-sensitive (did you mean CURESV_LIB?)");
+	cr_assert_str_eq(diag.line[3].text, "curesv_bogus: not a curesv variable, ignored: names are "
+			 "case-sensitive");
 }
