@@ -1107,6 +1107,22 @@ def cases(stack, bindir, sanitized=False):
                          "CURESV_ATTACH": "pyrule*=py_rule"}, stacks=("sim",)))
     out.append(Case("python module without the library", module + ["--no-shim"], check_module,
                     shim=False, report="absent", stacks=("sim",)))
+    # A Python thread allocates without naming its OS thread: the advice is the module's.
+    unnamed = ("import ctypes, threading\n"
+               "rt = ctypes.CDLL('libcudart.so.13')\n"
+               "def scan():\n"
+               "    p = ctypes.c_void_p()\n"
+               "    assert rt.cudaMalloc(ctypes.byref(p), 4096) == 0 and rt.cudaFree(p) == 0\n"
+               "t = threading.Thread(target=scan, name='scan'); t.start(); t.join()\n")
+    out.append(Case("python: a rule that attached nothing points at curesv.name_thread()",
+                    ["python3", "-c", unnamed],
+                    check_has("curesv: CURESV_ATTACH rule 'scan*=scan' attached nothing: no thread "
+                              "with a matching name allocated (rules are matched at a thread's "
+                              "allocations; in Python, call curesv.name_thread() at the start of "
+                              "the thread, before its first one: Python gives OS threads no "
+                              "names)"),
+                    env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan*=scan"},
+                    report="text", stacks=("sim",)))
     out.append(Case("linked with -lcuresv after -lcudart", [b("linked")], check_linked,
                     stacks=("sim",)))
     out.append(Case("linked with -lcuresv before -lcudart (--as-needed)", [b("linked_badorder")],
