@@ -205,7 +205,7 @@ VERSION := $(shell sed -n 's/^\#define CURESV_VERSION "\(.*\)"/\1/p' shim/curesv
 # `man curesv_reserve` & co. open curesv(3): every function its NAME section lists.
 MAN3_LINKS := $(shell sed -n '/^\.SH NAME/,/\\-/{/^\.SH/d;s/\\-.*//;s/,/ /g;p}' scripts/man/curesv.3)
 # The scripts that read curesv's output, installed beside the launcher.
-TOOLS := curesv-plot curesv-merge
+TOOLS := curesv-plot curesv-merge curesv-export
 INSTALLED := $(BINDIR)/curesv $(TOOLS:%=$(BINDIR)/%) $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
 	$(PKGCONFIGDIR)/curesv.pc $(MANDIR)/man1/curesv.1 $(MANDIR)/man3/curesv.3 \
 	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py
@@ -245,10 +245,14 @@ check-install: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/check_install.py \
 		--bin $(IT_BIN) --sim $(SIM_DIR)
 
-# The scripts that read curesv's output (curesv-plot, curesv-merge), on output made under the shim.
+# The scripts that read curesv's output (curesv-plot, curesv-merge, curesv-export), on output made
+# under the shim.
 check-tools: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress
+	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress \
+		$(IT_BIN)/exit_status $(IT_BIN)/streams
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
+		--lib $(O)/libcuresv.so --bin $(IT_BIN)
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/export.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
 # ---- the demo ---------------------------------------------------------------------------------------

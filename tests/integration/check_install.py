@@ -7,7 +7,8 @@
   lets the program import the installed Python module;
 - the man pages render without a warning (groff -ww; mandoc -Tlint when it is there) and list
   every variable of core/config.c's table, as does README.md;
-- the tools that read curesv's output (curesv-plot, curesv-merge) are installed beside the
+- the tools that read curesv's output (curesv-plot, curesv-merge, curesv-export) are installed
+  beside the
   launcher, run from there, and curesv(1) names them;
 - each man3 name is a symbolic link to curesv.3 that man -l and groff render from any folder;
 - make uninstall removes every file.
@@ -26,11 +27,12 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PREFIX = "/usr/local"
-TOOLS = ("curesv-plot", "curesv-merge")
+TOOLS = ("curesv-plot", "curesv-merge", "curesv-export")
 FILES = {  # path under PREFIX: mode
     "bin/curesv": 0o755,
     "bin/curesv-plot": 0o755,
     "bin/curesv-merge": 0o755,
+    "bin/curesv-export": 0o755,
     "lib/libcuresv.so": 0o755,
     "include/curesv.h": 0o644,
     "lib/pkgconfig/curesv.pc": 0o644,

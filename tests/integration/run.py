@@ -1096,6 +1096,13 @@ def cases(stack, bindir, sanitized=False):
                     check_torch_module, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
                                              "PYTHONPATH": scripts_dir},
                     stacks=("gpu",)))
+    # scripts/gpu-check exports its PyTorch trace and runs torch.cuda._memory_viz on it first
+    viz = b("memory_viz.result")
+    out.append(Case("pytorch's memory viewer reads curesv-export's snapshot",
+                    [sys.executable, "-c", "import sys; print(open(sys.argv[1]).read(), end='')",
+                     viz], check_memory_viz, shim=False, report=False, stacks=("gpu",),
+                    needs=(viz, "skipped: gpu-check made no PyTorch trace (no PyTorch with "
+                                "CUDA), so nothing was exported")))
     out.extend(launcher_cases(launcher, b))
     out.extend(exit_status_cases(b))
     out.extend(configuration_cases(b))
@@ -1153,6 +1160,12 @@ def cases(stack, bindir, sanitized=False):
                                                                             "curesv: leaks: none")),
                     report="text"))
     return [c for c in out if stack in c.stacks]
+
+
+def check_memory_viz(report, out):
+    if not out.startswith("pass: "):
+        raise AssertionError(out.strip()[-300:])
+    return "-", "-", "-"
 
 
 def check_lacks(line, then):
