@@ -120,7 +120,7 @@ IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds fam
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
 	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff reload two_runtimes \
-	libcudaplugin12.so slow_free churn)
+	libcudaplugin12.so slow_free churn no_alloc)
 
 $(IT)/%: tests/integration/%.c shim/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -147,6 +147,8 @@ $(IT)/libcudaplugin12.so: tests/integration/plugin12.c $(SIM_LIBCUDART12) | $(IT
 	$(IT_CC) -fPIC -shared $< -L$(SIM_DIR) -l:libcudart.so.12 -o $@
 $(IT)/two_runtimes: tests/integration/two_runtimes.c $(IT)/libcudaplugin12.so $(SIM_LINKS)
 	$(IT_CC) $< -L$(SIM_DIR) -lcudart -ldl -o $@
+$(IT)/no_alloc: tests/integration/no_alloc.c $(SIM_LINKS) | $(IT)
+	$(IT_CC) $< -L$(SIM_DIR) -lcudart -o $@
 $(IT)/libc10_cuda.so: tests/integration/fake_c10.c | $(IT)
 	$(IT_CC) -fPIC -shared $< -o $@
 $(IT)/layout: tests/integration/layout.c shim/curesv.h | $(IT)
@@ -158,6 +160,17 @@ $(IT)/linked: tests/integration/linked.c $(O)/libcuresv.so $(SIM_LINKS) | $(IT)
 $(IT)/linked_badorder: tests/integration/linked.c $(O)/libcuresv.so $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim -Wl,--as-needed $< -L$(O) -Wl,-rpath,$(abspath $(O)) -lcuresv \
 		-L$(SIM_DIR) -lcudart -o $@
+# A .cu program built with nvcc three ways: against the simulated runtime (-cudart shared, and
+# -cudart none with its archive) and with nvcc's default static runtime, which the simulated driver
+# cannot serve. Built only where nvcc is (run.py skips those cases elsewhere, saying why).
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+NVCC_PROGS := $(if $(wildcard $(NVCC)),$(addprefix $(IT)/,nvcc_shared nvcc_none nvcc_static))
+$(IT)/nvcc_shared: tests/integration/nvcc_host.cu | $(IT)
+	$(NVCC) -cudart shared $< -o $@
+$(IT)/nvcc_none: tests/integration/nvcc_host.cu $(SIM_LIBCUDART_STATIC) | $(IT)
+	$(NVCC) -cudart none $< $(SIM_LIBCUDART_STATIC) -ldl -o $@
+$(IT)/nvcc_static: tests/integration/nvcc_host.cu | $(IT)
+	$(NVCC) $< -o $@
 $(IT):
 	mkdir -p $@
 
@@ -167,7 +180,7 @@ SAN_RUNTIME := $(strip $(if $(filter asan,$(VARIANT)),$(shell $(CC) -print-file-
 	$(if $(filter tsan,$(VARIANT)),$(shell $(CC) -print-file-name=libtsan.so))))
 
 check-integration: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(subst $(IT),$(IT_BIN),$(IT_PROGS))
+	$(MAKE) VARIANT=plain $(subst $(IT),$(IT_BIN),$(IT_PROGS) $(NVCC_PROGS))
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)):$(abspath $(IT_BIN)) python3 tests/integration/run.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN) --stack sim \
@@ -210,13 +223,16 @@ PYTHONDIR ?= $(LIBDIR)/python3/dist-packages
 VERSION := $(shell sed -n 's/^\#define CURESV_VERSION "\(.*\)"/\1/p' shim/curesv.h)
 # `man curesv_reserve` & co. open curesv(3): every function its NAME section lists.
 MAN3_LINKS := $(shell sed -n '/^\.SH NAME/,/\\-/{/^\.SH/d;s/\\-.*//;s/,/ /g;p}' scripts/man/curesv.3)
-INSTALLED := $(BINDIR)/curesv $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
+# The scripts that read curesv's output, installed beside the launcher.
+TOOLS := curesv-plot curesv-merge curesv-export
+INSTALLED := $(BINDIR)/curesv $(TOOLS:%=$(BINDIR)/%) $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
 	$(PKGCONFIGDIR)/curesv.pc $(MANDIR)/man1/curesv.1 $(MANDIR)/man3/curesv.3 \
 	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py
 # Paths under PREFIX are written relative to it, so pkg-config --define-prefix can move them.
 pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
 # The files that name install folders are written at each install: PREFIX may differ from the last.
+# The man3 names are symbolic links, not .so requests, which man -l resolves against the current folder.
 install:
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_path,$(LIBDIR))' \
@@ -231,11 +247,12 @@ install:
 	sed -e 's|^installed_lib=$$|installed_lib=$(LIBDIR)/libcuresv.so|' \
 		-e 's|^installed_pydir=$$|installed_pydir=$(PYTHONDIR)|' scripts/curesv > $(BUILD)/curesv.sh
 	install -m 755 $(BUILD)/curesv.sh $(DESTDIR)$(BINDIR)/curesv
+	install -m 755 $(TOOLS:%=scripts/%) $(DESTDIR)$(BINDIR)/
 	install -m 644 shim/curesv.h $(DESTDIR)$(INCLUDEDIR)/curesv.h
 	install -m 644 $(BUILD)/curesv.pc $(DESTDIR)$(PKGCONFIGDIR)/curesv.pc
 	install -m 644 scripts/man/curesv.1 $(DESTDIR)$(MANDIR)/man1/curesv.1
 	install -m 644 scripts/man/curesv.3 $(DESTDIR)$(MANDIR)/man3/curesv.3
-	for f in $(MAN3_LINKS); do echo '.so man3/curesv.3' > $(DESTDIR)$(MANDIR)/man3/$$f.3; done
+	for f in $(MAN3_LINKS); do ln -sfn curesv.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	install -m 644 scripts/curesv.py $(DESTDIR)$(PYTHONDIR)/curesv.py
 
 uninstall:
@@ -247,10 +264,14 @@ check-install: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/check_install.py \
 		--bin $(IT_BIN) --sim $(SIM_DIR)
 
-# The scripts that read curesv's output (curesv-plot, curesv-merge), on output made under the shim.
+# The scripts that read curesv's output (curesv-plot, curesv-merge, curesv-export), on output made
+# under the shim.
 check-tools: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline
+	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline \
+		$(IT_BIN)/exit_status $(IT_BIN)/streams
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
+		--lib $(O)/libcuresv.so --bin $(IT_BIN)
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/export.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
 # ---- the demo ---------------------------------------------------------------------------------------

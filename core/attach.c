@@ -1,9 +1,12 @@
 #include "attach.h"
 
+#include <errno.h>
 #include <fnmatch.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -95,6 +98,31 @@ static void set_attachment(curesv_ref ref, const char *reservation)
 	snprintf(self.reservation, sizeof self.reservation, "%s", reservation ? reservation : "");
 }
 
+/* The kernel names the main thread (tid == pid) after the program: a pattern meant for worker
+ * threads ('prod*' for 'producer') also catches a program called 'prodcons', and with it the
+ * main thread's allocations, silently. Said once; a main thread the program named itself is its
+ * business. */
+static bool program_name(const char *name)
+{
+	/* the file execve() was given, which the kernel names the main thread after (a script's, not
+	 * its interpreter's); argv[0] when the loader did not say */
+	const char *file = (const char *)getauxval(AT_EXECFN), *slash = file ? strrchr(file, '/') : NULL;
+	if (file && strncmp(name, slash ? slash + 1 : file, CURESV_THREAD_NAME - 1) == 0)
+		return true;
+	return strncmp(name, program_invocation_short_name, CURESV_THREAD_NAME - 1) == 0;
+}
+
+static void warn_main_thread(const struct curesv_attach_rule *r, const char *name)
+{
+	static atomic_flag told = ATOMIC_FLAG_INIT;
+	if (gettid() != getpid() || !program_name(name) ||
+	    atomic_flag_test_and_set_explicit(&told, memory_order_relaxed))
+		return;
+	curesv_log(CURESV_LOG_WARN, "CURESV_ATTACH rule '%s=%s' matches the main thread, which is named "
+		   "after the program ('%s'): its allocations are charged to '%s'; narrow the pattern "
+		   "if it was meant for other threads", r->glob, r->name, name, r->name);
+}
+
 /* The first rule whose pattern matches `name` decides, even when its reservation does not exist
  * (yet): the thread then draws from the shared pool. */
 static void match_rules(const char *name)
@@ -102,6 +130,7 @@ static void match_rules(const char *name)
 	for (unsigned i = 0; i < n_rules; i++) {
 		if (fnmatch(rules[i].glob, name, 0) != 0)
 			continue;
+		warn_main_thread(&rules[i], name);
 		atomic_fetch_add_explicit(&rule_matches[i], 1, memory_order_relaxed);
 		curesv_ref h;
 		bool found = curesv_ledger_find_ref(ledger, rules[i].name, &h) == CURESV_OK;

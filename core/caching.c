@@ -1,5 +1,6 @@
 #include "caching.h"
 
+#include <errno.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,4 +56,16 @@ unsigned curesv_caching_allocators(struct curesv_cacher out[CURESV_CACHERS])
 		if (s.loaded[i] && !(known[i].switched_off && known[i].switched_off()))
 			out[n++] = known[i].cacher;
 	return n;
+}
+
+static int is_libpython(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	const char *name = info->dlpi_name ? info->dlpi_name : "", *slash = strrchr(name, '/');
+	return strncmp(slash ? slash + 1 : name, "libpython", 9) == 0;
+}
+
+bool curesv_python_process(void)
+{
+	return strncmp(program_invocation_short_name, "python", 6) == 0 ||
+	       dl_iterate_phdr(is_libpython, NULL) != 0;
 }

@@ -23,4 +23,9 @@ struct curesv_cacher {
  * how many. One that is loaded but switched off by its own environment variable is left out. */
 unsigned curesv_caching_allocators(struct curesv_cacher out[CURESV_CACHERS]);
 
+/* Whether this process is a Python interpreter's: run as python* (argv[0], as `python3 x.py`, a
+ * #!/usr/bin/env python3 script and torchrun start one), or with libpython loaded (embedded).
+ * Python names no OS thread, so the report's advice on naming threads differs there. */
+bool curesv_python_process(void);
+
 #endif

@@ -27,7 +27,7 @@ struct bad {
 	const char *text;
 	size_t len;
 	const char *reason;
-	char reason_buf[96];
+	char reason_buf[160];
 	void (*report)(struct bad *bad);
 	unsigned reported;      /* entries reported through `report` */
 };
@@ -111,6 +111,105 @@ const char *curesv_parse_size(const char *text, size_t len, uint64_t *bytes)
 	return "unknown suffix";
 }
 
+/* The forms a SIZE takes, as a message names them. */
+static const char size_forms[] = "K, M, G, T, KiB, MiB, GiB, TiB";
+
+static void quote(const char *text, size_t len, char *out, size_t n);
+
+static bool suffix_shift(const char *suffix, size_t len, unsigned *shift)
+{
+	for (size_t i = 0; i < sizeof size_suffixes / sizeof size_suffixes[0]; i++)
+		if (strlen(size_suffixes[i].suffix) == len &&
+		    strncasecmp(suffix, size_suffixes[i].suffix, len) == 0) {
+			*shift = size_suffixes[i].shift;
+			return true;
+		}
+	return false;
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+__extension__ typedef unsigned __int128 wide;
+
+/* "1.5G": the same bytes written whole in the largest unit that keeps them whole ("1536M");
+ * false when they are no whole number of bytes, or too many to be a SIZE. At most 12 digits
+ * after the point count (the sum fits in 128 bits). */
+static bool whole_form(const char *text, size_t len, char *out, size_t n, bool *zero_fraction)
+{
+	size_t i = 0, point, k;
+	wide v = 0, scale = 1;
+	while (i < len && is_digit(text[i]) && v <= CURESV_SIZE_LIMIT)
+		v = v * 10 + (unsigned)(text[i++] - '0');
+	if (v > CURESV_SIZE_LIMIT || i == len || text[i] != '.')
+		return false;
+	point = ++i;
+	while (i < len && is_digit(text[i]))
+		i++;
+	for (k = i - point; k > 0 && text[point + k - 1] == '0'; k--)
+		;
+	*zero_fraction = k == 0;
+	unsigned shift;
+	if (k > 12 || !suffix_shift(text + i, len - i, &shift))
+		return false;
+	for (size_t j = 0; j < k; j++, scale *= 10)
+		v = v * 10 + (unsigned)(text[point + j] - '0');
+	v <<= shift;
+	if (v % scale != 0 || v / scale > CURESV_SIZE_LIMIT)
+		return false;
+	v /= scale;
+	static const struct { unsigned shift; const char *name; } units[] = {
+		{ 40, "T" }, { 30, "G" }, { 20, "M" }, { 10, "K" }, { 0, "" },
+	};
+	for (size_t u = 0;; u++)
+		if (v % ((wide)1 << units[u].shift) == 0) {
+			snprintf(out, n, "%llu%s", (unsigned long long)(v >> units[u].shift), units[u].name);
+			return true;
+		}
+}
+
+/* curesv_parse_size's reason `why` for `text`, said so that the fix is plain: the suffixes there
+ * are for an unknown one, the whole form of a fraction. */
+static const char *size_reason(const char *text, size_t len, const char *why, char *buf, size_t n)
+{
+	if (strcmp(why, "unknown suffix") == 0) {
+		size_t i = 0;
+		while (i < len && is_digit(text[i]))
+			i++;
+		char shown[48];
+		quote(text + i, len - i < 8 ? len - i : 8, shown, sizeof shown);
+		snprintf(buf, n, "unknown suffix '%s%s' (suffixes: %s%s)", shown, len - i > 8 ? "..." : "",
+			 size_forms, text[i] == ' ' || text[i] == '\t' ? "; no space before one" : "");
+		return buf;
+	}
+	if (strcmp(why, "not a whole number of bytes") == 0) {
+		char whole[32];
+		bool zero;
+		if (whole_form(text, len, whole, sizeof whole, &zero) && zero)
+			snprintf(buf, n, "a fraction: write %s", whole);
+		else if (whole_form(text, len, whole, sizeof whole, &zero))
+			snprintf(buf, n, "not a whole number of bytes: write %s", whole);
+		else
+			snprintf(buf, n, "not a whole number of bytes (a SIZE is whole bytes, with an "
+				 "optional suffix: %s)", size_forms);
+		return buf;
+	}
+	return why;
+}
+
+/* A SIZE inside `item` (the text a complaint shows): *bytes, or false with the reason in `bad`. */
+static bool parse_size_of(const char *text, size_t len, uint64_t *bytes, struct bad *bad,
+			  const char *item, size_t item_len)
+{
+	const char *why = curesv_parse_size(text, len, bytes);
+	if (!why)
+		return true;
+	return fail(bad, item, item_len, size_reason(text, len, why, bad->reason_buf,
+						       sizeof bad->reason_buf));
+}
+
 /* ---- small lexing helpers -------------------------------------------------------------------- */
 
 /* Splits a comma-separated list: returns the next item's length and advances *p past its comma;
@@ -128,6 +227,11 @@ static size_t next_item(const char **p, const char **item)
 static bool empty_item(size_t len, const char *value, struct bad *bad)
 {
 	return len == 0 && !fail(bad, value, strlen(value), "empty entry");
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t';
 }
 
 static const char *find_char(const char *s, size_t len, char c)
@@ -276,11 +380,17 @@ static bool each_pair(const char *v, const char *shape, pair_fn fn, curesv_confi
 		size_t len = next_item(&p, &item);
 		bool good;
 		const char *eq = find_char(item, len, '=');
+		const char *semi = find_char(item, len, ';');
 		if (len == 0) {
 			if (empty_seen)
 				continue;
 			empty_seen = true;
 			good = !empty_item(len, v, bad);
+		} else if (is_space(item[0]) || is_space(item[len - 1])) {
+			good = fail(bad, item, len, "a space around the entry: entries are separated by "
+				    "',' alone, with no spaces");
+		} else if (semi && find_char(semi, len - (size_t)(semi - item), '=')) {
+			good = fail(bad, item, len, "entries are separated by ',', not ';'");
 		} else if (!eq) {
 			good = failf(bad, item, len, "expected %s", shape);
 		} else {
@@ -307,16 +417,26 @@ static void keep_text(char out[CURESV_SIZE_TEXT], const char *text, size_t len)
 	}
 }
 
+/* "scan = 1M": a space on either side of '=' is no part of a name or a SIZE. */
+static bool spaced_pair(const struct pair *it, struct bad *bad)
+{
+	if ((it->key_len && is_space(it->key[it->key_len - 1])) ||
+	    (it->value_len && is_space(it->value[0])))
+		return fail(bad, it->item, it->len, "a space around '=': write KEY=VALUE with no spaces");
+	return true;
+}
+
 static bool capacity_item(const struct pair *it, curesv_config *c, struct bad *bad)
 {
 	int dev;
+	if (!spaced_pair(it, bad))
+		return false;
 	if (!parse_device(it->key, it->key_len, &dev, bad, it->item, it->len))
 		return false;
 	if (c->capacity_set[dev])
 		return fail(bad, it->item, it->len, "device given twice");
-	const char *why = curesv_parse_size(it->value, it->value_len, &c->capacity[dev]);
-	if (why)
-		return fail(bad, it->item, it->len, why);
+	if (!parse_size_of(it->value, it->value_len, &c->capacity[dev], bad, it->item, it->len))
+		return false;
 	c->capacity_set[dev] = true;
 	keep_text(c->capacity_text[dev], it->value, it->value_len);
 	return true;
@@ -326,9 +446,8 @@ static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
 {
 	if (strchr(v, '='))
 		return each_pair(v, "DEVICE=SIZE", capacity_item, c, bad);
-	const char *why = curesv_parse_size(v, strlen(v), &c->capacity_all);
-	if (why)
-		return fail(bad, v, strlen(v), why);
+	if (!parse_size_of(v, strlen(v), &c->capacity_all, bad, v, strlen(v)))
+		return false;
 	c->capacity_all_set = true;
 	keep_text(c->capacity_all_text, v, strlen(v));
 	return true;
@@ -336,6 +455,8 @@ static bool parse_capacity(const char *v, curesv_config *c, struct bad *bad)
 
 static bool reservation_entry(const struct pair *it, curesv_config *c, struct bad *bad)
 {
+	if (!spaced_pair(it, bad))
+		return false;
 	if (!valid_name(it->key, it->key_len))
 		return fail(bad, it->item, it->len, bad_name_reason);
 	const char *end = it->value + it->value_len;
@@ -343,9 +464,8 @@ static bool reservation_entry(const struct pair *it, curesv_config *c, struct ba
 	struct curesv_reservation_spec spec = { .device = 0 };
 	memcpy(spec.name, it->key, it->key_len);
 	size_t size_len = (size_t)((at ? at : end) - it->value);
-	const char *why = curesv_parse_size(it->value, size_len, &spec.size);
-	if (why)
-		return fail(bad, it->item, it->len, why);
+	if (!parse_size_of(it->value, size_len, &spec.size, bad, it->item, it->len))
+		return false;
 	keep_text(spec.size_text, it->value, size_len);
 	/* curesv_reserve refuses 0 bytes: catch it here, where CURESV_STRICT applies */
 	if (spec.size == 0)
@@ -411,7 +531,8 @@ static bool parse_table_slots(const char *v, curesv_config *c, struct bad *bad)
 	if (why == too_large)
 		why = "out of range (8..64M)";
 	if (why)
-		return fail(bad, v, strlen(v), why);
+		return fail(bad, v, strlen(v), size_reason(v, strlen(v), why, bad->reason_buf,
+							  sizeof bad->reason_buf));
 	if (n < 8 || n > (UINT64_C(1) << 26))
 		return fail(bad, v, strlen(v), "out of range (8..64M)");
 	if (n & (n - 1))
@@ -484,8 +605,8 @@ static bool parse_trace(const char *v, curesv_config *c, struct bad *bad)
 
 KEYWORD_PARSER(parse_stream_attach, stream_attach, enum curesv_stream_attach, "off or creator",
 	       "off", "creator")
-KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format, "rmm or chrome", "rmm",
-	       "chrome")
+KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format,
+	       "rmm (RMM's CSV) or chrome (Chrome trace-event JSON)", "rmm", "chrome")
 
 /* `cosmetic`: the variable only shapes what curesv prints, so a bad value is a warning and the
  * default (`shown` in the warning) applies; tracking goes on. `path`: the variable names a file
@@ -505,7 +626,8 @@ static const struct option options[] = {
 	{ "CURESV_STRICT", "0", parse_strict, false, NULL, false },
 	{ "CURESV_ERROR_EXITCODE", "0", parse_error_exitcode, false, NULL, false },
 	{ "CURESV_TRACE", "", parse_trace, true, "none", true },
-	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, true, "rmm", false },
+	/* not cosmetic: a trace in another format than asked is no use to the tool that reads it */
+	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, false, NULL, false },
 	{ "CURESV_STREAM_ATTACH", "off", parse_stream_attach, false, NULL, false },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -609,9 +731,28 @@ static bool known_name(const char *name, size_t n)
 	return false;
 }
 
+/* "curesv_mode=enforce": names are case-sensitive, so this one is not curesv's; said, since the user
+ * meant it to be. */
+static void warn_wrong_case(const char *entry, size_t n, curesv_diag *d)
+{
+	char upper[64], shown[128];
+	const char *near = NULL;
+	if (n < sizeof upper) {
+		for (size_t i = 0; i < n; i++)
+			upper[i] = entry[i] >= 'a' && entry[i] <= 'z' ? (char)(entry[i] - 'a' + 'A') : entry[i];
+		upper[n] = '\0';
+		near = known_name(upper, n) ? upper : suggestion(upper, n);
+	}
+	quote(entry, n, shown, sizeof shown);
+	diag_add(d, CURESV_LOG_WARN, "%s: not a curesv variable, ignored: names are case-sensitive%s%s%s",
+		 shown, near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
+}
+
 static void warn_unknown(char *const *envp, curesv_diag *d)
 {
 	for (; *envp; envp++) {
+		if (strncasecmp(*envp, "CURESV_", 7) == 0 && strncmp(*envp, "CURESV_", 7) != 0)
+			warn_wrong_case(*envp, strcspn(*envp, "="), d);
 		if (strncmp(*envp, "CURESV_", 7) != 0)
 			continue;
 		size_t n = strcspn(*envp, "=");
@@ -720,6 +861,20 @@ static void warn_unresolved_rules(const curesv_config *c, curesv_diag *d)
 			 "matching threads use the shared pool until it is created",
 			 glob, c->rules[i].name, c->rules[i].name);
 	}
+}
+
+/* A trace format with no trace to write it in: most likely --trace was forgotten. */
+static void warn_format_without_trace(const curesv_config *c, char *const *envp, curesv_diag *d)
+{
+	const char *format = option_value(envp, "CURESV_TRACE_FORMAT");
+	/* an invalid format has its own line */
+	if (!format || (strcasecmp(format, "rmm") != 0 && strcasecmp(format, "chrome") != 0) ||
+	    c->trace_file[0] || option_value(envp, "CURESV_TRACE"))
+		return;
+	char shown[128];
+	quote(format, strlen(format), shown, sizeof shown);
+	diag_add(d, CURESV_LOG_WARN, "CURESV_TRACE_FORMAT: '%s': no trace is written, since "
+		 "CURESV_TRACE (the launcher's --trace) names no file", shown);
 }
 
 /* The launchers' rank variables, in the order they are looked at (torchrun, Open MPI, MPICH and
@@ -883,6 +1038,7 @@ unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv
 	say_secure(cfg, ignored_report, ignored_trace, diag);
 	load_rank(cfg, envp, diag);
 	load_host(cfg);
+	warn_format_without_trace(cfg, envp, diag);
 	check_capacity(cfg, diag);
 	if (option_value(envp, "CURESV_RESERVATIONS") || !reservations_misspelt(envp))
 		warn_unresolved_rules(cfg, diag);

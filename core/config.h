@@ -80,8 +80,10 @@ typedef struct curesv_config {
 
 /* Diagnostics gathered while parsing: at most CURESV_DIAG_LINES lines, each "VAR: 'text': reason"
  * (the log adds the "curesv: " prefix). Warnings do not make the configuration invalid: unknown
- * CURESV_* names, cosmetic variables (CURESV_LOG, CURESV_REPORT, CURESV_REPORT_FILE) with a bad value
- * (kept at their default), rules naming an undeclared reservation, reservations past a capacity. */
+ * CURESV_* names and names in another case (curesv_mode), cosmetic variables (CURESV_LOG,
+ * CURESV_REPORT, CURESV_REPORT_FILE, CURESV_TRACE) with a bad value (kept at their default), a
+ * CURESV_TRACE_FORMAT with no CURESV_TRACE, rules naming an undeclared reservation, reservations
+ * past a capacity. */
 #define CURESV_DIAG_LINES 64
 #define CURESV_DIAG_WIDTH 256
 typedef struct curesv_diag {

@@ -398,13 +398,16 @@ static void text_budgets(curesv_engine *e, struct out *o, const struct snapshot 
  * either no thread of that name allocated, or it allocated before it was named. */
 static void text_rules(curesv_engine *e, struct out *o)
 {
+	/* Python names no OS thread: there the advice is the module's name_thread() */
+	const char *how = curesv_python_process()
+		? "in Python, call curesv.name_thread() at the start of the thread, before its first "
+		  "one: Python gives OS threads no names"
+		: "name it with pthread_setname_np or prctl(PR_SET_NAME) before its first one";
 	for (unsigned i = 0; i < e->cfg.n_rules; i++)
 		if (curesv_attach_rule_matches(i) == 0)
 			out_printf(o, "curesv: CURESV_ATTACH rule '%s=%s' attached nothing: no thread "
 				   "with a matching name allocated (rules are matched at a thread's "
-				   "allocations; name it with pthread_setname_np or prctl(PR_SET_NAME) "
-				   "before its first one)\n", e->cfg.rules[i].glob,
-				   e->cfg.rules[i].name);
+				   "allocations; %s)\n", e->cfg.rules[i].glob, e->cfg.rules[i].name, how);
 }
 
 /* Capacities unknown because the driver never answered: the usual sign of a machine without a

@@ -254,6 +254,16 @@ bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t
 	return charge(c, device, bytes, kind);
 }
 
+void curesv_call_learn_count(curesv_engine *e)
+{
+	if (atomic_load_explicit(&e->devices, memory_order_relaxed) != 0)
+		return;
+	CUresult (*count)(int *) = curesv_real_driver(&drv_device_count);
+	int n;
+	if (count && count(&n) == CUDA_SUCCESS)
+		curesv_engine_device_count(e, n);
+}
+
 void curesv_call_learn_devices(curesv_engine *e, int device)
 {
 	learn_devices(e, device == CURESV_CURRENT_DEVICE ? current_device(CURESV_LAYER_DRIVER) : device);

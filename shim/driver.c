@@ -145,6 +145,11 @@ static void *substitute_proc(const char *symbol, void *fn)
 		return fn;
 	if (atomic_load_explicit(&learned, memory_order_acquire) != 2)
 		learn();
+	/* A runtime looks its entry points up right after cuInit: from then on the driver can say how
+	 * many devices it has, so a program that never allocates is not reported as unanswered. */
+	curesv_engine *e = curesv_shim_engine();
+	if (e)
+		curesv_call_learn_count(e);
 	for (int i = 0; i < CURESV_V_COUNT; i++) {
 		struct variant *v = &variants[i];
 		if (fn == atomic_load_explicit(&v->proc_fn, memory_order_acquire) || fn == real_of(i))

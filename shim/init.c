@@ -1,11 +1,14 @@
 /* Engine lifecycle inside the preloaded library: lazy, thread-safe initialisation on the first CUDA
  * call from any thread (nothing calls the driver before the program does), one report at exit, the
  * exit status CURESV_ERROR_EXITCODE asks for, and fork handling. */
+#include <dlfcn.h>
 #include <inttypes.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "report.h"
@@ -118,11 +121,37 @@ static void exit_hook(int status, void *arg)
 		exit_as_judged(status);
 }
 
+/* The process curesv was loaded into (a forked child is another). */
+static pid_t loaded_in;
+
 /* Registered at load, before any thread can be inside curesv; nothing else is done at load. */
 __attribute__((constructor)) static void at_load(void)
 {
+	loaded_in = getpid();
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	on_exit(exit_hook, NULL);
+}
+
+static int is_runtime(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	const char *name = info->dlpi_name ? info->dlpi_name : "", *slash = strrchr(name, '/');
+	return strncmp(slash ? slash + 1 : name, "libcudart.so", 12) == 0;
+}
+
+/* A CUDA runtime is loaded, no driver is, and the machine has no NVIDIA driver to load: the runtime
+ * loads libcuda.so.1 at its first call, so every CUDA call the program made failed
+ * (cudaErrorInsufficientDriver) before curesv could see one. Where an NVIDIA driver is installed, a
+ * runtime without libcuda.so.1 loaded is one that was never called: nothing to say. */
+static bool cuda_failed_unseen(void)
+{
+	if (getpid() != loaded_in || !dl_iterate_phdr(is_runtime, NULL))
+		return false;
+	void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	if (driver) {
+		dlclose(driver);
+		return false;
+	}
+	return access("/proc/driver/nvidia/version", F_OK) != 0 && access("/dev/nvidiactl", F_OK) != 0;
 }
 
 /* After the exit report: should the process end with CURESV_ERROR_EXITCODE? */
@@ -214,6 +243,9 @@ bool curesv_shim_report_now(void)
  * destructors that were initialised later, so their frees are counted. */
 __attribute__((destructor)) static void report_at_exit(void)
 {
+	/* A program whose CUDA calls all failed gets its report too: it says no driver answered. */
+	if (atomic_load_explicit(&state, memory_order_acquire) == UNINIT && cuda_failed_unseen())
+		curesv_shim_engine();
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE ||
 	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
 	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))

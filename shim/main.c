@@ -1,15 +1,19 @@
 /* libcuresv.so run as a program, as libc.so.6 can be:
  *
  *     libcuresv.so --version     prints "curesv VERSION"
- *     libcuresv.so --check       checks the CURESV_* environment with the parser the library uses
+ *     libcuresv.so --check [VAR=LABEL...]
+ *                                checks the CURESV_* environment with the parser the library uses
  *                                when preloaded: every problem on stderr, a summary on stdout;
- *                                exit status 0 when clean, 1 with warnings only, 2 with errors
+ *                                exit status 0 when clean, 1 with warnings only, 2 with errors.
+ *                                A problem with variable VAR is said of LABEL instead: the launcher
+ *                                names the option the user typed (CURESV_RESERVATIONS=--reserve)
  *
  * The launcher's --version and --check (and its check before starting a program) come here, so
  * what they say is what the preloaded library will do. Only write(2) and _exit(2): the C library
  * was not started the usual way (no __libc_start_main), so neither stdio nor exit handlers are
  * used. A TSan build cannot run this way (its runtime needs the usual start-up); the launcher then
  * skips its check. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,14 +42,30 @@ static void say(int fd, const char *text)
 	}
 }
 
+/* "VAR: ..." said of the label the launcher gave VAR ("VAR=LABEL" among `labels`), else as is. */
+static void say_problem(const char *text, char **labels)
+{
+	for (; *labels; labels++) {
+		size_t n = strcspn(*labels, "=");
+		if (strncmp(text, *labels, n) == 0 && text[n] == ':') {
+			curesv_log(CURESV_LOG_ERROR, "%s%s", *labels + n + 1, text + n);
+			return;
+		}
+	}
+	curesv_log(CURESV_LOG_ERROR, "%s", text);
+}
+
 /* The configuration's verdict, as the preloaded library would print it at its first CUDA call. */
-static int check(char **envp)
+static int check(char **envp, char **labels)
 {
 	static curesv_config cfg;
 	static curesv_diag diag;
 	unsigned errors = curesv_config_load(&cfg, envp, &diag);
-	curesv_log_set_level(CURESV_LOG_DEBUG);
-	curesv_diag_log(&diag);
+	for (unsigned i = 0; i < diag.count; i++)
+		say_problem(diag.line[i].text, labels);
+	if (diag.errors + diag.warnings > diag.count)
+		curesv_log(CURESV_LOG_ERROR, "%u more configuration problems not shown",
+			   diag.errors + diag.warnings - diag.count);
 	/* an error, though curesv would run: the trace would be kept and the report lost to it */
 	char line[512];
 	bool clash = cfg.enable && curesv_config_outputs_clash(&cfg, (long)getpid(), line,
@@ -69,6 +89,14 @@ static int check(char **envp)
 	return all ? 2 : diag.warnings ? 1 : 0;
 }
 
+static bool labels_valid(char **labels)
+{
+	for (; *labels; labels++)
+		if (strncmp(*labels, "CURESV_", 7) != 0 || !strchr(*labels, '='))
+			return false;
+	return true;
+}
+
 /* Called by curesv_entry with the initial stack: argc, argv[], NULL, envp[], NULL. */
 CURESV_HIDDEN __attribute__((noreturn)) void curesv_main(long *stack);
 void curesv_main(long *stack)
@@ -82,9 +110,9 @@ void curesv_main(long *stack)
 		say(1, "curesv " CURESV_VERSION "\n");
 		_exit(0);
 	}
-	if (argc == 2 && strcmp(argv[1], "--check") == 0)
-		_exit(check(envp));
-	say(2, "usage: libcuresv.so --version | --check\n"
+	if (argc >= 2 && strcmp(argv[1], "--check") == 0 && labels_valid(argv + 2))
+		_exit(check(envp, argv + 2));
+	say(2, "usage: libcuresv.so --version | --check [CURESV_VAR=LABEL...]\n"
 	       "libcuresv.so is preloaded into CUDA programs (LD_PRELOAD, or the curesv launcher);\n"
 	       "run as a program it prints its version or checks the CURESV_* environment.\n");
 	_exit(2);

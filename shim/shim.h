@@ -95,6 +95,9 @@ CURESV_HIDDEN bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind 
 /* What curesv_call_alloc learns of the driver first (its devices, `device`'s memory), for a call
  * that allocates nothing of this process's (an import). */
 CURESV_HIDDEN void curesv_call_learn_devices(curesv_engine *e, int device);
+/* How many devices the driver has, asked until it first answers (after cuInit): what tells a
+ * report that a driver answered, for a program that may never allocate. Not on the allocation path. */
+CURESV_HIDDEN void curesv_call_learn_count(curesv_engine *e);
 CURESV_HIDDEN void curesv_call_close(struct curesv_call *c);
 
 /* Brackets around a real free: the entry leaves the table before the free and comes back if it

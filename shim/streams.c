@@ -19,6 +19,7 @@ static CUresult created(CUresult r, CUstream *ph)
 		ctx = NULL;
 	if (!curesv_driver_current_device(&dev))
 		dev = -1;
+	curesv_call_learn_count(e);
 	curesv_engine_stream_created(e, (uint64_t)(uintptr_t)*ph, dev, ctx ? curesv_ctx_tag(ctx) : 0);
 	return r;
 }

@@ -7,6 +7,10 @@
   lets the program import the installed Python module;
 - the man pages render without a warning (groff -ww; mandoc -Tlint when it is there) and list
   every variable of core/config.c's table, as does README.md;
+- the tools that read curesv's output (curesv-plot, curesv-merge, curesv-export) are installed
+  beside the
+  launcher, run from there, and curesv(1) names them;
+- each man3 name is a symbolic link to curesv.3 that man -l and groff render from any folder;
 - make uninstall removes every file.
 
     check_install.py --bin build/plain/it --sim build/sim
@@ -23,8 +27,12 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PREFIX = "/usr/local"
+TOOLS = ("curesv-plot", "curesv-merge", "curesv-export")
 FILES = {  # path under PREFIX: mode
     "bin/curesv": 0o755,
+    "bin/curesv-plot": 0o755,
+    "bin/curesv-merge": 0o755,
+    "bin/curesv-export": 0o755,
     "lib/libcuresv.so": 0o755,
     "include/curesv.h": 0o644,
     "lib/pkgconfig/curesv.pc": 0o644,
@@ -141,7 +149,7 @@ def launcher(stage, args):
           v.stdout + v.stderr)
     c = run([curesv, "--check", "--reserve", "x=10MB"], env)
     check("installed curesv --check finds a problem", c.returncode == 2 and
-          "curesv: CURESV_RESERVATIONS: 'x=10MB': unknown suffix" in c.stderr, c.stdout + c.stderr)
+          "curesv: --reserve: 'x=10MB': unknown suffix 'MB'" in c.stderr, c.stdout + c.stderr)
     report = os.path.join(stage, "report.json")
     r = run([curesv, "--json", "--report-file", report, "--capacity", "400K", "--reserve",
              "scan=100K", "--reserve", "pipe=200K", "--attach", "scan=scan", "--attach", "pipe=pipe",
@@ -166,8 +174,44 @@ def launcher(stage, args):
           words[2] == header_version(), m.stdout + m.stderr)
 
 
+def tools(stage):
+    """The installed tools run from the installed folder, and curesv(1) names each."""
+    bindir = os.path.join(stage, PREFIX.lstrip("/"), "bin")
+    with open(os.path.join(stage, PREFIX.lstrip("/"), "share", "man", "man1", "curesv.1")) as f:
+        page = f.read()
+    for tool in TOOLS:
+        r = run([os.path.join(bindir, tool), "--help"], cwd=stage)
+        check("installed %s --help" % tool, r.returncode == 0 and tool in r.stdout,
+              r.stdout + r.stderr)
+        name = tool.replace("-", "\\-")
+        check("  curesv(1) names it in a section and in SEE ALSO",
+              page.count(name) >= 2 and name in page[page.index('.SH "SEE ALSO"'):])
+
+
+def man_links(man):
+    """Each function's name is a link to curesv(3), read whole from another folder."""
+    elsewhere = tempfile.mkdtemp(prefix="curesv-elsewhere-")
+    try:
+        for name in ("curesv_attach", "curesv_reserve", "curesv_strerror"):
+            link = os.path.join(man, "man3", name + ".3")
+            check("man3/%s.3 is a link to curesv.3" % name,
+                  os.path.islink(link) and os.readlink(link) == "curesv.3")
+            g = run(["groff", "-man", "-ww", "-Tutf8", link], cwd=elsewhere)
+            text = re.sub(r".\x08", "", g.stdout)  # grotty's overstrike for bold
+            check("  groff renders it from another folder", g.returncode == 0 and not g.stderr
+                  and "RETURN VALUE" in text, g.stderr)
+            if shutil.which("man"):
+                m = run(["man", "-l", link], dict(os.environ, MANWIDTH="100", MAN_KEEP_STDERR="1"),
+                        cwd=elsewhere)
+                check("  man -l renders it from another folder", m.returncode == 0 and
+                      not m.stderr and "RETURN VALUE" in m.stdout, m.stderr)
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)
+
+
 def man_pages(stage):
     man = os.path.join(stage, PREFIX.lstrip("/"), "share", "man")
+    man_links(man)
     pages = [os.path.join(man, "man1", "curesv.1"), os.path.join(man, "man3", "curesv.3")]
     for page in pages:
         g = run(["groff", "-man", "-ww", "-z", page])
@@ -214,6 +258,7 @@ def main():
         files_land(stage)
         pkg_config(stage, args)
         launcher(stage, args)
+        tools(stage)
         man_pages(stage)
         r = make("uninstall", destdir=stage)
         left = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(stage, PREFIX.lstrip("/")))

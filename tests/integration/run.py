@@ -41,7 +41,8 @@ class Case:
     def __init__(self, name, argv, check, env=None, exit_code=0, stacks=("sim", "gpu"),
                  report=True, timeout=300, same_output=False, sanitized=True, preload=(),
                  shim=True, setup=None, trace=None, quiescent=True, report_file=None,
-                 per_process=False):
+                 per_process=False, needs=None):
+        self.needs = needs          # (path, why): skipped, saying why, when path does not exist
         self.per_process = per_process
         self.trace, self.quiescent = trace, quiescent
         self.sanitized = sanitized  # False: only with the plain shim (its own LD_PRELOAD order)
@@ -1151,10 +1152,12 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("CURESV_ENABLE=0 passes through", [b("handoff")], check_nothing,
                     env=dict(HANDOFF_ENV, CURESV_ENABLE="0"), report="absent"))
     out.append(Case("invalid configuration passes through", [b("handoff")],
-                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix"),
+                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix 'Q' (suffixes: K, "
+                                 "M, G, T, KiB, MiB, GiB, TiB)"),
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="12Q"), report="absent"))
     out.append(Case("CURESV_STRICT=1 aborts on it", [b("handoff")],
-                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix"),
+                    check_stderr("curesv: CURESV_CAPACITY: '12Q': unknown suffix 'Q' (suffixes: K, "
+                                 "M, G, T, KiB, MiB, GiB, TiB)"),
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="12Q", CURESV_STRICT="1"),
                     exit_code=-6, report="absent"))
     out.append(Case("table full: passthrough", [b("stress"), "4", "500"],
@@ -1244,6 +1247,13 @@ def cases(stack, bindir, sanitized=False):
                     check_torch_module, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
                                              "PYTHONPATH": scripts_dir},
                     stacks=("gpu",)))
+    # scripts/gpu-check exports its PyTorch trace and runs torch.cuda._memory_viz on it first
+    viz = b("memory_viz.result")
+    out.append(Case("pytorch's memory viewer reads curesv-export's snapshot",
+                    [sys.executable, "-c", "import sys; print(open(sys.argv[1]).read(), end='')",
+                     viz], check_memory_viz, shim=False, report=False, stacks=("gpu",),
+                    needs=(viz, "skipped: gpu-check made no PyTorch trace (no PyTorch with "
+                                "CUDA), so nothing was exported")))
     out.extend(launcher_cases(launcher, b))
     out.extend(exit_status_cases(b))
     out.extend(configuration_cases(b))
@@ -1255,6 +1265,22 @@ def cases(stack, bindir, sanitized=False):
                          "CURESV_ATTACH": "pyrule*=py_rule"}, stacks=("sim",)))
     out.append(Case("python module without the library", module + ["--no-shim"], check_module,
                     shim=False, report="absent", stacks=("sim",)))
+    # A Python thread allocates without naming its OS thread: the advice is the module's.
+    unnamed = ("import ctypes, threading\n"
+               "rt = ctypes.CDLL('libcudart.so.13')\n"
+               "def scan():\n"
+               "    p = ctypes.c_void_p()\n"
+               "    assert rt.cudaMalloc(ctypes.byref(p), 4096) == 0 and rt.cudaFree(p) == 0\n"
+               "t = threading.Thread(target=scan, name='scan'); t.start(); t.join()\n")
+    out.append(Case("python: a rule that attached nothing points at curesv.name_thread()",
+                    ["python3", "-c", unnamed],
+                    check_has("curesv: CURESV_ATTACH rule 'scan*=scan' attached nothing: no thread "
+                              "with a matching name allocated (rules are matched at a thread's "
+                              "allocations; in Python, call curesv.name_thread() at the start of "
+                              "the thread, before its first one: Python gives OS threads no "
+                              "names)"),
+                    env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan*=scan"},
+                    report="text", stacks=("sim",)))
     out.append(Case("linked with -lcuresv after -lcudart", [b("linked")], check_linked,
                     stacks=("sim",)))
     out.append(Case("linked with -lcuresv before -lcudart (--as-needed)", [b("linked_badorder")],
@@ -1263,6 +1289,7 @@ def cases(stack, bindir, sanitized=False):
                               "-lcuresv before -lcudart, the linker's --as-needed drops libcudart: "
                               "put -lcuresv after it, or resolve curesv_* with dlsym)"),
                     exit_code=1, stacks=("sim",)))
+    out.extend(nvcc_cases(b))
     out.append(Case("no CUDA driver: the report says so", [b("handoff_rt")],
                     check_has("handoff: cudaMalloc on scan: cudaErrorInsufficientDriver",
                               "curesv: no CUDA driver answered (cuDeviceGetCount never succeeded): "
@@ -1272,7 +1299,66 @@ def cases(stack, bindir, sanitized=False):
                               "program on the simulated stack)"),
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="0=400K"), exit_code=1, report="text",
                     setup=runtime_only_dir, stacks=("sim",)))
+    no_driver = ("curesv: no CUDA driver answered (cuDeviceGetCount never succeeded): no capacity "
+                 "is known; if CUDA calls failed with cudaErrorInsufficientDriver (35) or "
+                 "cudaErrorNoDevice (100), this machine has no usable driver or GPU (README.md: "
+                 "run your own program on the simulated stack)")
+    out.append(Case("no CUDA driver, failed before any allocation: the report still says so",
+                    [b("no_alloc")], check_has("no_alloc: cudaErrorInsufficientDriver", no_driver),
+                    exit_code=1, report="text", setup=runtime_only_dir, stacks=("sim",)))
+    out.append(Case("a program that never allocates: a report, and the driver answered",
+                    [b("no_alloc")], check_lacks(no_driver, then=check_has("no_alloc: ok",
+                                                                            "curesv: leaks: none")),
+                    report="text"))
     return [c for c in out if stack in c.stacks]
+
+
+def check_memory_viz(report, out):
+    if not out.startswith("pass: "):
+        raise AssertionError(out.strip()[-300:])
+    return "-", "-", "-"
+
+
+def check_lacks(line, then):
+    def check(report, out):
+        if line in out.splitlines():
+            raise AssertionError("a line %r in %r" % (line, out[-600:]))
+        return then(report, out)
+    return check
+
+
+def check_nvcc_host(report, out):
+    """nvcc's registration was accepted, the launch refused in one line, the buffer counted."""
+    for line in ("nvcc_host: launch: cudaErrorNotSupported", "nvcc_host: bytes=65536: ok",
+                 "cudart_sim: kernel '_Z4fillPii' not launched: the simulated CUDA stack has no "
+                 "GPU to run device code (host code runs; kernels need a real device); this and "
+                 "every later launch fail with cudaErrorNotSupported"):
+        if line not in out.splitlines():
+            raise AssertionError("no line %r in %r" % (line, out[-600:]))
+    producer = res(report, "producer")
+    for key, want in (("allocs", 1), ("frees", 1), ("peak", 65536), ("allocated", 0)):
+        expect("producer " + key, producer[key], want)
+    return producer["allocs"], producer["frees"], producer["cross_thread_frees"]
+
+
+def nvcc_cases(b):
+    """A .cu program built with nvcc (the Makefile builds them where nvcc is)."""
+    why = "skipped: nvcc was not found (CUDA_HOME/bin/nvcc), so the .cu program was not built"
+    env = {"CURESV_RESERVATIONS": "producer=1M", "CURESV_ATTACH": "producer=producer"}
+    static_line = ("cuda_sim: a real CUDA runtime asked for the driver's private tables "
+                   "(cuGetExportTable), which the simulated driver does not have: build .cu "
+                   "programs with nvcc -cudart shared (or -cudart none and libcudart_sim_static.a) "
+                   "and run them with the simulated libcudart.so.13 first in LD_LIBRARY_PATH")
+    return [
+        Case("nvcc -cudart shared: host code runs, a kernel launch is refused", [b("nvcc_shared")],
+             check_nvcc_host, env=env, stacks=("sim",), needs=(b("nvcc_shared"), why)),
+        Case("nvcc -cudart none with libcudart_sim_static.a: the same", [b("nvcc_none")],
+             check_nvcc_host, env=env, stacks=("sim",), needs=(b("nvcc_none"), why)),
+        Case("nvcc's default static runtime: the simulated driver says what to do",
+             [b("nvcc_static")], check_has(static_line, "nvcc_host: cudaMalloc: "
+                                                         "cudaErrorNotSupported"),
+             env=env, exit_code=1, report=False, stacks=("sim",), needs=(b("nvcc_static"), why)),
+    ]
 
 
 def launcher_cases(launcher, b):
@@ -1298,23 +1384,70 @@ def launcher_cases(launcher, b):
              # the summary is on stdout, which comes first here; then stderr in the table's order
              check_lines("curesv: configuration: 3 errors, 3 warnings: curesv would be off and the "
                          "program run unchanged",
-                         "curesv: CURESV_RESERVATIONS: 'x=1Q': unknown suffix",
-                         "curesv: CURESV_RESERVATIONS: 'y=2@99': device out of range (0..63)",
-                         "curesv: CURESV_LOG: 'verbose': expected error, warn, info or debug; "
+                         "curesv: --reserve: 'x=1Q': unknown suffix 'Q' (suffixes: K, M, G, T, "
+                         "KiB, MiB, GiB, TiB)",
+                         "curesv: --reserve: 'y=2@99': device out of range (0..63)",
+                         "curesv: --log: 'verbose': expected error, warn, info or debug; "
                          "using the default (warn)",
-                         "curesv: CURESV_ERROR_EXITCODE: '300': expected an exit status 0..255 "
+                         "curesv: --error-exitcode: '300': expected an exit status 0..255 "
                          "(0 = none)",
-                         "curesv: CURESV_RESERVATIONS: device 0: reservations total 26 MiB "
+                         "curesv: --reserve: device 0: reservations total 26 MiB "
                          "(27262976 bytes), more than its capacity of 16M (16777216 bytes, "
                          "CURESV_CAPACITY): 'consumer=16M' does not fit; all are kept, the shared "
                          "pool is empty",
                          "curesv: CURESV_MOD: unknown variable, ignored (did you mean "
                          "CURESV_MODE?)"),
              env={"CURESV_MOD": "observe"}, exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: what a new user writes, and what to write instead",
+             [launcher, "--check", "--reserve", "producer=1.5G", "--reserve", "a=100 MB",
+              "--reserve", "b=1GB", "--reserve", "producer=1M;consumer=64K", "--reserve",
+              "producer=1M, consumer=64K", "--capacity", "16M", "--attach", "p*=producer"],
+             check_lines("curesv: configuration: 5 errors, 0 warnings: curesv would be off and the "
+                         "program run unchanged",
+                         "curesv: --reserve: 'producer=1.5G': not a whole number of bytes: write "
+                         "1536M",
+                         "curesv: --reserve: 'a=100 MB': unknown suffix ' MB' (suffixes: K, M, G, "
+                         "T, KiB, MiB, GiB, TiB; no space before one)",
+                         "curesv: --reserve: 'b=1GB': unknown suffix 'GB' (suffixes: K, M, G, T, "
+                         "KiB, MiB, GiB, TiB)",
+                         "curesv: --reserve: 'producer=1M;consumer=64K': entries are separated by "
+                         "',', not ';'",
+                         "curesv: --reserve: ' consumer=64K': a space around the entry: entries "
+                         "are separated by ',' alone, with no spaces"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: a list the environment had too is named both ways",
+             [launcher, "--check", "--reserve", "b=2Q"],
+             check_lines("curesv: configuration: 1 error, 0 warnings: curesv would be off and the "
+                         "program run unchanged",
+                         "curesv: --reserve/CURESV_RESERVATIONS: 'b=2Q': unknown suffix 'Q' "
+                         "(suffixes: K, M, G, T, KiB, MiB, GiB, TiB)"),
+             env={"CURESV_RESERVATIONS": "a=1M"}, exit_code=2, report="absent", sanitized=False),
+        Case("launcher: --lib naming another library starts nothing",
+             [launcher, "--lib", b("libwrapopen.so"), "--", b("handoff")],
+             check_only_output("curesv: --lib: '%s' is not libcuresv.so (no curesv_reserve in it): "
+                               "the program was not started\n" % b("libwrapopen.so")),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher: --trace-format json is an error, not CSV in a .json file",
+             [launcher, "--trace", "t.json", "--trace-format", "json", "--", b("handoff")],
+             check_lines("curesv: --trace-format: 'json': expected rmm (RMM's CSV) or chrome "
+                         "(Chrome trace-event JSON)",
+                         "curesv: invalid configuration: the program was not started (curesv "
+                         "--check [options] lists the same)"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: --trace-format without --trace",
+             [launcher, "--check", "--trace-format", "chrome"],
+             check_lines("curesv: configuration: 0 errors, 1 warning",
+                         "curesv: --trace-format: 'chrome': no trace is written, since "
+                         "CURESV_TRACE (the launcher's --trace) names no file"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("a variable in the wrong case is warned of", [b("handoff")],
+             check_has("curesv: curesv_mode: not a curesv variable, ignored: names are "
+                       "case-sensitive (did you mean CURESV_MODE?)", then=check_handoff("device")),
+             env=dict(HANDOFF_ENV, curesv_mode="enforce")),
         Case("launcher --check: a warning is a problem too",
              [launcher, "--check", "--attach", "w*=nosuch"],
              check_lines("curesv: configuration: 0 errors, 1 warning",
-                         "curesv: CURESV_ATTACH: 'w*=nosuch': no reservation 'nosuch' in "
+                         "curesv: --attach: 'w*=nosuch': no reservation 'nosuch' in "
                          "CURESV_RESERVATIONS; matching threads use the shared pool until it is "
                          "created"),
              exit_code=2, report="absent", sanitized=False),
@@ -1329,7 +1462,8 @@ def launcher_cases(launcher, b):
                          "(curesv --check [options] lists the same)"),
              exit_code=2, report="absent", sanitized=False),
         Case("launcher: an invalid configuration starts nothing", [launcher] + bad + ["--", b("handoff")],
-             check_lines("curesv: CURESV_RESERVATIONS: 'producer=10MB': unknown suffix",
+             check_lines("curesv: --reserve: 'producer=10MB': unknown suffix 'MB' (suffixes: K, "
+                         "M, G, T, KiB, MiB, GiB, TiB)",
                          "curesv: invalid configuration: the program was not started (curesv "
                          "--check [options] lists the same)"),
              exit_code=2, report="absent", sanitized=False),
@@ -1425,14 +1559,29 @@ def exit_status_cases(b):
     ]
 
 
+def check_main_thread_charged(report, out):
+    producer = res(report, "producer")
+    expect("producer allocs", producer["allocs"], 1)
+    expect("leaks", report["leaks"]["count"], 1)
+    return producer["allocs"], producer["frees"], producer["cross_thread_frees"]
+
+
 def configuration_cases(b):
     """What a bad or over-full configuration does to a real run."""
     over = ("curesv: CURESV_RESERVATIONS: device 0: reservations total 1.2 MiB (1228800 bytes), "
             "more than its capacity of %s: 'pipe=600K' does not fit; all are kept, the shared pool "
             "is empty")
     return [
+        Case("an attach pattern that catches the main thread: said once",
+             [b("exit_status"), "leak", "0", "1"],
+             check_has("curesv: CURESV_ATTACH rule 'exit*=producer' matches the main thread, "
+                       "which is named after the program ('exit_status'): its allocations are "
+                       "charged to 'producer'; narrow the pattern if it was meant for other "
+                       "threads", then=check_main_thread_charged),
+             env={"CURESV_RESERVATIONS": "producer=1M", "CURESV_ATTACH": "exit*=producer"}),
         Case("one bad entry: one line, no cascade", [b("handoff")],
-             check_lines("curesv: CURESV_RESERVATIONS: 'scan=10MB': unknown suffix",
+             check_lines("curesv: CURESV_RESERVATIONS: 'scan=10MB': unknown suffix 'MB' "
+                         "(suffixes: K, M, G, T, KiB, MiB, GiB, TiB)",
                          "curesv: invalid configuration: curesv is off, the program runs unchanged "
                          "(CURESV_STRICT=1 makes this fatal; curesv --check lists every problem)"),
              env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=10MB,pipe=200K"), report="absent"),
@@ -1469,6 +1618,8 @@ def per_process_check(case, tmp, out):
 
 
 def run_case(case, lib, stack, first=""):
+    if case.needs and not os.path.exists(case.needs[0]):
+        return None, ("-", "-", "-"), case.needs[1], "-"
     with tempfile.TemporaryDirectory() as tmp:
         path, after = os.path.join(tmp, "report.json"), None
         if case.report_file:
@@ -1555,12 +1706,16 @@ def main():
     ap.add_argument("--sanitizer-runtime", default="")
     args = ap.parse_args()
     lib = os.path.abspath(args.lib)
-    rows, failed = [], 0
+    rows, failed, skipped = [], 0, 0
     for case in cases(args.stack, args.bin, sanitized=bool(args.sanitizer_runtime)):
         if args.only not in case.name or (args.sanitizer_runtime and not case.sanitized):
             continue
         ok, (allocs, frees, crossed), why, leaks = run_case(case, lib, args.stack,
                                                             args.sanitizer_runtime)
+        if ok is None:
+            skipped += 1
+            rows.append((case.name, "skip", allocs, frees, crossed, leaks, why))
+            continue
         failed += not ok
         rows.append((case.name, "pass" if ok else "FAIL", allocs, frees, crossed, leaks, why))
     width = max(len(r[0]) for r in rows) if rows else 10
@@ -1570,7 +1725,8 @@ def main():
         print("%-*s  %-6s %9s %9s %9s %6s" % ((width,) + r[:6]))
         if r[6]:
             print("    " + r[6])
-    print("%d passed, %d failed" % (len(rows) - failed, failed))
+    print("%d passed, %d failed%s" % (len(rows) - failed - skipped, failed,
+                                      ", %d skipped" % skipped if skipped else ""))
     return 1 if failed else 0
 
 

@@ -685,6 +685,24 @@ CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
 	return CUDA_SUCCESS;
 }
 
+/* The real runtime (nvcc's default static one, or the toolkit's libcudart.so.13) asks for the
+ * driver's private tables by UUID and cannot work without them; this driver has none. Said once,
+ * since the runtime then fails every call with an error that does not name the cause. */
+CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+	static atomic_int said;
+	(void)pExportTableId;
+	if (ppExportTable)
+		*ppExportTable = NULL;
+	if (!atomic_exchange(&said, 1))
+		fprintf(stderr, "cuda_sim: a real CUDA runtime asked for the driver's private tables "
+			"(cuGetExportTable), which the simulated driver does not have: build .cu "
+			"programs with nvcc -cudart shared (or -cudart none and "
+			"libcudart_sim_static.a) and run them with the simulated libcudart.so.13 first "
+			"in LD_LIBRARY_PATH\n");
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult CUDAAPI cuDeviceGetCount(int *count)
 {
 	if (!count)

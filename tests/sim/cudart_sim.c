@@ -38,6 +38,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -988,6 +989,246 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(
 	return entry_point(symbol, funcPtr, cudaVersion, flags, driverStatus, true);
 }
 
+/* ================================================================ exported: what nvcc emits
+ *
+ * A .cu file built with nvcc registers its device code at start-up (__cudaRegisterFatBinary,
+ * one __cudaRegisterFunction per kernel, __cudaRegisterVar per __device__ variable) and launches
+ * kernels through __cudaPushCallConfiguration / __cudaPopCallConfiguration / __cudaGetKernel /
+ * __cudaLaunchKernel (CUDA 13; cudaLaunchKernel with __NV_LEGACY_LAUNCH). Registration is
+ * accepted, so the program's host code runs on the simulated stack; there is no GPU to run device
+ * code, so every launch fails with cudaErrorNotSupported and the first one says so on stderr.
+ * cudaErrorNoDevice would contradict the device that cudaGetDeviceCount and cudaMalloc show. */
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+#define RT_MAX_KERNELS 4096
+#define RT_CONFIG_DEPTH 8
+
+static pthread_mutex_t g_kernel_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	const void *host;       /* the host stub nvcc generated for the kernel */
+	const char *name;       /* the device function's (mangled) name */
+} g_kernels[RT_MAX_KERNELS];
+static unsigned g_n_kernels;
+static _Atomic int g_launch_said;
+
+/* <<<grid, block, shared, stream>>> pushes; the kernel's stub pops. Nested launches are possible
+ * (a launch in another launch's argument list), hence a small stack per thread. */
+static __thread struct {
+	dim3 grid, block;
+	size_t shared;
+	cudaStream_t stream;
+} t_config[RT_CONFIG_DEPTH];
+static __thread unsigned t_config_depth;
+
+void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin)
+{
+	/* The handle only comes back to the calls below; any distinct non-NULL address serves. */
+	void **handle = calloc(1, sizeof *handle);
+	if (handle)
+		*handle = fatCubin;
+	return handle;
+}
+
+void CUDARTAPI __cudaRegisterFatBinaryEnd(void **fatCubinHandle)
+{
+}
+
+void CUDARTAPI __cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+	free(fatCubinHandle);
+}
+
+void CUDARTAPI __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+				      const char *deviceName, int thread_limit, uint3 *tid,
+				      uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+{
+	pthread_mutex_lock(&g_kernel_lock);
+	if (g_n_kernels < RT_MAX_KERNELS) {
+		g_kernels[g_n_kernels].host = hostFun;
+		g_kernels[g_n_kernels].name = deviceName;
+		g_n_kernels++;
+	}
+	pthread_mutex_unlock(&g_kernel_lock);
+}
+
+/* __device__ and __constant__ variables live on the device: nothing to set up on the host. */
+void CUDARTAPI __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+				 const char *deviceName, int ext, size_t size, int constant,
+				 int global)
+{
+}
+
+/* A __managed__ variable is reached from host code through *hostVarPtrAddress: give it zeroed host
+ * memory (the simulated device's memory is host memory too). */
+void CUDARTAPI __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
+					char *deviceAddress, const char *deviceName, int ext,
+					size_t size, int constant, int global)
+{
+	if (hostVarPtrAddress && !*hostVarPtrAddress)
+		*hostVarPtrAddress = calloc(1, size ? size : 1);
+}
+
+char CUDARTAPI __cudaInitModule(void **fatCubinHandle)
+{
+	return 1;
+}
+
+unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+					       struct CUstream_st *stream)
+{
+	if (t_config_depth == RT_CONFIG_DEPTH)
+		return 1;
+	unsigned d = t_config_depth++;
+	t_config[d].grid = gridDim;
+	t_config[d].block = blockDim;
+	t_config[d].shared = sharedMem;
+	t_config[d].stream = stream;
+	return 0;
+}
+
+cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+						 void *stream)
+{
+	if (t_config_depth == 0)
+		return record(cudaErrorMissingConfiguration);
+	unsigned d = --t_config_depth;
+	*gridDim = t_config[d].grid;
+	*blockDim = t_config[d].block;
+	*sharedMem = t_config[d].shared;
+	*(cudaStream_t *)stream = t_config[d].stream;
+	return cudaSuccess;
+}
+
+/* The kernel handle is the host stub itself: the launch below looks its name up by it. */
+cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *kernel, const void *func)
+{
+	if (!kernel)
+		return record(cudaErrorInvalidValue);
+	*kernel = (cudaKernel_t)(uintptr_t)func;
+	return cudaSuccess;
+}
+
+static const char *kernel_name(const void *host)
+{
+	const char *name = NULL;
+	pthread_mutex_lock(&g_kernel_lock);
+	for (unsigned i = 0; i < g_n_kernels && !name; i++)
+		if (g_kernels[i].host == host)
+			name = g_kernels[i].name;
+	pthread_mutex_unlock(&g_kernel_lock);
+	return name;
+}
+
+static cudaError_t refuse_launch(const void *host)
+{
+	if (!atomic_exchange(&g_launch_said, 1)) {
+		const char *name = kernel_name(host);
+		fprintf(stderr, "cudart_sim: kernel %s%s%snot launched: the simulated CUDA stack has no "
+			"GPU to run device code (host code runs; kernels need a real device); this and "
+			"every later launch fail with cudaErrorNotSupported\n", name ? "'" : "",
+			name ? name : "", name ? "' " : "");
+	}
+	return record(cudaErrorNotSupported);
+}
+
+cudaError_t CUDARTAPI __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+					 void **args, size_t sharedMem, cudaStream_t stream)
+{
+	return refuse_launch((const void *)kernel);
+}
+
+cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+					      void **args, size_t sharedMem, cudaStream_t stream)
+{
+	return refuse_launch((const void *)kernel);
+}
+
+cudaError_t CUDARTAPI cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+				       size_t sharedMem, cudaStream_t stream)
+{
+	return refuse_launch(func);
+}
+
+cudaError_t CUDARTAPI cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+					    void **args, size_t sharedMem, cudaStream_t stream)
+{
+	return refuse_launch(func);
+}
+
+/* Copies and fills: the simulated device's memory is host memory, so host code that moves data
+ * with them works as it would on a GPU; they are synchronous, whatever the stream. */
+static cudaError_t copy(void *dst, const void *src, size_t count)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (count && (!dst || !src))
+		return record(cudaErrorInvalidValue);
+	if (count)
+		memmove(dst, src, count);
+	return cudaSuccess;
+}
+
+static cudaError_t fill(void *dst, int value, size_t count)
+{
+	cudaError_t err = enter();
+	if (err != cudaSuccess)
+		return record(err);
+	if (count && !dst)
+		return record(cudaErrorInvalidValue);
+	if (count)
+		memset(dst, value, count);
+	return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return copy(dst, src, count);
+}
+
+cudaError_t CUDARTAPI cudaMemcpy_ptds(void *dst, const void *src, size_t count,
+				      enum cudaMemcpyKind kind)
+{
+	return copy(dst, src, count);
+}
+
+cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t count,
+				      enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return copy(dst, src, count);
+}
+
+cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+					   enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return copy(dst, src, count);
+}
+
+cudaError_t CUDARTAPI cudaMemset(void *devPtr, int value, size_t count)
+{
+	return fill(devPtr, value, count);
+}
+
+cudaError_t CUDARTAPI cudaMemset_ptds(void *devPtr, int value, size_t count)
+{
+	return fill(devPtr, value, count);
+}
+
+cudaError_t CUDARTAPI cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return fill(devPtr, value, count);
+}
+
+cudaError_t CUDARTAPI cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count,
+					   cudaStream_t stream)
+{
+	return fill(devPtr, value, count);
+}
+
+#pragma GCC diagnostic pop
+
 /* ================================================================ exported: errors */
 
 cudaError_t CUDARTAPI cudaGetLastError(void)
@@ -1019,6 +1260,8 @@ static const struct {
 	{ cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle" },
 	{ cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found" },
 	{ cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported" },
+	{ cudaErrorMissingConfiguration, "cudaErrorMissingConfiguration",
+	  "__global__ function call is not configured" },
 	{ cudaErrorIllegalState, "cudaErrorIllegalState",
 	  "the operation cannot be performed in the present state" },
 	{ cudaErrorNotPermitted, "cudaErrorNotPermitted", "operation not permitted" },

@@ -15,6 +15,7 @@
 	X(cuGetErrorName, 6000, , cuGetErrorName)                                    \
 	X(cuInit, 2000, , cuInit)                                                    \
 	X(cuDriverGetVersion, 2020, , cuDriverGetVersion)                            \
+	X(cuGetExportTable, 3000, , cuGetExportTable)                                \
 	X(cuDeviceGet, 2000, , cuDeviceGet)                                          \
 	X(cuDeviceGetCount, 2000, , cuDeviceGetCount)                                \
 	X(cuDeviceGetName, 2000, , cuDeviceGetName)                                  \

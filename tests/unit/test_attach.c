@@ -231,3 +231,48 @@ Test(attach, thread_names_by_serial, .timeout = 60)
 	cr_assert_str_eq(name, "filler");
 	curesv_engine_destroy(&E);
 }
+
+/* The main thread carries the program's name until the program renames it. */
+static const char *main_thread_name(char out[CURESV_THREAD_NAME])
+{
+	cr_assert_eq(gettid(), getpid(), "the test runs on the process's main thread");
+	cr_assert_eq(pthread_getname_np(pthread_self(), out, CURESV_THREAD_NAME), 0);
+	return out;
+}
+
+Test(attach, a_rule_catching_the_main_thread_is_said_once)
+{
+	char name[CURESV_THREAD_NAME], rule[CURESV_THREAD_NAME + 32], out[2048], want[512];
+	snprintf(rule, sizeof rule, "CURESV_ATTACH=x*=other,%.1s*=r", main_thread_name(name));
+	ENGINE(&E, "CURESV_RESERVATIONS=r=1M,other=1M", rule);
+	struct capture cap;
+	capture_start(&cap);
+	cr_assert_eq(curesv_ref_handle(curesv_thread_origin()), handle_of(&E, "r"));
+	curesv_attach_invalidate(); /* matched again: not said again */
+	cr_assert_eq(curesv_ref_handle(curesv_thread_origin()), handle_of(&E, "r"));
+	capture_stop(&cap, out, sizeof out);
+	snprintf(want, sizeof want, "curesv: CURESV_ATTACH rule '%.1s*=r' matches the main thread, "
+		 "which is named after the program ('%s'): its allocations are charged to 'r'; narrow "
+		 "the pattern if it was meant for other threads\n", name, name);
+	cr_assert_str_eq(out, want);
+	curesv_engine_destroy(&E);
+}
+
+Test(attach, other_threads_and_a_renamed_main_thread_are_not_warned_of)
+{
+	char name[CURESV_THREAD_NAME], rule[CURESV_THREAD_NAME + 32], out[2048];
+	main_thread_name(name);
+	snprintf(rule, sizeof rule, "CURESV_ATTACH=%s=r,producer=r", name);
+	ENGINE(&E, "CURESV_RESERVATIONS=r=1M", rule);
+	struct capture cap;
+	capture_start(&cap);
+	/* a worker with the program's name is not the main thread */
+	cr_assert_eq(origin_of_thread_named(name), handle_of(&E, "r"));
+	/* a main thread the program named is named as meant */
+	pthread_setname_np(pthread_self(), "producer");
+	curesv_attach_invalidate();
+	cr_assert_eq(curesv_ref_handle(curesv_thread_origin()), handle_of(&E, "r"));
+	capture_stop(&cap, out, sizeof out);
+	cr_assert_str_eq(out, "");
+	curesv_engine_destroy(&E);
+}

@@ -13,6 +13,7 @@ static curesv_config cfg;
 static curesv_diag diag;
 
 #define LOAD(...) curesv_config_load(&cfg, (char *[]){ __VA_ARGS__, NULL }, &diag)
+#define SUFFIXES "(suffixes: K, M, G, T, KiB, MiB, GiB, TiB)"
 
 /* Every field but the three lists (capacities, reservations, rules) at its documented default. */
 static void assert_scalar_defaults(const curesv_config *c)
@@ -102,7 +103,7 @@ Test(config, defaults)
 {
 	curesv_config_defaults(&cfg);
 	assert_defaults(&cfg);
-	assert_clean(LOAD("HOME=/root", "PATH=/bin", "CURESVX=1", "curesv_mode=enforce"));
+	assert_clean(LOAD("HOME=/root", "PATH=/bin", "CURESVX=1", "curesv-mode=enforce"));
 	assert_defaults(&cfg);
 	assert_clean(curesv_config_load(&cfg, (char *[]){ NULL }, &diag));
 	assert_defaults(&cfg);
@@ -380,7 +381,7 @@ Test(config, capacity_for_every_device)
 	cr_assert(cfg.capacity_all_set);
 	cr_assert_eq(cfg.capacity_all, 0);
 
-	bad("CURESV_CAPACITY=12Q", "CURESV_CAPACITY: '12Q': unknown suffix");
+	bad("CURESV_CAPACITY=12Q", "CURESV_CAPACITY: '12Q': unknown suffix 'Q' " SUFFIXES);
 	bad("CURESV_CAPACITY=", "CURESV_CAPACITY: '': empty size");
 	bad("CURESV_CAPACITY=-1G", "CURESV_CAPACITY: '-1G': negative size");
 	bad("CURESV_CAPACITY=lots", "CURESV_CAPACITY: 'lots': not a number");
@@ -389,7 +390,7 @@ Test(config, capacity_for_every_device)
 	bad("CURESV_CAPACITY=18446744073709551615",
 	    "CURESV_CAPACITY: '18446744073709551615': too large (limit 64T)");
 	bad("CURESV_CAPACITY=70368744177665", "CURESV_CAPACITY: '70368744177665': too large (limit 64T)");
-	bad("CURESV_CAPACITY=80G,", "CURESV_CAPACITY: '80G,': unknown suffix");
+	bad("CURESV_CAPACITY=80G,", "CURESV_CAPACITY: '80G,': unknown suffix 'G,' " SUFFIXES);
 }
 
 Test(config, capacity_per_device)
@@ -422,11 +423,11 @@ Test(config, capacity_per_device)
 	bad("CURESV_CAPACITY==1G", "CURESV_CAPACITY: '=1G': missing device ordinal");
 	bad("CURESV_CAPACITY=x=1G", "CURESV_CAPACITY: 'x=1G': device ordinal is not a number");
 	bad("CURESV_CAPACITY=-1=1G", "CURESV_CAPACITY: '-1=1G': device ordinal is not a number");
-	bad("CURESV_CAPACITY=0=12Q", "CURESV_CAPACITY: '0=12Q': unknown suffix");
+	bad("CURESV_CAPACITY=0=12Q", "CURESV_CAPACITY: '0=12Q': unknown suffix 'Q' " SUFFIXES);
 	bad("CURESV_CAPACITY=1=", "CURESV_CAPACITY: '1=': empty size");
 	bad("CURESV_CAPACITY=1=-4G", "CURESV_CAPACITY: '1=-4G': negative size");
 	bad("CURESV_CAPACITY=1=65T", "CURESV_CAPACITY: '1=65T': too large (limit 64T)");
-	bad("CURESV_CAPACITY=1.5G", "CURESV_CAPACITY: '1.5G': not a whole number of bytes");
+	bad("CURESV_CAPACITY=1.5G", "CURESV_CAPACITY: '1.5G': not a whole number of bytes: write 1536M");
 	bad("CURESV_CAPACITY=0=1G,,1=1G", "CURESV_CAPACITY: '0=1G,,1=1G': empty entry");
 	bad("CURESV_CAPACITY=0=1G,", "CURESV_CAPACITY: '0=1G,': empty entry");
 
@@ -434,7 +435,7 @@ Test(config, capacity_per_device)
 	unsigned e = LOAD("CURESV_CAPACITY=0=1G,1=2X,2=3G,x=1G");
 	cr_assert_eq(e, 2);
 	cr_assert_eq(diag.count, 2);
-	cr_assert_str_eq(diag.line[0].text, "CURESV_CAPACITY: '1=2X': unknown suffix");
+	cr_assert_str_eq(diag.line[0].text, "CURESV_CAPACITY: '1=2X': unknown suffix 'X' " SUFFIXES);
 	cr_assert_str_eq(diag.line[1].text, "CURESV_CAPACITY: 'x=1G': device ordinal is not a number");
 	cr_assert_eq(curesv_config_capacity(&cfg, 0, &set), 1 * GiB);
 	cr_assert_eq(curesv_config_capacity(&cfg, 2, &set), 3 * GiB);
@@ -485,7 +486,8 @@ Test(config, reservations)
 	bad("CURESV_RESERVATIONS=a2345678901234567890123456789012=1K",
 	    "CURESV_RESERVATIONS: 'a2345678901234567890123456789012=1K': bad reservation name "
 	    "(1-31 of letters, digits, '_', '.', '-')");
-	bad("CURESV_RESERVATIONS=scan=12Q", "CURESV_RESERVATIONS: 'scan=12Q': unknown suffix");
+	bad("CURESV_RESERVATIONS=scan=12Q",
+	    "CURESV_RESERVATIONS: 'scan=12Q': unknown suffix 'Q' " SUFFIXES);
 	bad("CURESV_RESERVATIONS=scan=", "CURESV_RESERVATIONS: 'scan=': empty size");
 	bad("CURESV_RESERVATIONS=scan=@1", "CURESV_RESERVATIONS: 'scan=@1': empty size");
 	bad("CURESV_RESERVATIONS=scan=-1K", "CURESV_RESERVATIONS: 'scan=-1K': negative size");
@@ -525,7 +527,8 @@ Test(config, one_bad_reservation_is_one_line_and_no_cascade)
 	cr_assert_eq(e, 1);
 	cr_assert_eq(diag.warnings, 0, "%s", diag.count > 1 ? diag.line[1].text : "");
 	cr_assert_eq(diag.count, 1);
-	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATIONS: 'producer=10MB': unknown suffix");
+	cr_assert_str_eq(diag.line[0].text,
+			 "CURESV_RESERVATIONS: 'producer=10MB': unknown suffix 'MB' " SUFFIXES);
 	cr_assert_eq(cfg.n_reservations, 1);
 	cr_assert_str_eq(cfg.reservations[0].name, "consumer");
 	cr_assert_eq(cfg.n_rules, 2);
@@ -536,7 +539,7 @@ Test(config, one_bad_reservation_is_one_line_and_no_cascade)
 	cr_assert_eq(e, 4);
 	cr_assert_eq(diag.warnings, 1, "only the rule naming a reservation never declared");
 	cr_assert_eq(diag.count, 5);
-	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATIONS: 'a=1X': unknown suffix");
+	cr_assert_str_eq(diag.line[0].text, "CURESV_RESERVATIONS: 'a=1X': unknown suffix 'X' " SUFFIXES);
 	cr_assert_str_eq(diag.line[1].text, "CURESV_RESERVATIONS: 'c': expected NAME=SIZE[@DEVICE]");
 	cr_assert_str_eq(diag.line[2].text, "CURESV_RESERVATIONS: 'd=3K@99': device out of range "
 			 "(0..63)");
@@ -742,7 +745,7 @@ Test(config, table_slots)
 	bad("CURESV_TABLE_SLOTS=lots", "CURESV_TABLE_SLOTS: 'lots': not a number");
 	bad("CURESV_TABLE_SLOTS=", "CURESV_TABLE_SLOTS: '': empty size");
 	bad("CURESV_TABLE_SLOTS=-8", "CURESV_TABLE_SLOTS: '-8': negative size");
-	bad("CURESV_TABLE_SLOTS=8X", "CURESV_TABLE_SLOTS: '8X': unknown suffix");
+	bad("CURESV_TABLE_SLOTS=8X", "CURESV_TABLE_SLOTS: '8X': unknown suffix 'X' " SUFFIXES);
 	bad("CURESV_TABLE_SLOTS=99999999999999999999",
 	    "CURESV_TABLE_SLOTS: '99999999999999999999': out of range (8..64M)");
 }
@@ -870,13 +873,21 @@ Test(config, trace)
 	char path[CURESV_PATH_MAX];
 	cr_assert(curesv_config_expand_path(&cfg, cfg.trace_file, 9, path, sizeof path));
 	cr_assert_str_eq(path, "/tmp/trace-9-9.csv");
-	good("CURESV_TRACE_FORMAT=chrome");
+	assert_clean(LOAD("CURESV_TRACE=t.json", "CURESV_TRACE_FORMAT=chrome"));
 	cr_assert_eq(cfg.trace_format, CURESV_TRACE_CHROME);
-	good("CURESV_TRACE_FORMAT=RMM");
+	assert_clean(LOAD("CURESV_TRACE=t.csv", "CURESV_TRACE_FORMAT=RMM"));
 	cr_assert_eq(cfg.trace_format, CURESV_TRACE_RMM);
+	/* an error, not CSV in a file meant for JSON: the tool that reads it could not */
+	bad("CURESV_TRACE_FORMAT=json", "CURESV_TRACE_FORMAT: 'json': expected rmm (RMM's CSV) or "
+	    "chrome (Chrome trace-event JSON)");
+	bad("CURESV_TRACE_FORMAT=perfetto", "CURESV_TRACE_FORMAT: 'perfetto': expected rmm (RMM's "
+	    "CSV) or chrome (Chrome trace-event JSON)");
+	/* a format with no trace to write */
+	cr_assert_eq(LOAD("CURESV_TRACE_FORMAT=chrome"), 0);
+	cr_assert_eq(diag.warnings, 1);
+	cr_assert_str_eq(diag.line[0].text, "CURESV_TRACE_FORMAT: 'chrome': no trace is written, since "
+			 "CURESV_TRACE (the launcher's --trace) names no file");
 	/* cosmetic: a warning, the default, and tracking goes on */
-	bad_cosmetic("CURESV_TRACE_FORMAT=perfetto",
-		     "CURESV_TRACE_FORMAT: 'perfetto': expected rmm or chrome; using the default (rmm)");
 	bad_cosmetic("CURESV_TRACE=/tmp/%t", "CURESV_TRACE: '/tmp/%t': unknown %-sequence (only %p, "
 		     "%r, %h and %%); using the default (none)");
 }
@@ -1170,4 +1181,80 @@ Test(config, offending_text_keeps_utf8_and_escapes_the_rest)
 {
 	bad("CURESV_MODE=caf\xc3\xa9\xed\xa0\x80\xc2\x85", "CURESV_MODE: 'caf\xc3\xa9\\xed\\xa0\\x80"
 	    "\\xc2\\x85': expected observe or enforce");
+}
+
+/* What a new user writes, and what each message says to write instead. */
+Test(config, sizes_say_which_forms_are_taken)
+{
+	bad("CURESV_RESERVATIONS=producer=1.5G",
+	    "CURESV_RESERVATIONS: 'producer=1.5G': not a whole number of bytes: write 1536M");
+	bad("CURESV_RESERVATIONS=producer=0.5K",
+	    "CURESV_RESERVATIONS: 'producer=0.5K': not a whole number of bytes: write 512");
+	bad("CURESV_RESERVATIONS=producer=2.25t@1",
+	    "CURESV_RESERVATIONS: 'producer=2.25t@1': not a whole number of bytes: write 2304G");
+	bad("CURESV_RESERVATIONS=producer=1.0G",
+	    "CURESV_RESERVATIONS: 'producer=1.0G': a fraction: write 1G");
+	bad("CURESV_CAPACITY=1.3K", "CURESV_CAPACITY: '1.3K': not a whole number of bytes (a SIZE is "
+	    "whole bytes, with an optional suffix: K, M, G, T, KiB, MiB, GiB, TiB)");
+	bad("CURESV_CAPACITY=64.5T", "CURESV_CAPACITY: '64.5T': not a whole number of bytes (a SIZE "
+	    "is whole bytes, with an optional suffix: K, M, G, T, KiB, MiB, GiB, TiB)");
+	bad("CURESV_CAPACITY=0=1.5M", "CURESV_CAPACITY: '0=1.5M': not a whole number of bytes: write "
+	    "1536K");
+	bad("CURESV_TABLE_SLOTS=1.5K", "CURESV_TABLE_SLOTS: '1.5K': not a whole number of bytes: "
+	    "write 1536");
+	bad("CURESV_RESERVATIONS=producer=100 MB",
+	    "CURESV_RESERVATIONS: 'producer=100 MB': unknown suffix ' MB' (suffixes: K, M, G, T, KiB, "
+	    "MiB, GiB, TiB; no space before one)");
+	bad("CURESV_RESERVATIONS=producer=10MB",
+	    "CURESV_RESERVATIONS: 'producer=10MB': unknown suffix 'MB' " SUFFIXES);
+	bad("CURESV_CAPACITY=1GB", "CURESV_CAPACITY: '1GB': unknown suffix 'GB' " SUFFIXES);
+	bad("CURESV_CAPACITY=1\n2", "CURESV_CAPACITY: '1\\n2': unknown suffix '\\n2' " SUFFIXES);
+	bad("CURESV_CAPACITY=1GiBGiBGiBGiB",
+	    "CURESV_CAPACITY: '1GiBGiBGiBGiB': unknown suffix 'GiBGiBGi...' " SUFFIXES);
+}
+
+Test(config, lists_say_how_entries_are_separated)
+{
+	bad("CURESV_RESERVATIONS=producer=1M;consumer=64K",
+	    "CURESV_RESERVATIONS: 'producer=1M;consumer=64K': entries are separated by ',', not ';'");
+	assert_one_error(LOAD("CURESV_RESERVATIONS=producer=1M", "CURESV_ATTACH=p*=producer;c*=x"),
+			 "CURESV_ATTACH: 'p*=producer;c*=x': entries are separated by ',', not ';'");
+	bad("CURESV_CAPACITY=0=1G;1=2G", "CURESV_CAPACITY: '0=1G;1=2G': entries are separated by ',', "
+	    "not ';'");
+	bad("CURESV_RESERVATIONS=producer=1M, consumer=64K",
+	    "CURESV_RESERVATIONS: ' consumer=64K': a space around the entry: entries are separated "
+	    "by ',' alone, with no spaces");
+	cr_assert_eq(cfg.n_reservations, 1, "the good entry is kept");
+	bad("CURESV_RESERVATIONS=producer=1M ,consumer=64K",
+	    "CURESV_RESERVATIONS: 'producer=1M ': a space around the entry: entries are separated by "
+	    "',' alone, with no spaces");
+	assert_one_error(LOAD("CURESV_RESERVATIONS=producer=1M",
+			      "CURESV_ATTACH=p*=producer, c*=producer"),
+			 "CURESV_ATTACH: ' c*=producer': a space around the entry: entries are separated "
+			 "by ',' alone, with no spaces");
+	bad("CURESV_RESERVATIONS=producer = 1M",
+	    "CURESV_RESERVATIONS: 'producer = 1M': a space around '=': write KEY=VALUE with no spaces");
+	bad("CURESV_CAPACITY=0= 1G", "CURESV_CAPACITY: '0= 1G': a space around '=': write KEY=VALUE "
+	    "with no spaces");
+	/* a space inside a pattern is a thread name's, and inside a name still a bad name */
+	good("CURESV_RESERVATIONS=r=1M");
+	cr_assert_eq(LOAD("CURESV_RESERVATIONS=r=1M", "CURESV_ATTACH=my thread*=r"), 0);
+	cr_assert_str_eq(cfg.rules[0].glob, "my thread*");
+}
+
+/* curesv_mode=enforce looks meant, and names are case-sensitive: said, not silently ignored. */
+Test(config, a_variable_in_the_wrong_case_is_warned_of)
+{
+	cr_assert_eq(LOAD("curesv_mode=enforce", "Curesv_Reservatons=a=1M", "curesv_lib=x",
+			  "curesv_bogus=1"), 0);
+	cr_assert_eq(cfg.mode, CURESV_MODE_OBSERVE, "not read");
+	cr_assert_eq(diag.warnings, 4);
+	cr_assert_str_eq(diag.line[0].text, "curesv_mode: not a curesv variable, ignored: names are "
+			 "case-sensitive (did you mean CURESV_MODE?)");
+	cr_assert_str_eq(diag.line[1].text, "Curesv_Reservatons: not a curesv variable, ignored: names "
+			 "are case-sensitive (did you mean CURESV_RESERVATIONS?)");
+	cr_assert_str_eq(diag.line[2].text, "curesv_lib: not a curesv variable, ignored: names are "
+			 "case-sensitive (did you mean CURESV_LIB?)");
+	cr_assert_str_eq(diag.line[3].text, "curesv_bogus: not a curesv variable, ignored: names are "
+			 "case-sensitive");
 }
