@@ -4,43 +4,22 @@
 
 #include <string.h>
 
-#define CELL_BIAS (INT64_C(1) << 23)
 #define SLACK_MAX (INT64_C(1) << 20)    /* at most 1 MiB per thread in a cell */
 #define RECLAIM_ROUNDS 4
 #define HOT static inline __attribute__((always_inline))
 #define COLD static __attribute__((noinline))
-
-static inline uint64_t cell_make(uint64_t serial, int64_t d)
-{
-	return serial << 24 | (uint64_t)(d + CELL_BIAS);
-}
-static inline uint64_t cell_serial(uint64_t v) { return v >> 24; }
-static inline int64_t cell_d(uint64_t v) { return (int64_t)(v & 0xffffffu) - CELL_BIAS; }
 
 static inline enum curesv_tier tier_of(uint8_t kind)
 {
 	return curesv_kind_host(kind) ? CURESV_TIER_HOST : CURESV_TIER_DEVICE;
 }
 
-static inline int64_t load64(_Atomic int64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
-static inline uint64_t loadu(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
 static inline void add64(_Atomic int64_t *v, int64_t d) { atomic_fetch_add_explicit(v, d, memory_order_relaxed); }
 static inline void bump(_Atomic uint64_t *v) { atomic_fetch_add_explicit(v, 1, memory_order_relaxed); }
 
-/* Owner-only updates of a cell field: a load and a store, no read-modify-write, since only the
- * shard's holder writes it. */
-static inline void own_add(_Atomic int64_t *v, int64_t d)
-{
-	atomic_store_explicit(v, load64(v) + d, memory_order_relaxed);
-}
-static inline void own_bump(_Atomic uint64_t *v)
-{
-	atomic_store_explicit(v, loadu(v) + 1, memory_order_relaxed);
-}
-
 static void max_update(_Atomic int64_t *target, int64_t v)
 {
-	int64_t cur = load64(target);
+	int64_t cur = curesv_load64(target);
 	while (v > cur && !atomic_compare_exchange_weak_explicit(target, &cur, v, memory_order_relaxed,
 								 memory_order_relaxed))
 		;
@@ -48,7 +27,7 @@ static void max_update(_Atomic int64_t *target, int64_t v)
 
 bool curesv_add_limited(_Atomic int64_t *v, int64_t delta, int64_t limit)
 {
-	int64_t cur = load64(v);
+	int64_t cur = curesv_load64(v);
 	do {
 		if (delta > 0 && cur + delta > limit)
 			return false;
@@ -81,14 +60,6 @@ static int64_t tagged_raise(_Atomic uint64_t *w, unsigned gen, int64_t bytes)
 static int64_t peak_raise(struct curesv_account *a, unsigned gen, int64_t bytes)
 {
 	return tagged_raise(&a->peak, gen, bytes);
-}
-
-/* The bytes of a tagged word if it is generation gen's; INT64_MAX (nothing to raise) if not. */
-static inline int64_t tagged_bytes(_Atomic uint64_t *w, unsigned gen)
-{
-	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
-	return (cur & ~CURESV_PEAK_BYTES) == curesv_peak_make(gen, 0)
-		       ? (int64_t)(cur & CURESV_PEAK_BYTES) : INT64_MAX;
 }
 
 /* Empties counter *from into *to (into nothing unless `keep`). */
@@ -135,25 +106,12 @@ struct target {
 	int device;
 };
 
-/* The shared pool's size: what capacity leaves after the reservations and the flushed orphan
- * bytes (at least 0); INT64_MAX while the capacity is unknown. A figure for messages and the
- * over-budget mark: enforcement itself is the claimed word's. */
-static int64_t pool_budget(curesv_ledger *l, int device)
-{
-	struct curesv_device *d = &l->dev[device];
-	if (!atomic_load_explicit(&d->capacity_known, memory_order_acquire))
-		return INT64_MAX;
-	int64_t size = (int64_t)loadu(&d->capacity) - (int64_t)loadu(&d->reserved) -
-		       load64(&d->orphan[CURESV_TIER_DEVICE]);
-	return size > 0 ? size : 0;
-}
-
 /* The device-tier budget of target t: the reservation's size, or the shared pool's. */
 HOT int64_t budget_of(curesv_ledger *l, const struct target *t)
 {
 	if (t->handle == CURESV_SHARED)
-		return pool_budget(l, t->device);
-	return (int64_t)loadu(&l->res[t->account].size);
+		return curesv_pool_budget(l, t->device);
+	return (int64_t)curesv_loadu(&l->res[t->account].size);
 }
 
 HOT void shared_target(curesv_ledger *l, int device, struct target *t)
@@ -253,26 +211,26 @@ COLD void cell_settle(curesv_ledger *l, struct curesv_cell *c,
 	 * is the first use of the cell: all zero). A reader summing stale cells meanwhile may count
 	 * them twice or not at all for that moment. */
 	int cell_device = atomic_load_explicit(&c->device, memory_order_relaxed);
-	bool retired = account < CURESV_ACCOUNT_SHARED0 && cell_serial(v) != 0 &&
+	bool retired = account < CURESV_ACCOUNT_SHARED0 && curesv_cell_serial(v) != 0 &&
 		       curesv_device_ok(cell_device);
 	struct curesv_retired *rt = &l->dev[retired ? cell_device : 0].retired;
 	fold(&c->allocs, &rt->allocs, retired);
 	fold(&c->frees, &rt->frees, retired);
 	fold(&c->cross_thread_frees, &rt->cross_thread_frees, retired);
 	fold(&c->over_budget, &rt->over_budget, retired);
-	int64_t host = load64(&c->host);
+	int64_t host = curesv_load64(&c->host);
 	atomic_store_explicit(&c->host, 0, memory_order_relaxed);
 	/* CAS: a reclaim may take the old lease at the same moment; exactly one of us gets it.
 	 * release: the zeroed counters are visible to a reader that sees the new serial */
-	while (!atomic_compare_exchange_weak_explicit(&c->books, &v, cell_make(serial, 0),
+	while (!atomic_compare_exchange_weak_explicit(&c->books, &v, curesv_cell_make(serial, 0),
 						      memory_order_acq_rel, memory_order_relaxed))
 		;
 	int old_device = atomic_load_explicit(&c->device, memory_order_relaxed);
 	atomic_store_explicit(&c->device, device, memory_order_relaxed);
-	if (cell_serial(v) == 0)
+	if (curesv_cell_serial(v) == 0)
 		return;
 	unsigned slot = account < CURESV_ACCOUNT_SHARED0 ? account : 0;
-	orphan_add(l, old_device, slot, CURESV_TIER_DEVICE, cell_d(v));
+	orphan_add(l, old_device, slot, CURESV_TIER_DEVICE, curesv_cell_d(v));
 	orphan_add(l, old_device, slot, CURESV_TIER_HOST, host);
 }
 
@@ -281,7 +239,7 @@ HOT void cell_claim(curesv_ledger *l, struct curesv_cell *c, unsigned account,
 			      uint64_t serial, int device)
 {
 	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
-	if (__builtin_expect(cell_serial(v) != serial, 0))
+	if (__builtin_expect(curesv_cell_serial(v) != serial, 0))
 		cell_settle(l, c, account, v, serial, device);
 }
 
@@ -293,23 +251,6 @@ HOT void claim_cell(curesv_ledger *l, int shard, struct target *t)
 		return;
 	t->c = &l->books[shard].cell[t->account];
 	cell_claim(l, t->c, t->account, t->serial, t->device);
-}
-
-/* A cell's new value n for target t, stored when the cell's range takes it: [-slack, 0], [0, 0]
- * for bytes that may not stay as a lease. Plain store unless a reclaim may race it (enforce). */
-HOT bool cell_set(curesv_ledger *l, struct curesv_cell *c, uint64_t v, uint64_t serial, int64_t n,
-		  int64_t lo)
-{
-	if (n > 0 || n < lo)
-		return false;
-	uint64_t next = cell_make(serial, n);
-	if (!curesv_reclaimable(l)) {
-		atomic_store_explicit(&c->books, next, memory_order_relaxed);
-		return true;
-	}
-	/* CAS: a reclaim may be taking this lease */
-	return atomic_compare_exchange_strong_explicit(&c->books, &v, next, memory_order_relaxed,
-						       memory_order_relaxed);
 }
 
 /* ---- words ---------------------------------------------------------------------------------------- */
@@ -358,7 +299,7 @@ static enum flush flush_word(curesv_ledger *l, const struct target *t, int64_t d
 		return FLUSHED;
 	}
 	if (limited && atomic_load_explicit(&d->capacity_known, memory_order_acquire)) {
-		if (!curesv_add_limited(&d->claimed, delta, (int64_t)loadu(&d->capacity)))
+		if (!curesv_add_limited(&d->claimed, delta, (int64_t)curesv_loadu(&d->capacity)))
 			return OVER;
 	} else {
 		add64(&d->claimed, delta);
@@ -379,11 +320,11 @@ static int64_t reclaim(curesv_ledger *l, const struct target *t)
 	for (unsigned i = 0; i < n; i++) {
 		_Atomic uint64_t *books = &l->books[i].cell[t->account].books;
 		uint64_t v = atomic_load_explicit(books, memory_order_relaxed);
-		while (cell_serial(v) == t->serial && cell_d(v) < 0) {
-			if (atomic_compare_exchange_weak_explicit(books, &v, cell_make(t->serial, 0),
+		while (curesv_cell_serial(v) == t->serial && curesv_cell_d(v) < 0) {
+			if (atomic_compare_exchange_weak_explicit(books, &v, curesv_cell_make(t->serial, 0),
 								  memory_order_acq_rel,
 								  memory_order_relaxed)) {
-				taken -= cell_d(v);
+				taken -= curesv_cell_d(v);
 				break;
 			}
 		}
@@ -402,14 +343,14 @@ COLD enum flush books_add_slow(curesv_ledger *l, const struct target *t, int64_t
 {
 	struct curesv_cell *c = t->c;
 	bool cas = curesv_reclaimable(l);
-	int64_t lo = keep ? -load64(&t->a->slack) : 0;
+	int64_t lo = keep ? -curesv_load64(&t->a->slack) : 0;
 	if (cas && delta < 0 && atomic_load_explicit(&t->a->draining, memory_order_relaxed))
 		lo = 0;
 	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
 	for (;;) {
-		int64_t n = cell_d(v) + delta;
+		int64_t n = curesv_cell_d(v) + delta;
 		bool local = lo <= n && n <= 0;
-		uint64_t next = cell_make(t->serial, local ? n : 0);
+		uint64_t next = curesv_cell_make(t->serial, local ? n : 0);
 		if (cas) {
 			/* CAS: a reclaim may be taking this lease */
 			if (!atomic_compare_exchange_weak_explicit(&c->books, &v, next,
@@ -449,9 +390,9 @@ HOT enum flush books_add(curesv_ledger *l, const struct target *t, int64_t delta
 		return flush_word(l, t, delta, limited, after);
 	if (!curesv_reclaimable(l)) {
 		/* the common case: a lease no other thread takes, that stays within [-slack, 0] */
-		int64_t n = cell_d(atomic_load_explicit(&c->books, memory_order_relaxed)) + delta;
-		if (__builtin_expect(n <= 0 && n >= (keep ? -load64(&t->a->slack) : 0), 1)) {
-			atomic_store_explicit(&c->books, cell_make(t->serial, n), memory_order_relaxed);
+		int64_t n = curesv_cell_d(atomic_load_explicit(&c->books, memory_order_relaxed)) + delta;
+		if (__builtin_expect(n <= 0 && n >= (keep ? -curesv_load64(&t->a->slack) : 0), 1)) {
+			atomic_store_explicit(&c->books, curesv_cell_make(t->serial, n), memory_order_relaxed);
 			*after = curesv_word_bytes(atomic_load_explicit(&t->a->word[0],
 									memory_order_relaxed)) + n;
 			return FLUSHED;
@@ -477,8 +418,8 @@ static int64_t device_most(struct curesv_device *d)
 {
 	if (!atomic_load_explicit(&d->capacity_known, memory_order_acquire))
 		return INT64_MAX;
-	int64_t most = (int64_t)loadu(&d->capacity);
-	int64_t held = (int64_t)loadu(&d->reserved) + load64(&d->orphan[CURESV_TIER_DEVICE]);
+	int64_t most = (int64_t)curesv_loadu(&d->capacity);
+	int64_t held = (int64_t)curesv_loadu(&d->reserved) + curesv_load64(&d->orphan[CURESV_TIER_DEVICE]);
 	return held > most ? held : most;
 }
 
@@ -517,7 +458,7 @@ static bool refuse(curesv_ledger *l, const struct target *t, curesv_charge *c)
 	c->first_denial = atomic_fetch_add_explicit(&t->a->denied, 1, memory_order_relaxed) == 0;
 	c->budget = budget_of(l, t);
 	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
-		c->books = load64(&t->a->caller_view);
+		c->books = curesv_load64(&t->a->caller_view);
 	else
 		c->books = curesv_ledger_origin_bytes(l, t->handle, t->device);
 	return false;
@@ -572,8 +513,8 @@ HOT void device_add(curesv_ledger *l, int shard, int device, int64_t delta, bool
 		return;
 	}
 	_Atomic int64_t *mine = &l->books[shard].device[device];
-	int64_t n = load64(mine) + delta;
-	if (__builtin_expect(n <= 0 && n >= (keep ? -load64(&d->slack) : 0), 1))
+	int64_t n = curesv_load64(mine) + delta;
+	if (__builtin_expect(n <= 0 && n >= (keep ? -curesv_load64(&d->slack) : 0), 1))
 		atomic_store_explicit(mine, n, memory_order_relaxed);
 	else
 		device_flush(d, mine, n);
@@ -586,7 +527,7 @@ HOT void view_add(const struct target *t, int64_t delta)
 	if (__builtin_expect(!t->c, 0))
 		add64(&t->a->caller_view, delta);
 	else
-		own_add(&t->c->view, delta);
+		curesv_own_add(&t->c->view, delta);
 }
 
 static bool charge_host(const struct target *t, int64_t bytes)
@@ -594,7 +535,7 @@ static bool charge_host(const struct target *t, int64_t bytes)
 	int64_t after;
 	if (!t->c)
 		return word_add(&t->a->word[CURESV_TIER_HOST], t->gen, bytes, -1, &after) == FLUSHED;
-	own_add(&t->c->host, bytes);
+	curesv_own_add(&t->c->host, bytes);
 	return true;
 }
 
@@ -610,7 +551,7 @@ static bool charge_caller_view(curesv_ledger *l, const struct target *t, int64_t
 	}
 	if (!curesv_add_limited(&t->a->caller_view, bytes, budget_of(l, t)))
 		return false;
-	*view = load64(&t->a->caller_view);
+	*view = curesv_load64(&t->a->caller_view);
 	return true;
 }
 
@@ -626,16 +567,16 @@ HOT bool charge_fast(curesv_ledger *l, curesv_charge *c, int shard, bool enforce
 	struct curesv_account *a = c->acct;
 	int64_t b = (int64_t)c->bytes;
 	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
-	int64_t n = cell_d(v) + b, share = load64(&tb->device[c->device]) + b;
-	if (cell_serial(v) != c->serial || share > 0 ||
-	    !cell_set(l, cell, v, c->serial, n, -load64(&a->slack)))
+	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[c->device]) + b;
+	if (curesv_cell_serial(v) != c->serial || share > 0 ||
+	    !curesv_cell_set(l, cell, v, c->serial, n, -curesv_load64(&a->slack)))
 		return false;
 	atomic_store_explicit(&tb->device[c->device], share, memory_order_relaxed);
-	own_add(&cell->view, b);
+	curesv_own_add(&cell->view, b);
 	c->cell = cell;
 	c->books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) + n;
-	c->budget = c->origin == CURESV_SHARED ? pool_budget(l, c->device)
-					       : (int64_t)loadu(&l->res[c->account].size);
+	c->budget = c->origin == CURESV_SHARED ? curesv_pool_budget(l, c->device)
+					       : (int64_t)curesv_loadu(&l->res[c->account].size);
 	if (__builtin_expect(!enforce && c->books > c->budget, 0)) {
 		struct target t = { a, cell, c->account, c->origin, c->serial,
 				    curesv_handle_gen(c->origin), c->device };
@@ -701,20 +642,38 @@ bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint6
 	}
 }
 
-void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
-			  enum curesv_kind kind, curesv_charge *c)
+void curesv_ledger_target_slow(curesv_ledger *l, curesv_ref origin, int device, curesv_charge *c)
 {
-	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
-	mark_seen(&l->dev[device]);
 	struct target t;
 	charge_target(l, origin, device, &t, &c->fell_back, &c->wrong_device);
 	fill_charge(c, &t);
 }
 
-int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
+void curesv_ledger_over_(curesv_ledger *l, curesv_charge *c)
 {
-	int shard = curesv_shard_index();
-	if (__builtin_expect(charge_fast(l, c, shard, false), 1)) {
+	struct target t = { c->acct, c->cell, c->account, c->origin, c->serial,
+			    curesv_handle_gen(c->origin), c->device };
+	c->over = over_budget(l, &t, c->budget);
+	if (c->over)
+		curesv_own_bump(&c->cell->over_budget);
+}
+
+void curesv_ledger_peaks_(curesv_ledger *l, const curesv_charge *c, int64_t view, int64_t total)
+{
+	/* The view counts other threads' idle leases: past the budget only when the charge was
+	 * found over it (merged), else the books were within it. */
+	if (!c->over && view > c->budget)
+		view = c->budget;
+	unsigned gen = curesv_handle_gen(c->origin);
+	if (view > curesv_tagged_bytes(&c->acct->view_peak, gen))
+		account_peak_from_view(l, c->acct, c->account, c->serial, gen, view);
+	if (total > curesv_load64(&l->dev[c->device].view_peak))
+		device_peak_from_view(l, c->device, total);
+}
+
+int curesv_ledger_charge_now_slow(curesv_ledger *l, curesv_charge *c, int shard)
+{
+	if (charge_fast(l, c, shard, false)) {
 		curesv_ledger_commit(l, c);
 		return 1;
 	}
@@ -764,15 +723,15 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	struct curesv_cell *cell = c->cell;
 	/* the cell may have moved to another serial since the charge only if the reservation was
 	 * released meanwhile: then the count is the released one's, kept in the global counter */
-	bool mine = cell && cell_serial(atomic_load_explicit(&cell->books, memory_order_relaxed)) ==
+	bool mine = cell && curesv_cell_serial(atomic_load_explicit(&cell->books, memory_order_relaxed)) ==
 				    c->serial;
 	if (mine)
-		own_bump(&cell->allocs);
+		curesv_own_bump(&cell->allocs);
 	else
 		bump(&a->allocs);
 	if (c->over) {
 		if (mine)
-			own_bump(&cell->over_budget);
+			curesv_own_bump(&cell->over_budget);
 		else
 			bump(&a->over_budget);
 	}
@@ -785,7 +744,7 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	int64_t books = c->books;
 	if (curesv_reclaimable(l) && mine)
 		books = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) +
-			cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
+			curesv_cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
 	/* The view counts other threads' idle leases: past the budget only when the charge was
 	 * found over it (merged), else the books were within it. */
 	if (!c->over && books > c->budget)
@@ -793,11 +752,11 @@ void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	unsigned gen = curesv_handle_gen(c->origin);
 	if (l->attribution == CURESV_ATTRIBUTION_CALLER)
 		peak_raise(a, gen, books); /* caller_view: one exact word */
-	else if (books > tagged_bytes(&a->view_peak, gen))
+	else if (books > curesv_tagged_bytes(&a->view_peak, gen))
 		account_peak_from_view(l, a, c->account, c->serial, gen, books);
 	struct curesv_device *d = &l->dev[c->device];
-	int64_t total = load64(&d->allocated) + (shard >= 0 ? load64(&l->books[shard].device[c->device]) : 0);
-	if (total > load64(&d->view_peak))
+	int64_t total = curesv_load64(&d->allocated) + (shard >= 0 ? curesv_load64(&l->books[shard].device[c->device]) : 0);
+	if (total > curesv_load64(&d->view_peak))
 		device_peak_from_view(l, c->device, total);
 }
 
@@ -823,7 +782,7 @@ HOT bool take_off(curesv_ledger *l, uint32_t handle, int device, uint8_t kind, i
 	claim_cell(l, shard, t);
 	if (tier == CURESV_TIER_HOST) {
 		if (t->c) {
-			own_add(&t->c->host, -bytes);
+			curesv_own_add(&t->c->host, -bytes);
 		} else if (word_add(&t->a->word[CURESV_TIER_HOST], t->gen, -bytes, -1, &after) != FLUSHED) {
 			orphan_debit(l, device, slot, tier, bytes);
 			return false;
@@ -887,9 +846,9 @@ HOT void count_free(const struct target *t, bool crossed)
 {
 	struct curesv_cell *c = t->c;
 	if (__builtin_expect(c != NULL, 1)) {
-		own_bump(&c->frees);
+		curesv_own_bump(&c->frees);
 		if (crossed)
-			own_bump(&c->cross_thread_frees);
+			curesv_own_bump(&c->cross_thread_frees);
 		return;
 	}
 	bump(&t->a->frees);
@@ -897,42 +856,10 @@ HOT void count_free(const struct target *t, bool crossed)
 		bump(&t->a->cross_thread_frees);
 }
 
-/* The common free, in one pass: device memory of a live account (the shared pool, or the
- * reservation of the entry's generation) freed by the thread that allocated it, while attached to
- * it, under origin attribution, its cell and share of the device's total keeping the bytes as a
- * lease. False (nothing changed) for anything else: curesv_ledger_debit's general path. */
-HOT bool debit_fast(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
-		    uint32_t caller_thread, int shard)
-{
-	if (e->thread != caller_thread || curesv_ref_handle(caller) != e->origin || shard < 0 ||
-	    curesv_kind_host(e->kind) || l->attribution != CURESV_ATTRIBUTION_ORIGIN)
-		return false;
-	struct target t;
-	if (!debit_target(l, e->origin, e->device, &t))
-		return false;
-	struct curesv_thread_books *tb = &l->books[shard];
-	struct curesv_cell *c = &tb->cell[t.account];
-	struct curesv_device *d = &l->dev[e->device];
-	int64_t bytes = (int64_t)e->bytes;
-	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
-	int64_t share = load64(&tb->device[e->device]) - bytes;
-	if (cell_serial(v) != t.serial || share < -load64(&d->slack) ||
-	    (curesv_reclaimable(l) && atomic_load_explicit(&t.a->draining, memory_order_relaxed)) ||
-	    !cell_set(l, c, v, t.serial, cell_d(v) - bytes, -load64(&t.a->slack)))
-		return false;
-	atomic_store_explicit(&tb->device[e->device], share, memory_order_relaxed);
-	own_bump(&c->frees);
-	own_add(&c->view, -bytes);
-	return true;
-}
-
-void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
-			 uint32_t caller_thread, bool cross_stream)
+void curesv_ledger_debit_slow(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+			      uint32_t caller_thread, bool cross_stream, int shard)
 {
 	if (!curesv_device_ok(e->device))
-		return;
-	int shard = curesv_shard_index();
-	if (__builtin_expect(!cross_stream, 1) && debit_fast(l, e, caller, caller_thread, shard))
 		return;
 	enum curesv_tier tier = tier_of(e->kind);
 	int64_t bytes = (int64_t)e->bytes;
@@ -1034,7 +961,7 @@ void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, cure
 	/* The peak moves only once the transfer took place: a cancelled one leaves no trace. */
 	if (tier_of(e->kind) == CURESV_TIER_DEVICE && !fell_back && !wrong_device)
 		peak_raise(t.a, t.gen, l->attribution == CURESV_ATTRIBUTION_CALLER
-						  ? load64(&t.a->caller_view)
+						  ? curesv_load64(&t.a->caller_view)
 						  : curesv_ledger_origin_bytes(l, t.handle, e->device));
 	if (word_take(l, e->origin, e, &from)) {
 		bump(&from.a->transfers_out);
@@ -1056,8 +983,8 @@ static struct sums_d sum_cells_d(curesv_ledger *l, unsigned account, uint64_t se
 	unsigned n = curesv_shard_count();
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t v = atomic_load_explicit(&l->books[i].cell[account].books, memory_order_relaxed);
-		if (cell_serial(v) == serial)
-			s.d += cell_d(v);
+		if (curesv_cell_serial(v) == serial)
+			s.d += curesv_cell_d(v);
 	}
 	return s;
 }
@@ -1071,15 +998,15 @@ static void sum_cells(curesv_ledger *l, unsigned account, uint64_t serial, struc
 		struct curesv_cell *c = &l->books[i].cell[account];
 		/* acquire: pairs with cell_settle's release: counters read below are this serial's */
 		uint64_t v = atomic_load_explicit(&c->books, memory_order_acquire);
-		if (cell_serial(v) != serial)
+		if (curesv_cell_serial(v) != serial)
 			continue;
-		s->d += cell_d(v);
-		s->host += load64(&c->host);
-		s->view += load64(&c->view);
-		s->allocs += loadu(&c->allocs);
-		s->frees += loadu(&c->frees);
-		s->cross += loadu(&c->cross_thread_frees);
-		s->over += loadu(&c->over_budget);
+		s->d += curesv_cell_d(v);
+		s->host += curesv_load64(&c->host);
+		s->view += curesv_load64(&c->view);
+		s->allocs += curesv_loadu(&c->allocs);
+		s->frees += curesv_loadu(&c->frees);
+		s->cross += curesv_loadu(&c->cross_thread_frees);
+		s->over += curesv_loadu(&c->over_budget);
 	}
 }
 
@@ -1110,7 +1037,7 @@ void curesv_books_release(curesv_ledger *l, unsigned slot, uint64_t serial, unsi
 	struct curesv_device *d = &l->dev[device];
 	int64_t live = retire_word(&r->acct.word[CURESV_TIER_DEVICE]);
 	int64_t host = retire_word(&r->acct.word[CURESV_TIER_HOST]);
-	int64_t size = (int64_t)loadu(&r->size);
+	int64_t size = (int64_t)curesv_loadu(&r->size);
 	/* Its size leaves the claim and its live bytes stay in it, as orphan bytes: the shared
 	 * pool's size (capacity - reserved - orphan) grows (by size - live >= 0 when enforced)
 	 * before its room does. */
@@ -1140,12 +1067,12 @@ static void stale_cells(curesv_ledger *l, int device, int64_t out[][CURESV_TIERS
 			struct curesv_cell *c = &l->books[i].cell[slot];
 			uint64_t v = atomic_load_explicit(&c->books, memory_order_acquire);
 			int dev = atomic_load_explicit(&c->device, memory_order_relaxed);
-			if (!stale(l, slot, cell_serial(v)) || !curesv_device_ok(dev) ||
+			if (!stale(l, slot, curesv_cell_serial(v)) || !curesv_device_ok(dev) ||
 			    (device >= 0 && dev != device))
 				continue;
 			int k = device >= 0 ? 0 : dev;
-			out[k][CURESV_TIER_DEVICE] += cell_d(v);
-			out[k][CURESV_TIER_HOST] += load64(&c->host);
+			out[k][CURESV_TIER_DEVICE] += curesv_cell_d(v);
+			out[k][CURESV_TIER_HOST] += curesv_load64(&c->host);
 		}
 }
 
@@ -1153,7 +1080,7 @@ static int64_t orphan_of(curesv_ledger *l, int device, enum curesv_tier t)
 {
 	int64_t st[1][CURESV_TIERS] = { { 0, 0 } };
 	stale_cells(l, device, st);
-	return load64(&l->dev[device].orphan[t]) + st[0][t];
+	return curesv_load64(&l->dev[device].orphan[t]) + st[0][t];
 }
 
 /* The shared pool's size from the merged figures: capacity - reserved - orphan (at least 0);
@@ -1163,7 +1090,7 @@ static int64_t pool_size(curesv_ledger *l, int device)
 	struct curesv_device *d = &l->dev[device];
 	if (!atomic_load_explicit(&d->capacity_known, memory_order_acquire))
 		return INT64_MAX;
-	int64_t size = (int64_t)loadu(&d->capacity) - (int64_t)loadu(&d->reserved) -
+	int64_t size = (int64_t)curesv_loadu(&d->capacity) - (int64_t)curesv_loadu(&d->reserved) -
 		       orphan_of(l, device, CURESV_TIER_DEVICE);
 	return size > 0 ? size : 0;
 }
@@ -1175,8 +1102,8 @@ int64_t curesv_books_slot_residue(curesv_ledger *l, unsigned slot)
 	for (unsigned i = 0; i < n; i++) {
 		struct curesv_cell *c = &l->books[i].cell[slot];
 		uint64_t v = atomic_load_explicit(&c->books, memory_order_acquire);
-		if (cell_serial(v) != 0)
-			sum += cell_d(v) + load64(&c->host);
+		if (curesv_cell_serial(v) != 0)
+			sum += curesv_cell_d(v) + curesv_load64(&c->host);
 	}
 	return sum;
 }
@@ -1199,12 +1126,12 @@ void curesv_books_reclaim_device(curesv_ledger *l, int device)
 		/* the shared pool's leases */
 		_Atomic uint64_t *books = &l->books[i].cell[t.account].books;
 		uint64_t v = atomic_load_explicit(books, memory_order_relaxed);
-		while (cell_serial(v) == t.serial && cell_d(v) < 0)
-			if (atomic_compare_exchange_weak_explicit(books, &v, cell_make(t.serial, 0),
+		while (curesv_cell_serial(v) == t.serial && curesv_cell_d(v) < 0)
+			if (atomic_compare_exchange_weak_explicit(books, &v, curesv_cell_make(t.serial, 0),
 								  memory_order_acq_rel,
 								  memory_order_relaxed)) {
 				int64_t after;
-				flush_word(l, &t, cell_d(v), false, &after);
+				flush_word(l, &t, curesv_cell_d(v), false, &after);
 				break;
 			}
 		/* released reservations' leftovers: to their orphan tier now */
@@ -1212,12 +1139,12 @@ void curesv_books_reclaim_device(curesv_ledger *l, int device)
 			struct curesv_cell *c = &l->books[i].cell[slot];
 			books = &c->books;
 			v = atomic_load_explicit(books, memory_order_acquire);
-			while (stale(l, slot, cell_serial(v)) && cell_d(v) != 0 &&
+			while (stale(l, slot, curesv_cell_serial(v)) && curesv_cell_d(v) != 0 &&
 			       atomic_load_explicit(&c->device, memory_order_relaxed) == device)
 				if (atomic_compare_exchange_weak_explicit(
-					    books, &v, cell_make(cell_serial(v), 0),
+					    books, &v, curesv_cell_make(curesv_cell_serial(v), 0),
 					    memory_order_acq_rel, memory_order_relaxed)) {
-					orphan_add(l, device, slot, CURESV_TIER_DEVICE, cell_d(v));
+					orphan_add(l, device, slot, CURESV_TIER_DEVICE, curesv_cell_d(v));
 					break;
 				}
 		}
@@ -1242,41 +1169,41 @@ uint64_t curesv_ledger_retired_stats(curesv_ledger *l, int device, curesv_stats_
 	struct curesv_retired *rt = &l->dev[device].retired;
 	out->device = device;
 	out->released = 1;
-	out->allocs = loadu(&rt->allocs);
-	out->frees = loadu(&rt->frees);
-	out->cross_thread_frees = loadu(&rt->cross_thread_frees);
-	out->denied = loadu(&rt->denied);
-	out->over_budget = loadu(&rt->over_budget);
-	out->transfers_in = loadu(&rt->transfers_in);
-	out->transfers_out = loadu(&rt->transfers_out);
-	*cross_stream = loadu(&rt->cross_stream_frees);
+	out->allocs = curesv_loadu(&rt->allocs);
+	out->frees = curesv_loadu(&rt->frees);
+	out->cross_thread_frees = curesv_loadu(&rt->cross_thread_frees);
+	out->denied = curesv_loadu(&rt->denied);
+	out->over_budget = curesv_loadu(&rt->over_budget);
+	out->transfers_in = curesv_loadu(&rt->transfers_in);
+	out->transfers_out = curesv_loadu(&rt->transfers_out);
+	*cross_stream = curesv_loadu(&rt->cross_stream_frees);
 	unsigned n = curesv_shard_count();
 	for (unsigned i = 0; i < n; i++)
 		for (unsigned slot = 1; slot <= CURESV_MAX_RESERVATIONS; slot++) {
 			struct curesv_cell *c = &l->books[i].cell[slot];
 			/* acquire: pairs with cell_settle's release, as in sum_cells */
 			uint64_t v = atomic_load_explicit(&c->books, memory_order_acquire);
-			if (!retired_serial(l, slot, cell_serial(v)) ||
+			if (!retired_serial(l, slot, curesv_cell_serial(v)) ||
 			    atomic_load_explicit(&c->device, memory_order_relaxed) != device)
 				continue;
-			out->allocs += loadu(&c->allocs);
-			out->frees += loadu(&c->frees);
-			out->cross_thread_frees += loadu(&c->cross_thread_frees);
-			out->over_budget += loadu(&c->over_budget);
+			out->allocs += curesv_loadu(&c->allocs);
+			out->frees += curesv_loadu(&c->frees);
+			out->cross_thread_frees += curesv_loadu(&c->cross_thread_frees);
+			out->over_budget += curesv_loadu(&c->over_budget);
 		}
-	return loadu(&rt->reservations);
+	return curesv_loadu(&rt->reservations);
 }
 
 uint64_t curesv_ledger_cross_stream_frees(curesv_ledger *l, uint32_t handle, int device)
 {
 	unsigned slot = curesv_handle_slot(handle);
 	if (handle == CURESV_SHARED)
-		return curesv_device_ok(device) ? loadu(&l->dev[device].shared.cross_stream_frees) : 0;
+		return curesv_device_ok(device) ? curesv_loadu(&l->dev[device].shared.cross_stream_frees) : 0;
 	uint64_t id = atomic_load_explicit(&l->res[slot].ident, memory_order_acquire);
 	if (slot == 0 || curesv_ident_state(id) == CURESV_RES_UNUSED ||
 	    curesv_ident_gen(id) != curesv_handle_gen(handle))
 		return 0;
-	return loadu(&l->res[slot].acct.cross_stream_frees);
+	return curesv_loadu(&l->res[slot].acct.cross_stream_frees);
 }
 
 int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device)
@@ -1300,28 +1227,28 @@ int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device
  * a peak below it, nor a later one a lower peak. Returns the peak. */
 static int64_t peak_at_least(_Atomic int64_t *peak, int64_t live)
 {
-	if (live > load64(peak))
+	if (live > curesv_load64(peak))
 		max_update(peak, live);
-	return load64(peak);
+	return curesv_load64(peak);
 }
 
 /* The merged figures of account a, of generation `gen` (0: a shared pool). */
 static void account_stats(curesv_ledger *l, struct curesv_account *a, unsigned gen,
 			  const struct sums *s, bool live, curesv_stats_t *out)
 {
-	int64_t origin = live ? curesv_word_bytes(loadu(&a->word[0])) + s->d : 0;
-	out->caller_view = load64(&a->caller_view) +
+	int64_t origin = live ? curesv_word_bytes(curesv_loadu(&a->word[0])) + s->d : 0;
+	out->caller_view = curesv_load64(&a->caller_view) +
 			   (l->attribution == CURESV_ATTRIBUTION_CALLER ? 0 : s->view);
 	out->allocated = l->attribution == CURESV_ATTRIBUTION_CALLER ? out->caller_view : origin;
-	out->host_allocated = live ? curesv_word_bytes(loadu(&a->word[1])) + s->host : 0;
+	out->host_allocated = live ? curesv_word_bytes(curesv_loadu(&a->word[1])) + s->host : 0;
 	out->peak = peak_raise(a, gen, out->allocated);
-	out->allocs = loadu(&a->allocs) + s->allocs;
-	out->frees = loadu(&a->frees) + s->frees;
-	out->cross_thread_frees = loadu(&a->cross_thread_frees) + s->cross;
-	out->denied = loadu(&a->denied);
-	out->over_budget = loadu(&a->over_budget) + s->over;
-	out->transfers_in = loadu(&a->transfers_in);
-	out->transfers_out = loadu(&a->transfers_out);
+	out->allocs = curesv_loadu(&a->allocs) + s->allocs;
+	out->frees = curesv_loadu(&a->frees) + s->frees;
+	out->cross_thread_frees = curesv_loadu(&a->cross_thread_frees) + s->cross;
+	out->denied = curesv_loadu(&a->denied);
+	out->over_budget = curesv_loadu(&a->over_budget) + s->over;
+	out->transfers_in = curesv_loadu(&a->transfers_in);
+	out->transfers_out = curesv_loadu(&a->transfers_out);
 }
 
 void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_stats_t *out)
@@ -1351,7 +1278,7 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 			return;
 		}
 		out->device = atomic_load_explicit(&r->device, memory_order_relaxed);
-		out->size = (int64_t)loadu(&r->size);
+		out->size = (int64_t)curesv_loadu(&r->size);
 		bool live = curesv_ident_state(id) == CURESV_RES_ACTIVE;
 		out->released = !live;
 		sum_cells(l, slot, curesv_ident_serial(id), &s);
@@ -1393,10 +1320,10 @@ static int64_t device_live(curesv_ledger *l, int device)
 	int64_t sum = 0;
 	unsigned n = curesv_shard_count();
 	for (unsigned i = 0; i < n; i++)
-		sum += load64(&l->books[i].device[device]);
+		sum += curesv_load64(&l->books[i].device[device]);
 	/* acquire: the total is read after the shares */
 	atomic_thread_fence(memory_order_acquire);
-	return sum + load64(&l->dev[device].allocated);
+	return sum + curesv_load64(&l->dev[device].allocated);
 }
 
 void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stats_t *out)
@@ -1406,9 +1333,9 @@ void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stat
 		return;
 	struct curesv_device *d = &l->dev[device];
 	out->capacity_known = atomic_load_explicit(&d->capacity_known, memory_order_acquire);
-	out->capacity = out->capacity_known ? (int64_t)loadu(&d->capacity) : -1;
-	out->reserved = (int64_t)loadu(&d->reserved);
-	out->claimed = load64(&d->claimed);
+	out->capacity = out->capacity_known ? (int64_t)curesv_loadu(&d->capacity) : -1;
+	out->reserved = (int64_t)curesv_loadu(&d->reserved);
+	out->claimed = curesv_load64(&d->claimed);
 	out->allocated = device_live(l, device);
 	out->orphan = orphan_of(l, device, CURESV_TIER_DEVICE);
 	/* A read racing allocations can sum more than was ever live at once (a thread's part read
@@ -1422,7 +1349,7 @@ void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stat
 		out->allocated = most;
 	out->peak = peak_at_least(&d->peak, out->allocated);
 	out->orphan_host = orphan_of(l, device, CURESV_TIER_HOST);
-	out->orphan_frees = loadu(&d->orphan_frees);
+	out->orphan_frees = curesv_loadu(&d->orphan_frees);
 }
 
 curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out)

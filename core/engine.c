@@ -1,5 +1,7 @@
 #include "engine.h"
 
+#include "books.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>

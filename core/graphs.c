@@ -6,6 +6,8 @@
  * cuDeviceGetGraphMemAttribute, read at the shim's graph calls and shown per device. */
 #include "engine.h"
 
+#include "books.h"
+
 /* A capture the full stream table cannot record still counts, for good: its end finds no flag to
  * clear, so from then on every stream-ordered call asks the driver whether its stream is capturing
  * (slower, and still right). */

@@ -256,16 +256,8 @@ int curesv_locks_held(void);
  * and never touch device capacity. */
 bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
 			  enum curesv_kind kind, bool enforce, curesv_charge *c);
-/* Who pays for `bytes` of `kind` on `device` charged to `origin` (CURESV_SHARED or the allocating
- * thread's or stream's attachment): the reservation while it is live and on that device, else that
- * device's shared pool (c->fell_back, c->wrong_device say why). Fills c; changes no books. */
-void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
-			  enum curesv_kind kind, curesv_charge *c);
-/* Observe mode under origin attribution, once the allocation is in the origin table: charges and
- * counts what curesv_ledger_target resolved, peaks included, in one pass. A reservation released
- * since keeps the bytes in its orphan tier (its entry names it). Returns 0, changing nothing, when
- * the account cannot count that much more (2^47 bytes): the caller passes it through untracked. */
-int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c);
+/* Who pays (curesv_ledger_target), the observe mode charge (curesv_ledger_charge_now) and the
+ * debit of a free (curesv_ledger_debit) are inline, for the allocation path: books.h. */
 /* The allocation succeeded and is tracked: count it and update the peaks. */
 void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c);
 /* Undoes a charge whose allocation failed or was not tracked; counts nothing. */
@@ -275,12 +267,6 @@ void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c);
 void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
 			  enum curesv_kind kind, curesv_charge *c);
 
-/* A free of `e`: debits its origin (the orphan tier when the origin was released) and, for
- * caller_view, `caller` (the freeing thread's attachment, or the freeing stream's). `caller_thread`
- * is the freeing thread's serial (for cross_thread_frees); `cross_stream`: a stream-ordered free on
- * another stream than the allocation's. */
-void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
-			 uint32_t caller_thread, bool cross_stream);
 
 /* Transfer of live allocation `e` to reservation `to`, in two halves around the table update:
  * transfer_charge charges `to` (refusing in enforce mode past its size: CURESV_ERR_CAPACITY; a

@@ -74,14 +74,13 @@ void curesv_trace_flush(void);
 /* Records `ev` (copied) on the calling thread; drains the buffers when its own is full. */
 void curesv_trace_record(const struct curesv_trace_event *ev);
 
-static inline void curesv_trace_event(const struct curesv_trace_event *ev)
-{
-	if (__builtin_expect(atomic_load_explicit(&curesv_trace_on, memory_order_relaxed), 0))
-		curesv_trace_record(ev);
-}
-
-/* An event given as designated initialisers: CURESV_TRACE(.action = CURESV_TRACE_ALLOC, ...). */
-#define CURESV_TRACE(...) curesv_trace_event(&(const struct curesv_trace_event){ __VA_ARGS__ })
+/* An event given as designated initialisers: CURESV_TRACE(.action = CURESV_TRACE_ALLOC, ...). The
+ * event is built only when a trace is on. */
+#define CURESV_TRACE(...)                                                                         \
+	do {                                                                                      \
+		if (__builtin_expect(atomic_load_explicit(&curesv_trace_on, memory_order_relaxed), 0)) \
+			curesv_trace_record(&(const struct curesv_trace_event){ __VA_ARGS__ });   \
+	} while (0)
 
 /* Reservations are created and released between curesv_trace_hold() and curesv_trace_reserved()
  * or curesv_trace_released() (which end the hold): the writer lock is held across the ledger call,
