@@ -171,10 +171,12 @@ void curesv_engine_pool_restore(curesv_engine *e, uint64_t pool, const curesv_st
 
 /* ---- graph memory (graphs.c) ------------------------------------------------------------------ */
 
-/* A stream capture began / ended on `stream` (cuStreamBeginCapture & co.). While any is under way,
- * stream-ordered calls ask whether their stream is capturing. */
-void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream);
-void curesv_engine_capture_end(curesv_engine *e, uint64_t stream);
+/* A stream capture began / ended on `stream` (cuStreamBeginCapture & co.), called by the thread
+ * that made the call; `device` is its current device, which tells the per-thread default streams
+ * (CURESV_STREAM_PER_THREAD) of one thread apart. While any is under way, stream-ordered calls ask
+ * whether their stream is capturing. */
+void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream, int device);
+void curesv_engine_capture_end(curesv_engine *e, uint64_t stream, int device);
 static inline bool curesv_engine_capturing(curesv_engine *e)
 {
 	return atomic_load_explicit(&e->captures, memory_order_relaxed) > 0;

@@ -24,14 +24,40 @@ static void capture_flag(curesv_engine *e, uint64_t stream, bool on)
 	curesv_streams_unlock(&e->streams);
 }
 
-void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream)
+/* The per-thread default stream has one handle in every thread, and one stream per device in each:
+ * its captures are the calling thread's, a bit per device (of the engine they were counted in).
+ * A thread that exits while capturing leaves its capture counted, as a full stream table does. */
+static _Thread_local struct {
+	const curesv_engine *e;
+	uint64_t devices;
+} ptds_captures;
+
+static void ptds_capture_flag(curesv_engine *e, int device, bool on)
 {
-	capture_flag(e, stream, true);
+	if (ptds_captures.e != e)
+		ptds_captures.e = e, ptds_captures.devices = 0;
+	uint64_t bit = UINT64_C(1) << (device >= 0 && device < CURESV_MAX_DEVICES ? device : 0);
+	bool was = (ptds_captures.devices & bit) != 0;
+	if (was == on)
+		return;
+	ptds_captures.devices ^= bit;
+	atomic_fetch_add_explicit(&e->captures, on ? 1 : -1, memory_order_relaxed);
 }
 
-void curesv_engine_capture_end(curesv_engine *e, uint64_t stream)
+void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream, int device)
 {
-	capture_flag(e, stream, false);
+	if (stream == CURESV_STREAM_PER_THREAD)
+		ptds_capture_flag(e, device, true);
+	else if (!curesv_stream_is_default(stream)) /* the legacy stream cannot capture */
+		capture_flag(e, stream, true);
+}
+
+void curesv_engine_capture_end(curesv_engine *e, uint64_t stream, int device)
+{
+	if (stream == CURESV_STREAM_PER_THREAD)
+		ptds_capture_flag(e, device, false);
+	else if (!curesv_stream_is_default(stream))
+		capture_flag(e, stream, false);
 }
 
 void curesv_engine_graph_alloc(curesv_engine *e, uint64_t ptr, uint64_t bytes, int device,

@@ -36,11 +36,21 @@ static void graph_mem_of(curesv_engine *e, CUstream s)
 		graph_mem(e, curesv_driver_stream_device(e, (uint64_t)(uintptr_t)s));
 }
 
+/* The calling thread's current device, which tells its per-thread default streams apart (asked
+ * only for those). */
+static int ptds_device(CUstream s)
+{
+	int device = -1;
+	if (s == CU_STREAM_PER_THREAD && !curesv_driver_current_device(&device))
+		device = -1;
+	return device;
+}
+
 static CUresult began(CUresult r, CUstream s)
 {
 	curesv_engine *e = curesv_shim_engine();
 	if (r == CUDA_SUCCESS && e)
-		curesv_engine_capture_begin(e, (uint64_t)(uintptr_t)s);
+		curesv_engine_capture_begin(e, (uint64_t)(uintptr_t)s, ptds_device(s));
 	return r;
 }
 
@@ -58,7 +68,7 @@ static CUresult ended(CUresult r, CUstream s)
 {
 	curesv_engine *e = curesv_shim_engine();
 	if (e && !still_capturing(r, s)) {
-		curesv_engine_capture_end(e, (uint64_t)(uintptr_t)s);
+		curesv_engine_capture_end(e, (uint64_t)(uintptr_t)s, ptds_device(s));
 		graph_mem_of(e, s);
 	}
 	return r;

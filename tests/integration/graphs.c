@@ -13,7 +13,14 @@
  *                            too (401), with or without curesv.
  *   graphs tablefull         the same capture (on one thread) on a stream made after 16400 others,
  *                            more than curesv's stream table holds. Prints "graphs: tablefull
- *                            launches=2 captured=1 ok". */
+ *                            launches=2 captured=1 ok".
+ *   graphs ptds              two threads capture their per-thread default streams
+ *                            (cudaStreamPerThread, one handle in every thread) at once, in
+ *                            thread-local mode: both begin before either ends; each captures a
+ *                            1 MiB cudaMallocAsync, the second after the first thread's capture
+ *                            ended; the graphs are destroyed unlaunched. Then a real 1 MiB cudaMalloc,
+ *                            which under CURESV_MODE=enforce and CURESV_CAPACITY=1536K fits only if
+ *                            no captured allocation was charged. Prints "graphs: ptds captured=2 ok". */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -107,12 +114,51 @@ static int capture_once(bool many)
 	return failures != 0;
 }
 
+static pthread_barrier_t began_both, first_ended;
+
+static void *ptds_capturer(void *arg)
+{
+	long k = (long)arg;
+	CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeThreadLocal));
+	pthread_barrier_wait(&began_both);
+	if (k == 1)
+		pthread_barrier_wait(&first_ended);
+	void *p = NULL;
+	CHECK(cudaMallocAsync(&p, 1 << 20, cudaStreamPerThread));
+	cudaGraph_t g = NULL;
+	CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g));
+	if (k == 0)
+		pthread_barrier_wait(&first_ended);
+	CHECK(cudaGraphDestroy(g));
+	return NULL;
+}
+
+static int per_thread_captures(void)
+{
+	void *x;
+	CHECK(cudaMalloc(&x, 4096)); /* the context exists before the captures */
+	CHECK(cudaFree(x));
+	pthread_barrier_init(&began_both, NULL, 2);
+	pthread_barrier_init(&first_ended, NULL, 2);
+	pthread_t t[2];
+	for (long k = 0; k < 2; k++)
+		pthread_create(&t[k], NULL, ptds_capturer, (void *)k);
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	CHECK(cudaMalloc(&x, 1 << 20));
+	CHECK(cudaFree(x));
+	printf("graphs: ptds captured=2 %s\n", failures ? "FAILED" : "ok");
+	return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "wrongthread") == 0)
 		return capture_once(false);
 	if (argc > 1 && strcmp(argv[1], "tablefull") == 0)
 		return capture_once(true);
+	if (argc > 1 && strcmp(argv[1], "ptds") == 0)
+		return per_thread_captures();
 	int launches = argc > 1 ? atoi(argv[1]) : 3;
 	cudaStream_t s;
 	CHECK(cudaStreamCreate(&s));

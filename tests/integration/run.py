@@ -245,6 +245,33 @@ def check_graph_wrong_thread(report, out):
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
 
 
+def check_graph_ptds(report, out):
+    """Two threads' captures of their per-thread streams: neither captured allocation is charged."""
+    graphs = report["graph_allocations"]
+    expect("graph allocations recorded", graphs["recorded"], printed(out, "captured"))
+    shared = report["shared"]
+    expect("real allocations: the warm-up and the 1 MiB after the captures", shared["allocs"], 2)
+    expect("their frees", shared["frees"], 2)
+    expect("allocated", shared["allocated"], 0)
+    expect("peak: no captured allocation is charged", shared["peak"], 1 << 20)
+    expect("denied", shared["denied"], 0)
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_streams_ptds(report, out):
+    """Each thread's per-thread stream is a stream of its own; the legacy stream has two names."""
+    shared = report["devices"][0]["shared"]
+    expect("allocs", shared["allocs"], printed(out, "allocs"))
+    expect("frees", shared["frees"], printed(out, "allocs"))
+    expect("cross-stream frees: those freed on another thread's per-thread stream",
+           shared["cross_stream_frees"], printed(out, "crossed"))
+    expect("allocated", shared["allocated"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_badfree(report, out):
     shared = report["shared"]
     expect("allocs", shared["allocs"], 1)
@@ -970,6 +997,12 @@ def cases(stack, bindir, sanitized=False):
                               "streams' devices are asked of the driver and they cannot be "
                               "attached", then=check_graph_wrong_thread),
                     same_output=True, stacks=("sim",)))
+    for mode in ("observe", "enforce"):
+        out.append(Case("graph memory: two threads capture their per-thread streams at once, %s"
+                        % mode, [b("graphs"), "ptds"], check_graph_ptds, same_output=True,
+                        env={"CURESV_MODE": mode, "CURESV_CAPACITY": "1536K"}))
+    out.append(Case("streams: per-thread streams are each thread's, the legacy one has two names",
+                    [b("streams"), "ptds"], check_streams_ptds, same_output=True))
     out.append(Case("streams: the creator rule across threads", [b("streams"), "creator"],
                     check_streams_creator,
                     env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan-*=scan",
