@@ -566,9 +566,9 @@ static void capture_ptds(struct actor *a, void *arg)
 {
 	bool *on = arg;
 	if (*on)
-		curesv_engine_capture_begin(a->e, PTDS, 0);
+		curesv_engine_capture_begin(a->e, PTDS, 0, 0);
 	else
-		curesv_engine_capture_end(a->e, PTDS, 0);
+		curesv_engine_capture_end(a->e, PTDS, 0, true);
 }
 
 static int captures(void)
@@ -585,25 +585,25 @@ Test(streams, captures_of_per_thread_streams_are_each_threads_own)
 	struct actor other;
 	actor_start(&other, &E, "other");
 	bool on = true, off = false;
-	curesv_engine_capture_begin(&E, PTDS, 0);
+	curesv_engine_capture_begin(&E, PTDS, 0, 0);
 	actor_call(&other, capture_ptds, &on);
 	cr_assert_eq(captures(), 2);
-	curesv_engine_capture_begin(&E, PTDS, 0); /* already counted */
+	curesv_engine_capture_begin(&E, PTDS, 0, 0); /* already counted */
 	cr_assert_eq(captures(), 2);
-	curesv_engine_capture_end(&E, PTDS, 0);
+	curesv_engine_capture_end(&E, PTDS, 0, true);
 	cr_assert_eq(captures(), 1, "the other thread's capture goes on");
 	actor_call(&other, capture_ptds, &off);
 	cr_assert_eq(captures(), 0);
-	curesv_engine_capture_end(&E, PTDS, 0); /* not capturing: nothing to end */
+	curesv_engine_capture_end(&E, PTDS, 0, true); /* not capturing: nothing to end */
 	cr_assert_eq(captures(), 0);
 
-	curesv_engine_capture_begin(&E, PTDS, 0);
-	curesv_engine_capture_begin(&E, PTDS, 1);
-	curesv_engine_capture_end(&E, PTDS, 0);
+	curesv_engine_capture_begin(&E, PTDS, 0, 0);
+	curesv_engine_capture_begin(&E, PTDS, 1, 0);
+	curesv_engine_capture_end(&E, PTDS, 0, true);
 	cr_assert_eq(captures(), 1, "device 1's per-thread stream still captures");
-	curesv_engine_capture_end(&E, PTDS, 1);
+	curesv_engine_capture_end(&E, PTDS, 1, true);
 	cr_assert_eq(captures(), 0);
-	curesv_engine_capture_begin(&E, 0, 0); /* the legacy stream cannot capture */
+	curesv_engine_capture_begin(&E, 0, 0, 0); /* the legacy stream cannot capture */
 	cr_assert_eq(captures(), 0);
 	curesv_stream_info info;
 	cr_assert_not(curesv_streams_get(&E.streams, PTDS, &info));
