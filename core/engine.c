@@ -31,6 +31,7 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 		return false;
 	}
 	curesv_vmm_init(&e->vmm);
+	curesv_graphs_init(&e->graphs, &e->table);
 	curesv_trace_open(cfg);
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
 		for (int i = 0; i < 4; i++)
@@ -66,6 +67,7 @@ void curesv_engine_destroy(curesv_engine *e)
 	curesv_table_destroy(&e->table);
 	curesv_ledger_destroy(&e->ledger);
 	curesv_vmm_destroy(&e->vmm);
+	curesv_graphs_destroy(&e->graphs);
 }
 
 /* The ledger's copy of CURESV_MODE: its line is on the allocation path anyway, the config's not. */
@@ -405,8 +407,8 @@ void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, cures
 	op->tracked = curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
 	bool graph = op->tracked && op->entry.kind == CURESV_KIND_GRAPH;
 	if (graph) {
-		/* the graph's: it stays (a launch allocates it again), and nothing is debited */
-		curesv_table_restore(&e->table, &op->ticket);
+		/* the graph's: it stays while its graph may launch it again; nothing is debited */
+		curesv_graph_entry_freed(&e->table, &op->entry, &op->ticket);
 		op->tracked = false;
 		atomic_fetch_add_explicit(&e->graph_frees, 1, memory_order_relaxed);
 	}
@@ -522,6 +524,8 @@ static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref)
 		curesv_ticket tk;
 		if (!curesv_table_peek(&e->table, ptr, &ent, &tk))
 			return CURESV_ERR_UNKNOWN_POINTER;
+		if (ent.kind == CURESV_KIND_GRAPH) /* a graph's: no reservation pays for it */
+			return CURESV_ERR_INVALID;
 		if (ent.origin == to)
 			return CURESV_OK;
 		st = curesv_ledger_transfer_charge(&e->ledger, &ent, to_ref, enforcing(e));

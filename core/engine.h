@@ -15,6 +15,7 @@
 
 #include "attach.h"
 #include "config.h"
+#include "graph_registry.h"
 #include "ledger.h"
 #include "streams.h"
 #include "table.h"
@@ -26,6 +27,7 @@ typedef struct curesv_engine {
 	curesv_table table;
 	curesv_streams streams;
 	curesv_vmm vmm;                         /* VMM handles and mappings (vmm.h) */
+	curesv_graphs graphs;                   /* graphs and their allocations (graph_registry.h) */
 	_Atomic uint64_t unknown_frees;         /* frees of non-NULL pointers the table did not hold */
 	_Atomic uint64_t untracked_allocs;      /* allocations recorded nowhere (table full, or over */
 	_Atomic uint64_t untracked_bytes;       /*   64 TiB), passed through */
@@ -177,18 +179,23 @@ void curesv_engine_pool_restore(curesv_engine *e, uint64_t pool, const curesv_st
 
 /* ---- graph memory (graphs.c) ------------------------------------------------------------------ */
 
-/* A stream capture began / ended on `stream` (cuStreamBeginCapture & co.). While any is under way,
- * stream-ordered calls ask whether their stream is capturing. */
-void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream);
-void curesv_engine_capture_end(curesv_engine *e, uint64_t stream);
+/* A stream capture began / ended on `stream` (cuStreamBeginCapture & co.), called by the thread
+ * that made the call; `device` is its current device, which tells the per-thread default streams
+ * (CURESV_STREAM_PER_THREAD) of one thread apart. `graph`: the graph the capture builds (0: not
+ * known); `kept`: the capture's graph came back to the program (else the driver destroyed it, an
+ * invalidated capture). While any capture is under way, stream-ordered calls ask whether their
+ * stream is capturing. */
+void curesv_engine_capture_begin(curesv_engine *e, uint64_t stream, int device, uint64_t graph);
+void curesv_engine_capture_end(curesv_engine *e, uint64_t stream, int device, bool kept);
 static inline bool curesv_engine_capturing(curesv_engine *e)
 {
 	return atomic_load_explicit(&e->captures, memory_order_relaxed) > 0;
 }
-/* A graph's allocation at `ptr` (made during a capture, or a memory node): recorded so that frees
- * of it are neither unknown frees nor debits, never charged. */
-void curesv_engine_graph_alloc(curesv_engine *e, uint64_t ptr, uint64_t bytes, int device,
-			       uint64_t stream);
+/* An allocation of graph `graph` (0: not known) at `ptr` (made during a capture, or a memory
+ * node): recorded so that frees of it are neither unknown frees nor debits, never charged, and
+ * forgotten with its graph (graph_registry.h). */
+void curesv_engine_graph_alloc(curesv_engine *e, uint64_t graph, uint64_t ptr, uint64_t bytes,
+			       int device, uint64_t stream);
 /* What cuDeviceGetGraphMemAttribute says of `device` (enum order: used, used high, reserved,
  * reserved high; bytes). */
 void curesv_engine_graph_mem(curesv_engine *e, int device, const int64_t value[4]);

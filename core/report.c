@@ -765,10 +765,12 @@ void curesv_report_fork_prepare(curesv_engine *e)
 	curesv_vmm_fork_prepare(&e->vmm);
 	curesv_lock(&e->ledger.lock);
 	curesv_streams_lock(&e->streams, true);
+	curesv_graphs_fork_prepare(&e->graphs);
 }
 
 void curesv_report_fork_done(curesv_engine *e)
 {
+	curesv_graphs_fork_done(&e->graphs);
 	curesv_streams_unlock(&e->streams);
 	curesv_unlock(&e->ledger.lock);
 	curesv_vmm_fork_done(&e->vmm);

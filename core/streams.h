@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attach.h"
 #include "ledger.h"
 #include "table.h"
 
@@ -41,18 +42,31 @@ enum curesv_stream_flags {
 /* Not a stream-ordered call (what the engine's begin calls get for cudaMalloc & co.). */
 #define CURESV_NO_STREAM UINT64_MAX
 
+/* The handles CUDA gives the default streams (cuda.h's CU_STREAM_LEGACY, CU_STREAM_PER_THREAD; a
+ * plain entry point's NULL is the legacy one too, a _ptsz one's the per-thread one). */
+#define CURESV_STREAM_LEGACY UINT64_C(1)
+#define CURESV_STREAM_PER_THREAD UINT64_C(2)
+
 /* The legacy default stream (0, CU_STREAM_LEGACY) and the per-thread one (CU_STREAM_PER_THREAD):
- * they belong to the thread that uses them, and are never attached. */
+ * they belong to the thread that uses them, and are never attached. Every thread's per-thread
+ * stream has the same handle, so nothing may be keyed by it alone: the stream table never records
+ * a default stream, and a capture of the per-thread stream is the calling thread's (graphs.c). */
 static inline bool curesv_stream_is_default(uint64_t stream)
 {
-	return stream <= 2;
+	return stream <= CURESV_STREAM_PER_THREAD;
 }
 
 /* A stream's 16-bit tag in the origin table (1..65535; 0 marks an allocation that is not stream
- * ordered): a free on another stream than the allocation's is a cross-stream free. Two streams of
- * the same tag (one pair in 65535) are not told apart. */
+ * ordered): a free on another stream than the allocation's is a cross-stream free. The legacy
+ * stream has one tag whichever of its names it was given; the per-thread stream is the calling
+ * thread's own, told apart by the thread's serial. Two streams of the same tag (one pair in 65535)
+ * are not told apart. */
 static inline uint16_t curesv_stream_tag(uint64_t stream)
 {
+	if (stream == CURESV_STREAM_LEGACY)
+		stream = 0;
+	else if (stream == CURESV_STREAM_PER_THREAD)
+		stream = UINT64_C(1) << 63 | curesv_thread_serial();
 	return (uint16_t)(1 + curesv_hash64(stream) % 65535);
 }
 

@@ -29,99 +29,9 @@ struct curesv_vmm_mapping {
 	uint8_t flags;
 };
 
-/* ---- the maps: linear probing, at most half full, backward-shift deletion ------------------------ */
-
-static inline unsigned char *slot_at(const struct curesv_vmm_map *m, size_t elem, uint64_t i)
-{
-	return m->slots + i * elem;
-}
-
-static inline uint64_t key_of(const unsigned char *slot)
-{
-	uint64_t k;
-	memcpy(&k, slot, sizeof k);
-	return k;
-}
-
-static void *map_find(const struct curesv_vmm_map *m, size_t elem, uint64_t key)
-{
-	if (m->cap == 0 || key == 0)
-		return NULL;
-	for (uint64_t i = curesv_hash64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		unsigned char *s = slot_at(m, elem, i);
-		uint64_t k = key_of(s);
-		if (k == key)
-			return s;
-		if (k == 0)
-			return NULL;
-	}
-}
-
-static unsigned char *probe_free(struct curesv_vmm_map *m, size_t elem, uint64_t key)
-{
-	uint64_t i = curesv_hash64(key) & (m->cap - 1);
-	while (key_of(slot_at(m, elem, i)) != 0)
-		i = (i + 1) & (m->cap - 1);
-	return slot_at(m, elem, i);
-}
-
-static bool map_grow(struct curesv_vmm_map *m, size_t elem)
-{
-	uint64_t cap = m->cap ? m->cap * 2 : 64;
-	struct curesv_vmm_map bigger = { .slots = calloc(cap, elem), .cap = cap, .count = m->count };
-	if (!bigger.slots)
-		return false;
-	for (uint64_t i = 0; i < m->cap; i++) {
-		unsigned char *s = slot_at(m, elem, i);
-		if (key_of(s))
-			memcpy(probe_free(&bigger, elem, key_of(s)), s, elem);
-	}
-	free(m->slots);
-	*m = bigger;
-	return true;
-}
-
-/* The record of `key`, made (zeroed but for the key) when there is none; *fresh says which. NULL
- * when the map cannot grow. */
-static void *map_put(struct curesv_vmm_map *m, size_t elem, uint64_t key, bool *fresh)
-{
-	unsigned char *s = map_find(m, elem, key);
-	*fresh = s == NULL;
-	if (s)
-		return s;
-	if ((m->count + 1) * 2 > m->cap && !map_grow(m, elem))
-		return NULL;
-	s = probe_free(m, elem, key);
-	memset(s, 0, elem);
-	memcpy(s, &key, sizeof key);
-	m->count++;
-	return s;
-}
-
-/* Removes the record at `slot`, moving later records of its cluster back so that no probe breaks
- * (Knuth's algorithm R). */
-static void map_del(struct curesv_vmm_map *m, size_t elem, void *slot)
-{
-	uint64_t mask = m->cap - 1, i = (uint64_t)((unsigned char *)slot - m->slots) / elem;
-	for (uint64_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-		unsigned char *s = slot_at(m, elem, j);
-		uint64_t k = key_of(s);
-		if (k == 0)
-			break;
-		uint64_t home = curesv_hash64(k) & mask;
-		bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-		if (stays)
-			continue;
-		memcpy(slot_at(m, elem, i), s, elem);
-		i = j;
-	}
-	memset(slot_at(m, elem, i), 0, elem);
-	m->count--;
-}
-
-#define HANDLE_FIND(v, h) ((struct curesv_vmm_handle *)map_find(&(v)->by_handle, \
+#define HANDLE_FIND(v, h) ((struct curesv_vmm_handle *)curesv_map_find(&(v)->by_handle, \
 	sizeof(struct curesv_vmm_handle), (h)))
-#define MAPPING_FIND(v, va) ((struct curesv_vmm_mapping *)map_find(&(v)->by_address, \
+#define MAPPING_FIND(v, va) ((struct curesv_vmm_mapping *)curesv_map_find(&(v)->by_address, \
 	sizeof(struct curesv_vmm_mapping), (va)))
 
 /* ---- figures --------------------------------------------------------------------------------------- */
@@ -196,7 +106,7 @@ static struct curesv_vmm_handle *handle_of(curesv_vmm *v, uint64_t handle, uint6
 static void handle_drop(curesv_vmm *v, struct curesv_vmm_handle *h)
 {
 	count_handle(v, h, false);
-	map_del(&v->by_handle, sizeof *h, h);
+	curesv_map_del(&v->by_handle, sizeof *h, h);
 }
 
 /* ---- life cycle ----------------------------------------------------------------------------------- */
@@ -209,8 +119,8 @@ void curesv_vmm_init(curesv_vmm *v)
 
 void curesv_vmm_destroy(curesv_vmm *v)
 {
-	free(v->by_handle.slots);
-	free(v->by_address.slots);
+	curesv_map_free(&v->by_handle);
+	curesv_map_free(&v->by_address);
 	pthread_mutex_destroy(&v->lock);
 	memset(v, 0, sizeof *v);
 }
@@ -219,7 +129,7 @@ void curesv_vmm_destroy(curesv_vmm *v)
 static struct curesv_vmm_handle *handle_new(curesv_vmm *v, uint64_t handle)
 {
 	bool fresh;
-	struct curesv_vmm_handle *h = map_put(&v->by_handle, sizeof *h, handle, &fresh);
+	struct curesv_vmm_handle *h = curesv_map_put(&v->by_handle, sizeof *h, handle, &fresh);
 	if (!h) {
 		v->untracked++;
 		return NULL;
@@ -303,7 +213,7 @@ bool curesv_vmm_mapped(curesv_vmm *v, uint64_t va, uint64_t bytes, uint64_t hand
 	struct curesv_vmm_handle *h = HANDLE_FIND(v, handle);
 	struct curesv_vmm_mapping *m = NULL;
 	bool fresh = true;
-	if (h && (m = map_put(&v->by_address, sizeof *m, va, &fresh)) == NULL)
+	if (h && (m = curesv_map_put(&v->by_address, sizeof *m, va, &fresh)) == NULL)
 		v->untracked++;
 	if (m) {
 		if (!fresh) {
@@ -390,7 +300,7 @@ static unsigned covered(curesv_vmm *v, uint64_t va, uint64_t bytes, uint64_t *ou
 		return n;
 	n = 0;
 	for (uint64_t i = 0; i < v->by_address.cap; i++) {
-		m = (struct curesv_vmm_mapping *)slot_at(&v->by_address, sizeof *m, i);
+		m = (struct curesv_vmm_mapping *)curesv_map_slot(&v->by_address, sizeof *m, i);
 		if (!m->va || !inside(m, va, bytes))
 			continue;
 		if (out && n < cap)
@@ -456,7 +366,7 @@ static void settle_mapping(curesv_vmm *v, uint64_t va, bool ok)
 		return;
 	}
 	count_mapping(v, m, false);
-	map_del(&v->by_address, sizeof *m, m);
+	curesv_map_del(&v->by_address, sizeof *m, m);
 	if (h && (h->flags & H_ENDING) && h->maps == 0 && h->refs == 0)
 		handle_drop(v, h);
 }

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "map.h"
 
 /* The origin-table key of a VMM allocation: its handle with bit 63 set, so it never equals a
  * device or host address (user-space addresses are below 2^47). */
@@ -49,17 +50,10 @@ static inline uint64_t curesv_vmm_key(uint64_t handle)
 	return handle | CURESV_VMM_KEY_TAG;
 }
 
-/* An open-addressing map of records whose first member is a non-zero uint64_t key. */
-struct curesv_vmm_map {
-	unsigned char *slots;
-	uint64_t cap;           /* slots, a power of two (0 before the first insert) */
-	uint64_t count;
-};
-
 typedef struct curesv_vmm {
 	pthread_mutex_t lock;
-	struct curesv_vmm_map by_handle;        /* handle -> struct curesv_vmm_handle (vmm.c) */
-	struct curesv_vmm_map by_address;       /* mapped address -> struct curesv_vmm_mapping */
+	struct curesv_map by_handle;        /* handle -> struct curesv_vmm_handle (vmm.c) */
+	struct curesv_map by_address;       /* mapped address -> struct curesv_vmm_mapping */
 	uint64_t serials;               /* records made so far: each record's identity */
 	/* Figures, kept as the records change (all under `lock`): */
 	uint64_t handles, bytes, host_bytes;    /* created here, not yet ended: count, sizes, the

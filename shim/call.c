@@ -180,8 +180,8 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 		return true;
 	if (c->graph) {
 		if (ok && ptr)
-			curesv_engine_graph_alloc(c->e, ptr, c->op.charge.bytes, c->op.charge.device,
-						  c->stream);
+			curesv_shim_graph_alloc(c->e, ptr, c->op.charge.bytes, c->op.charge.device,
+						c->stream);
 		frame.depth--;
 		return true;
 	}
@@ -221,8 +221,10 @@ void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t p
 	frame.depth++;
 	/* a free recorded into a graph happens at its launch, not now */
 	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
-	if (c->graph)
+	if (c->graph) {
+		curesv_shim_graph_free(c->e, ptr, stream);
 		return;
+	}
 	curesv_free_begin_on(c->e, ptr, stream, &c->fop);
 }
 

@@ -117,8 +117,9 @@ CURESV_API curesv_status curesv_attach_stream(const void *stream, const char *na
 
 /* Moves live allocation `ptr` (as returned by cudaMalloc & co.) to reservation `name`: the old origin
  * is debited and `name` charged now, and a later free debits `name`.
- * Errors: INVALID (NULL, or `name` is on another device than `ptr`), UNKNOWN_NAME, UNKNOWN_POINTER,
- * CAPACITY (enforce mode: `name` would go past its size), DISABLED. */
+ * Errors: INVALID (NULL, `name` is on another device than `ptr`, or `ptr` is a graph's allocation,
+ * made during stream capture or by a memory node, which no reservation pays for), UNKNOWN_NAME,
+ * UNKNOWN_POINTER, CAPACITY (enforce mode: `name` would go past its size), DISABLED. */
 CURESV_API curesv_status curesv_transfer(const void *ptr, const char *name);
 
 /* Copies reservation `name`'s counters into *out: the live reservation of that name, else the one

@@ -56,9 +56,16 @@
 	X(cuStreamEndCapture, cuStreamEndCapture, 10000, CURESV_LEGACY)             \
 	X(cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000, CURESV_PTDS)          \
 	X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040, CURESV_LEGACY)     \
+	X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040, CURESV_LEGACY)       \
+	X(cuGraphInstantiate, cuGraphInstantiate, 10000, CURESV_LEGACY)             \
+	X(cuGraphInstantiate, cuGraphInstantiate_v2, 11000, CURESV_LEGACY)          \
+	X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, CURESV_LEGACY) \
+	X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, CURESV_LEGACY) \
+	X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams_ptsz, 12000, CURESV_PTDS) \
 	X(cuGraphLaunch, cuGraphLaunch, 10000, CURESV_LEGACY)                       \
 	X(cuGraphLaunch, cuGraphLaunch_ptsz, 10000, CURESV_PTDS)                    \
 	X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, CURESV_LEGACY)             \
+	X(cuGraphDestroy, cuGraphDestroy, 10000, CURESV_LEGACY)                     \
 	X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, CURESV_LEGACY)
 
 /* Memory pools (pools.c): a from-pool allocation belongs to the pool's location. */
@@ -128,6 +135,11 @@ CURESV_HIDDEN bool curesv_driver_current_device(CUdevice *dev);
 CURESV_HIDDEN int curesv_driver_stream_device(curesv_engine *e, uint64_t stream);
 /* cuStreamIsCapturing, which every capture mode allows; false when the driver cannot tell. */
 CURESV_HIDDEN bool curesv_driver_capture_status(uint64_t stream, CUstreamCaptureStatus *st);
+/* A stream-ordered allocation / free on `stream` was recorded into the capture under way there
+ * (graphs.c): the allocation is the capture's graph's; the free is a free node of that graph. */
+CURESV_HIDDEN void curesv_shim_graph_alloc(curesv_engine *e, uint64_t ptr, uint64_t bytes, int device,
+					   uint64_t stream);
+CURESV_HIDDEN void curesv_shim_graph_free(curesv_engine *e, uint64_t ptr, uint64_t stream);
 
 /* A hook that makes the real call and hands its result to `then`, an expression in which `real`
  * is the driver's function and the parameters are in scope (what the family files' hooks do:

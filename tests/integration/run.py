@@ -246,6 +246,70 @@ def check_graph_wrong_thread(report, out):
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
 
 
+def check_graph_ptds(report, out):
+    """Two threads' captures of their per-thread streams: neither captured allocation is charged."""
+    graphs = report["graph_allocations"]
+    expect("graph allocations recorded", graphs["recorded"], printed(out, "captured"))
+    shared = report["shared"]
+    expect("real allocations: the warm-up and the 1 MiB after the captures", shared["allocs"], 2)
+    expect("their frees", shared["frees"], 2)
+    expect("allocated", shared["allocated"], 0)
+    expect("peak: no captured allocation is charged", shared["peak"], 1 << 20)
+    expect("denied", shared["denied"], 0)
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    expect("graph allocations in the table once their graphs are destroyed", graphs["in_table"], 0)
+    expect("table live", report["table"]["live"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_graph_churn(report, out):
+    """Destroyed graphs' allocations leave the table; those freed after their graph are no unknown
+    frees; the real allocations that follow fit a table the graphs' would have filled."""
+    graphs = report["graph_allocations"]
+    expect("graph allocations recorded", graphs["recorded"], printed(out, "graphs"))
+    expect("frees of them outside the graphs", graphs["frees"], printed(out, "frees"))
+    expect("graph allocations in the table", graphs["in_table"], 0)
+    expect("table live", report["table"]["live"], 0)
+    expect("table full failures", report["table_full_failures"], 0)
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("stale entries", report["stale_entries"], 0)
+    shared = report["shared"]
+    expect("real allocations: the warm-up and those after the graphs", shared["allocs"],
+           1 + printed(out, "real"))
+    expect("their frees", shared["frees"], shared["allocs"])
+    expect("leaks", report["leaks"]["count"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_graph_outlive(report, out):
+    """The executable graph keeps its graph's allocation in the table (cudaFree after each launch
+    is a graph allocation's free), until it is destroyed too."""
+    graphs = report["graph_allocations"]
+    expect("graph allocations recorded", graphs["recorded"], printed(out, "captured"))
+    expect("frees of them after the graph was destroyed", graphs["frees"],
+           printed(out, "launches"))
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("graph allocations in the table once the executable graph is gone", graphs["in_table"],
+           0)
+    expect("table live", report["table"]["live"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    shared = report["shared"]
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_streams_ptds(report, out):
+    """Each thread's per-thread stream is a stream of its own; the legacy stream has two names."""
+    shared = report["devices"][0]["shared"]
+    expect("allocs", shared["allocs"], printed(out, "allocs"))
+    expect("frees", shared["frees"], printed(out, "allocs"))
+    expect("cross-stream frees: those freed on another thread's per-thread stream",
+           shared["cross_stream_frees"], printed(out, "crossed"))
+    expect("allocated", shared["allocated"], 0)
+    expect("leaks", report["leaks"]["count"], 0)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_badfree(report, out):
     shared = report["shared"]
     expect("allocs", shared["allocs"], 1)
@@ -1057,7 +1121,7 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("graph memory: the text report's line",
                     [b("graphs"), "wrongthread"],
                     check_has("curesv: graph allocations: 1 recorded (made during stream capture or "
-                              "by memory nodes: the graphs' memory, not charged), 1 address (1 MiB) "
+                              "by memory nodes: the graphs' memory, not charged), 0 addresses (0 B) "
                               "held, 2 frees of them"), report="text", stacks=("sim",)))
     out.append(Case("graph memory: a capture on a stream past the stream table's capacity",
                     [b("graphs"), "tablefull"],
@@ -1065,6 +1129,18 @@ def cases(stack, bindir, sanitized=False):
                               "streams' devices are asked of the driver and they cannot be "
                               "attached", then=check_graph_wrong_thread),
                     same_output=True, stacks=("sim",)))
+    for mode in ("observe", "enforce"):
+        out.append(Case("graph memory: two threads capture their per-thread streams at once, %s"
+                        % mode, [b("graphs"), "ptds"], check_graph_ptds, same_output=True,
+                        env={"CURESV_MODE": mode, "CURESV_CAPACITY": "1536K"}))
+    out.append(Case("graph memory: 2000 graphs built and destroyed, then real allocations in a "
+                    "1024-slot table", [b("graphs"), "churn", "2000"], check_graph_churn,
+                    env={"CURESV_TABLE_SLOTS": "1024", "CURESV_TABLE_FULL": "fail"},
+                    same_output=True))
+    out.append(Case("graph memory: an executable graph outlives its graph",
+                    [b("graphs"), "outlive"], check_graph_outlive, same_output=True))
+    out.append(Case("streams: per-thread streams are each thread's, the legacy one has two names",
+                    [b("streams"), "ptds"], check_streams_ptds, same_output=True))
     out.append(Case("streams: the creator rule across threads", [b("streams"), "creator"],
                     check_streams_creator,
                     env={"CURESV_RESERVATIONS": "scan=1M", "CURESV_ATTACH": "scan-*=scan",

@@ -20,6 +20,11 @@
  *                          handle, and allocates from it before and after the destroy returns: host
  *                          memory both times, no device byte charged. Prints reused=1 when the
  *                          handle was the same
+ *   streams ptds           this thread allocates 4 buffers on its per-thread default stream
+ *                          (cudaStreamPerThread) and another thread frees them on its own: 4 frees
+ *                          on another stream than the allocation's; one more freed here on this
+ *                          thread's per-thread stream, and two on the legacy stream under its two
+ *                          names (0, cudaStreamLegacy): the same stream
  * Prints "streams: MODE ... ok" and the counts it made, which the report must match. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -276,6 +281,41 @@ static int pool_race(void)
 	return failures != 0;
 }
 
+/* ---- ptds ---------------------------------------------------------------------------------- */
+
+#define HANDED 4
+static void *handed[HANDED];
+
+static void *ptds_freer(void *arg)
+{
+	(void)arg;
+	for (int k = 0; k < HANDED; k++)
+		CHECK(cudaFreeAsync(handed[k], cudaStreamPerThread) == cudaSuccess);
+	CHECK(cudaStreamSynchronize(cudaStreamPerThread) == cudaSuccess);
+	return NULL;
+}
+
+static int per_thread_streams(void)
+{
+	void *own, *legacy[2];
+	for (int k = 0; k < HANDED; k++)
+		CHECK(cudaMallocAsync(&handed[k], 4096, cudaStreamPerThread) == cudaSuccess);
+	CHECK(cudaMallocAsync(&own, 4096, cudaStreamPerThread) == cudaSuccess);
+	CHECK(cudaMallocAsync(&legacy[0], 4096, 0) == cudaSuccess);
+	CHECK(cudaMallocAsync(&legacy[1], 4096, cudaStreamLegacy) == cudaSuccess);
+	CHECK(cudaStreamSynchronize(cudaStreamPerThread) == cudaSuccess);
+	pthread_t t;
+	pthread_create(&t, NULL, ptds_freer, NULL);
+	pthread_join(t, NULL);
+	CHECK(cudaFreeAsync(own, cudaStreamPerThread) == cudaSuccess);
+	CHECK(cudaFreeAsync(legacy[0], cudaStreamLegacy) == cudaSuccess);
+	CHECK(cudaFreeAsync(legacy[1], 0) == cudaSuccess);
+	CHECK(cudaDeviceSynchronize() == cudaSuccess);
+	printf("streams: ptds allocs=%d crossed=%d %s\n", HANDED + 3, HANDED,
+	       failures ? "FAILED" : "ok");
+	return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
 	attach_stream = (curesv_status(*)(const void *, const char *))dlsym(RTLD_DEFAULT,
@@ -289,6 +329,8 @@ int main(int argc, char **argv)
 		return devices();
 	if (strcmp(mode, "poolrace") == 0)
 		return pool_race();
+	if (strcmp(mode, "ptds") == 0)
+		return per_thread_streams();
 	int threads = argc > 2 ? atoi(argv[2]) : 16;
 	if (argc > 3)
 		rounds = atol(argv[3]);

@@ -4,6 +4,7 @@
  * frees inside and outside graphs, relaunch rules and the graph memory attributes. */
 #include <cuda.h>
 
+#include <pthread.h>
 #include <string.h>
 
 #include "selftest.h"
@@ -380,9 +381,70 @@ static void test_capture_failures(void)
 	cudaGetLastError();
 }
 
+/* Two threads' per-thread default streams (one handle, cudaStreamPerThread, in each) capture at
+ * once, each into a graph of its own: the first to end leaves the other capturing. */
+struct ptds_job {
+	pthread_barrier_t *began, *ended;
+	bool first;
+	cudaError_t begin, alloc, end;
+	enum cudaStreamCaptureStatus mine, after_other;
+	cudaGraph_t during, g;
+	void *p;
+};
+
+static void *job_ptds_capture(void *arg)
+{
+	struct ptds_job *j = arg;
+	j->begin = cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeThreadLocal);
+	cudaStreamGetCaptureInfo(cudaStreamPerThread, &j->mine, NULL, &j->during, NULL, NULL, NULL);
+	pthread_barrier_wait(j->began);
+	if (!j->first)
+		pthread_barrier_wait(j->ended);
+	cudaStreamIsCapturing(cudaStreamPerThread, &j->after_other);
+	j->alloc = cudaMallocAsync(&j->p, MiB, cudaStreamPerThread);
+	j->end = cudaStreamEndCapture(cudaStreamPerThread, &j->g);
+	if (j->first)
+		pthread_barrier_wait(j->ended);
+	return NULL;
+}
+
+static void test_capture_per_thread_streams(void)
+{
+	struct cusim_graph_stats base = graph_stats();
+	uint64_t used = device_used(0);
+	pthread_barrier_t began, ended;
+	pthread_barrier_init(&began, NULL, 2);
+	pthread_barrier_init(&ended, NULL, 2);
+	struct ptds_job j[2] = { { &began, &ended, true }, { &began, &ended, false } };
+	pthread_t t[2];
+	for (int k = 0; k < 2; k++)
+		CHECK(pthread_create(&t[k], NULL, job_ptds_capture, &j[k]) == 0);
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	for (int k = 0; k < 2; k++) {
+		CHECK_EQ(j[k].begin, cudaSuccess);
+		CHECK_EQ(j[k].mine, cudaStreamCaptureStatusActive);
+		CHECK_EQ(j[k].after_other, cudaStreamCaptureStatusActive);
+		CHECK_EQ(j[k].alloc, cudaSuccess);
+		CHECK_EQ(j[k].end, cudaSuccess);
+		CHECK_PTR(j[k].g, j[k].during);
+		CHECK_EQ(cudaGraphDestroy(j[k].g), cudaSuccess);
+	}
+	CHECK(j[0].g != j[1].g && j[0].p != j[1].p);
+	CHECK_EQ(capture_status(cudaStreamPerThread), cudaStreamCaptureStatusNone);
+	CHECK_EQ(device_used(0), used);
+	struct cusim_graph_stats now = graph_stats();
+	CHECK_EQ(now.captures, base.captures + 2);
+	CHECK_EQ(now.captures_active, base.captures_active);
+	CHECK_EQ(now.graphs, base.graphs);
+	pthread_barrier_destroy(&began);
+	pthread_barrier_destroy(&ended);
+}
+
 void test_capture(void)
 {
 	test_capture_sequence();
+	test_capture_per_thread_streams();
 	test_capture_modes();
 	test_capture_failures();
 }

@@ -526,3 +526,87 @@ Test(streams, a_fallback_never_undoes_a_newer_attachment)
 	cr_assert_eq(extra, 0, "%u rounds left other than one record of the stream", extra);
 	curesv_engine_destroy(&E);
 }
+
+/* ---- the default streams ---------------------------------------------------------------------- */
+
+#define PTDS CURESV_STREAM_PER_THREAD
+
+static void free_on_own_ptds(struct actor *a, void *arg)
+{
+	a->result = eng_free_on(a->e, PTDS, *(uint64_t *)arg);
+}
+
+/* Every thread's per-thread default stream has one handle: a buffer made on this thread's and freed
+ * on another thread's is a free on another stream. The legacy stream has two names (0 and
+ * CU_STREAM_LEGACY), which are one stream. */
+Test(streams, per_thread_streams_are_each_threads_own)
+{
+	ENGINE(&E, "CURESV_CAPACITY=400K");
+	struct actor other;
+	actor_start(&other, &E, "other");
+	uint64_t handed = fake_ptr(1);
+	cr_assert_eq(eng_alloc_on(&E, PTDS, handed, 4 * KiB), GRANTED);
+	cr_assert_eq(eng_alloc_on(&E, PTDS, fake_ptr(2), 4 * KiB), GRANTED);
+	cr_assert_eq(eng_alloc_on(&E, 0, fake_ptr(3), 4 * KiB), GRANTED);
+	cr_assert_eq(eng_alloc_on(&E, CURESV_STREAM_LEGACY, fake_ptr(4), 4 * KiB), GRANTED);
+	actor_call(&other, free_on_own_ptds, &handed);
+	cr_assert(other.result);
+	cr_assert(eng_free_on(&E, PTDS, fake_ptr(2)));
+	cr_assert(eng_free_on(&E, CURESV_STREAM_LEGACY, fake_ptr(3)));
+	cr_assert(eng_free_on(&E, 0, fake_ptr(4)));
+	EXPECT_SHARED(&E, .size = 400 * KiB, .peak = 16 * KiB, .allocs = 4, .frees = 4, .cross = 1,
+		      .xstream = 1);
+	cr_assert_eq(curesv_stream_tag(PTDS), curesv_stream_tag(PTDS), "one thread's stream, one tag");
+	cr_assert_eq(curesv_stream_tag(0), curesv_stream_tag(CURESV_STREAM_LEGACY));
+	actor_stop(&other);
+	curesv_engine_destroy(&E);
+}
+
+static void capture_ptds(struct actor *a, void *arg)
+{
+	bool *on = arg;
+	if (*on)
+		curesv_engine_capture_begin(a->e, PTDS, 0, 0);
+	else
+		curesv_engine_capture_end(a->e, PTDS, 0, true);
+}
+
+static int captures(void)
+{
+	return atomic_load(&E.captures);
+}
+
+/* Captures of the per-thread stream are the calling thread's: two threads capturing theirs at once
+ * count twice, and the first to end leaves the other's counted; one thread's per-thread streams of
+ * two devices are two streams. None is recorded in the stream table, which all threads share. */
+Test(streams, captures_of_per_thread_streams_are_each_threads_own)
+{
+	ENGINE(&E, "CURESV_CAPACITY=400K");
+	struct actor other;
+	actor_start(&other, &E, "other");
+	bool on = true, off = false;
+	curesv_engine_capture_begin(&E, PTDS, 0, 0);
+	actor_call(&other, capture_ptds, &on);
+	cr_assert_eq(captures(), 2);
+	curesv_engine_capture_begin(&E, PTDS, 0, 0); /* already counted */
+	cr_assert_eq(captures(), 2);
+	curesv_engine_capture_end(&E, PTDS, 0, true);
+	cr_assert_eq(captures(), 1, "the other thread's capture goes on");
+	actor_call(&other, capture_ptds, &off);
+	cr_assert_eq(captures(), 0);
+	curesv_engine_capture_end(&E, PTDS, 0, true); /* not capturing: nothing to end */
+	cr_assert_eq(captures(), 0);
+
+	curesv_engine_capture_begin(&E, PTDS, 0, 0);
+	curesv_engine_capture_begin(&E, PTDS, 1, 0);
+	curesv_engine_capture_end(&E, PTDS, 0, true);
+	cr_assert_eq(captures(), 1, "device 1's per-thread stream still captures");
+	curesv_engine_capture_end(&E, PTDS, 1, true);
+	cr_assert_eq(captures(), 0);
+	curesv_engine_capture_begin(&E, 0, 0, 0); /* the legacy stream cannot capture */
+	cr_assert_eq(captures(), 0);
+	curesv_stream_info info;
+	cr_assert_not(curesv_streams_get(&E.streams, PTDS, &info));
+	actor_stop(&other);
+	curesv_engine_destroy(&E);
+}
