@@ -6,6 +6,7 @@
 #define CURESV_BOOKS_H
 
 #include "ledger.h"
+#include "hot.h"
 
 /* Serial of every shared pool; reservations get 2, 3, ... */
 #define CURESV_SHARED_SERIAL UINT64_C(1)
@@ -153,7 +154,7 @@ void curesv_ledger_peaks_(curesv_ledger *l, const curesv_charge *c, int64_t view
 /* Who pays for `bytes` of `kind` on `device` charged to `origin` (CURESV_SHARED or the allocating
  * thread's or stream's attachment): the reservation while it is live and on that device, else that
  * device's shared pool (c->fell_back, c->wrong_device say why). Fills c; changes no books. */
-static inline void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device,
+CURESV_HOT void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device,
 					uint64_t bytes, enum curesv_kind kind, curesv_charge *c)
 {
 	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
@@ -189,7 +190,7 @@ static inline void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int
  * the account cannot count that much more (2^47 bytes): the caller passes it through untracked.
  * The common case: device memory, the thread's cell already carrying the account's serial, and
  * its lease and its share of the device's total covering the bytes. */
-static inline int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
+CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
 {
 	int shard = curesv_shard_index();
 	if (__builtin_expect(shard < 0 || curesv_kind_host(c->kind), 0))
@@ -227,7 +228,7 @@ static inline int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
  * another stream than the allocation's. The common case in one pass: device memory of a live
  * account freed by the thread that allocated it, while attached to it, under origin attribution,
  * its cell and share of the device's total keeping the bytes as a lease. */
-static inline void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+CURESV_HOT void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
 				       uint32_t caller_thread, bool cross_stream)
 {
 	int shard = curesv_shard_index();

@@ -152,25 +152,13 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 	return curesv_alloc_begin_on(e, device, CURESV_NO_STREAM, bytes, kind, op);
 }
 
-bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-			   enum curesv_kind kind, curesv_alloc_op *op)
+bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes,
+			      enum curesv_kind kind, curesv_alloc_op *op)
 {
-	op->state = CURESV_OP_IDLE;
-	op->stream = stream;
-	op->charge.device = device;
-	op->charge.bytes = bytes;
-	op->charge.kind = (uint8_t)kind;
-	op->origin = CURESV_SHARED;
-	op->via_stream = false;
-	op->charged = false;
-	op->untracked = false;
 	if (bytes == 0 || device < 0 || device >= CURESV_MAX_DEVICES) {
 		op->untracked = true;
 		return true;
 	}
-	/* Observe mode decides who pays once the allocation exists (alloc_end). */
-	if (__builtin_expect(!enforcing(e) && bytes <= CURESV_SIZE_LIMIT, 1))
-		return true;
 	resolve_origin(e, op);
 	if (bytes > CURESV_SIZE_LIMIT) {
 		op->untracked = true;

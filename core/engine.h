@@ -15,6 +15,7 @@
 
 #include "attach.h"
 #include "config.h"
+#include "hot.h"
 #include "graph_registry.h"
 #include "ledger.h"
 #include "streams.h"
@@ -69,9 +70,28 @@ typedef struct curesv_alloc_op {
 bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			curesv_alloc_op *op);
 /* The same with `stream`: a stream-ordered allocation's stream (its device is `device`), or
- * CURESV_NO_STREAM. On a stream attached to a reservation the allocation is charged to it. */
-bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-			   enum curesv_kind kind, curesv_alloc_op *op);
+ * CURESV_NO_STREAM. On a stream attached to a reservation the allocation is charged to it. Observe
+ * mode decides who pays once the allocation exists (curesv_alloc_end): here it only notes what was
+ * asked. */
+bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
+			      curesv_alloc_op *op);
+CURESV_HOT bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream,
+					 uint64_t bytes, enum curesv_kind kind, curesv_alloc_op *op)
+{
+	op->state = CURESV_OP_IDLE;
+	op->stream = stream;
+	op->charge.device = device;
+	op->charge.bytes = bytes;
+	op->charge.kind = (uint8_t)kind;
+	op->origin = CURESV_SHARED;
+	op->via_stream = false;
+	op->charged = false;
+	op->untracked = false;
+	if (__builtin_expect(!e->ledger.enforce && bytes - 1 < CURESV_SIZE_LIMIT &&
+			     (unsigned)device < CURESV_MAX_DEVICES, 1))
+		return true;
+	return curesv_alloc_begin_slow_(e, device, bytes, kind, op);
+}
 /* The allocation turned out to be `bytes` long (a pitched allocation's pitch * height, known only
  * after the call): call between the real allocation and curesv_alloc_end. False in enforce mode
  * when `bytes` do not fit the budget: the refusal is counted and the operation over (no

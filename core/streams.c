@@ -1,5 +1,7 @@
 #include "streams.h"
 
+_Thread_local struct curesv_tag_last curesv_tag_last_;
+
 static curesv_entry entry_of(uint64_t handle, const curesv_stream_info *in)
 {
 	return (curesv_entry){ .ptr = handle, .bytes = curesv_ref_serial(in->ref),

@@ -61,13 +61,22 @@ static inline bool curesv_stream_is_default(uint64_t stream)
  * stream has one tag whichever of its names it was given; the per-thread stream is the calling
  * thread's own, told apart by the thread's serial. Two streams of the same tag (one pair in 65535)
  * are not told apart. */
+extern _Thread_local struct curesv_tag_last {
+	uint64_t stream;
+	uint16_t tag;           /* 0: none yet */
+} curesv_tag_last_;     /* the calling thread's last tag, kept: a loop on one stream hashes once */
 static inline uint16_t curesv_stream_tag(uint64_t stream)
 {
+	if (__builtin_expect(curesv_tag_last_.tag != 0 && curesv_tag_last_.stream == stream, 1))
+		return curesv_tag_last_.tag;
+	uint64_t key = stream;
 	if (stream == CURESV_STREAM_LEGACY)
-		stream = 0;
+		key = 0;
 	else if (stream == CURESV_STREAM_PER_THREAD)
-		stream = UINT64_C(1) << 63 | curesv_thread_serial();
-	return (uint16_t)(1 + curesv_hash64(stream) % 65535);
+		key = UINT64_C(1) << 63 | curesv_thread_serial();
+	uint16_t tag = (uint16_t)(1 + curesv_hash64(key) % 65535);
+	curesv_tag_last_ = (struct curesv_tag_last){ stream, tag };
+	return tag;
 }
 
 typedef struct curesv_stream_info {

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "hot.h"
 
 enum curesv_kind {
 	CURESV_KIND_DEVICE = 0,   /* cuMemAlloc, cuMemAllocPitch, cudaMalloc, cudaMallocPitch */
@@ -119,8 +120,8 @@ bool curesv_table_insert(curesv_table *t, const curesv_entry *e);
 /* Adds an entry; a live entry of the same key still in the table (its free went unseen) is
  * replaced and copied to *old (old->ptr is 0 when there was none). Otherwise as insert. Inline
  * (table_inline.h). */
-static inline bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
-						 curesv_entry *old);
+CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
+					     curesv_entry *old);
 
 /* Copies the live entry for `ptr` into *out (if not NULL). Returns false when there is none. */
 bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
@@ -130,9 +131,9 @@ bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
  * makes the entry live again unchanged (e.g. when the real free failed). A taker that finds the
  * entry claimed by another waits (about a second at most) for that commit or restore, so a double
  * free racing a failing free sees the entry come back instead of missing it. */
-static inline bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
-				     curesv_ticket *ticket);
-static inline void curesv_table_commit(curesv_table *t, const curesv_ticket *ticket);
+CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
+				 curesv_ticket *ticket);
+CURESV_HOT void curesv_table_commit(curesv_table *t, const curesv_ticket *ticket);
 void curesv_table_restore(curesv_table *t, const curesv_ticket *ticket);
 
 /* take() + commit(). */

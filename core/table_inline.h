@@ -6,6 +6,7 @@
 #define CURESV_TABLE_INLINE_H
 
 #include "shard.h"
+#include "hot.h"
 
 enum { CURESV_PHASE_FREE = 0, CURESV_PHASE_BUSY = 1, CURESV_PHASE_LIVE = 2 };
 
@@ -38,7 +39,7 @@ static inline _Atomic uint32_t *curesv_bound_of(curesv_table *t, uint64_t home)
 
 /* Writes e's payload into slot s (claimed as BUSY by the caller) and publishes it LIVE at
  * `version`. */
-static inline void curesv_slot_publish(struct curesv_slot *s, const curesv_entry *e, uint64_t version)
+CURESV_HOT void curesv_slot_publish(struct curesv_slot *s, const curesv_entry *e, uint64_t version)
 {
 	/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
 	atomic_thread_fence(memory_order_release);
@@ -52,7 +53,7 @@ static inline void curesv_slot_publish(struct curesv_slot *s, const curesv_entry
 			      memory_order_release);
 }
 
-static inline void curesv_slot_read(const struct curesv_slot *s, uint64_t st, curesv_entry *out)
+CURESV_HOT void curesv_slot_read(const struct curesv_slot *s, uint64_t st, curesv_entry *out)
 {
 	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
 	out->ptr = atomic_load_explicit(&s->key, memory_order_relaxed);
@@ -75,7 +76,7 @@ void curesv_table_raise_bound_(curesv_table *t, uint64_t home, uint64_t d);
 /* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
  * stays within [0, batch] and, rising, below the high water the thread last saw; the count moves
  * to `live` or the high water rises otherwise (table.c). */
-static inline void curesv_table_count_(curesv_table *t, int delta)
+CURESV_HOT void curesv_table_count_(curesv_table *t, int delta)
 {
 	int i = curesv_shard_index();
 	if (__builtin_expect(i >= 0, 1)) {
@@ -90,8 +91,8 @@ static inline void curesv_table_count_(curesv_table *t, int delta)
 	curesv_table_count_slow_(t, i, 0, delta);
 }
 
-static inline bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
-						 curesv_entry *old)
+CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
+					     curesv_entry *old)
 {
 	old->ptr = 0;
 	uint64_t home = curesv_home_of(t, e->ptr);
@@ -115,8 +116,8 @@ static inline bool curesv_table_insert_replacing(curesv_table *t, const curesv_e
 	return curesv_table_insert_slow_(t, e, old);
 }
 
-static inline bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
-				     curesv_ticket *ticket)
+CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
+				 curesv_ticket *ticket)
 {
 	uint64_t home = curesv_home_of(t, ptr);
 	/* The common case: the key in its home slot (a key is in the table once while live). */
@@ -137,7 +138,7 @@ static inline bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry
 	return curesv_table_take_slow_(t, ptr, out, ticket);
 }
 
-static inline void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
+CURESV_HOT void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
 {
 	/* Lower the bound while the slot is still BUSY, so no insert can reuse it mid-scan. */
 	if (__builtin_expect(tk->distance != 0, 0) &&

@@ -15,7 +15,7 @@ static struct curesv_real drv_device_count = { "cuDeviceGetCount", NULL };
 
 /* The current device of the calling thread, as the runtime or the driver sees it (0 when it
  * cannot tell; the allocation that follows then fails anyway). */
-static int current_device(enum curesv_layer layer)
+static __attribute__((noinline)) int current_device(enum curesv_layer layer)
 {
 	int dev = 0;
 	if (layer == CURESV_LAYER_RUNTIME) {
@@ -43,21 +43,36 @@ bool curesv_driver_capture_status(uint64_t stream, CUstreamCaptureStatus *st)
 	return is && is((CUstream)(uintptr_t)stream, st) == CUDA_SUCCESS;
 }
 
-/* Is `stream` capturing now? Asked only while some capture is under way. */
-static bool capturing(curesv_engine *e, uint64_t stream)
+static __attribute__((noinline)) bool capturing_now(uint64_t stream)
 {
 	CUstreamCaptureStatus st;
-	return curesv_engine_capturing(e) && curesv_driver_capture_status(stream, &st) &&
-	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	return curesv_driver_capture_status(stream, &st) && st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+/* Is `stream` capturing now? Asked only while some capture is under way. */
+CURESV_HOT bool capturing(curesv_engine *e, uint64_t stream)
+{
+	return __builtin_expect(curesv_engine_capturing(e), 0) && capturing_now(stream);
 }
 
 /* The device of a stream-ordered allocation: its stream's, from the stream table (recorded at the
  * stream's creation, or learned from the driver once); the current device for the default streams
  * (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) and when the driver cannot tell. */
-static int stream_device(curesv_engine *e, enum curesv_layer layer, uint64_t stream)
+static __attribute__((noinline)) int stream_device_slow(curesv_engine *e, enum curesv_layer layer,
+							uint64_t stream)
 {
 	int dev = curesv_driver_stream_device(e, stream);
 	return dev >= 0 ? dev : current_device(layer);
+}
+
+CURESV_HOT int stream_device(curesv_engine *e, enum curesv_layer layer, uint64_t stream)
+{
+	const struct curesv_stream_last *l = &curesv_stream_last_;
+	/* the thread's last stream, its record unchanged since: the common case */
+	if (__builtin_expect(l->e == e && l->stream == stream && l->info.device >= 0 &&
+			     l->epoch == curesv_streams_epoch(&e->streams), 1))
+		return l->info.device;
+	return stream_device_slow(e, layer, stream);
 }
 
 int curesv_driver_stream_device(curesv_engine *e, uint64_t stream)
@@ -77,7 +92,7 @@ int curesv_driver_stream_device(curesv_engine *e, uint64_t stream)
 
 static void learn_devices_slow(curesv_engine *e, int device);
 
-static inline void learn_devices(curesv_engine *e, int device)
+CURESV_HOT void learn_devices(curesv_engine *e, int device)
 {
 	if (__builtin_expect(atomic_load_explicit(&e->devices, memory_order_relaxed) != 0 &&
 			     curesv_engine_device_known(e, device), 1))
@@ -108,7 +123,7 @@ static bool nested_denial(enum curesv_layer layer, enum curesv_kind kind, uint64
 
 /* The device and tier of an allocation from memory pool `pool`: its location, recorded when the
  * pool was made or first met as a device's pool; else the stream's device. */
-static int pool_device(curesv_engine *e, enum curesv_layer layer, uint64_t pool, uint64_t stream,
+static __attribute__((noinline)) int pool_device(curesv_engine *e, enum curesv_layer layer, uint64_t pool, uint64_t stream,
 		       enum curesv_kind *kind)
 {
 	int device;
@@ -122,13 +137,9 @@ static int pool_device(curesv_engine *e, enum curesv_layer layer, uint64_t pool,
 	return stream_device(e, layer, stream);
 }
 
-/* Charges the allocation about to be made (c->layer, c->stream set), or refuses it. */
-static bool charge(struct curesv_call *c, int device, uint64_t bytes, enum curesv_kind kind)
+static __attribute__((noinline)) bool refused(struct curesv_call *c, enum curesv_kind kind,
+						   uint64_t bytes)
 {
-	learn_devices(c->e, device);
-	frame.depth++;
-	if (curesv_alloc_begin_on(c->e, device, c->stream, bytes, kind, &c->op))
-		return true;
 	if (c->layer == CURESV_LAYER_DRIVER) {
 		frame.depth--;
 		return false;
@@ -140,6 +151,16 @@ static bool charge(struct curesv_call *c, int device, uint64_t bytes, enum cures
 	frame.deny_kind = (uint8_t)kind;
 	frame.deny_bytes = bytes;
 	return true;
+}
+
+/* Charges the allocation about to be made (c->layer, c->stream set), or refuses it. */
+CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum curesv_kind kind)
+{
+	learn_devices(c->e, device);
+	frame.depth++;
+	if (__builtin_expect(curesv_alloc_begin_on(c->e, device, c->stream, bytes, kind, &c->op), 1))
+		return true;
+	return refused(c, kind, bytes);
 }
 
 bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
