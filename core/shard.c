@@ -2,15 +2,16 @@
 
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 struct curesv_shard_ctl curesv_shard_ctl[CURESV_SHARDS];
-_Atomic int curesv_forking;
-bool curesv_shard_light_fence;
+_Atomic int curesv_section_gate;
 _Thread_local int curesv_shard_self_;
+_Thread_local struct curesv_shard_ctl *curesv_shard_mine_;
 
 #define WORDS (CURESV_SHARDS / 64)
 /* Bit i of word i / 64: a thread holds index i. Claims take the lowest clear bit: an index taken
@@ -26,6 +27,7 @@ static void give_back(void *arg)
 {
 	int i = (int)(intptr_t)arg - 1;
 	curesv_shard_self_ = 0;
+	curesv_shard_mine_ = NULL;
 	atomic_store_explicit(&curesv_shard_ctl[i].op, NULL, memory_order_relaxed);
 	/* release: the exiting thread's last plain stores to its elements happen before the next
 	 * holder's acquire of the index */
@@ -71,6 +73,7 @@ int curesv_shard_claim_(void)
 						      memory_order_release, memory_order_relaxed))
 		;
 	curesv_shard_self_ = i + 1;
+	curesv_shard_mine_ = &curesv_shard_ctl[i];
 	pthread_setspecific(exit_key, (void *)(intptr_t)(i + 1));
 	return i;
 }
@@ -85,19 +88,33 @@ void curesv_shard_init(void)
 {
 	/* Registration is a system call at start-up; each fork then pays one expedited membarrier
 	 * instead of every section entry paying a fence. */
-	curesv_shard_light_fence =
-		syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+		atomic_fetch_or_explicit(&curesv_section_gate, CURESV_HEAVY_FENCE, memory_order_relaxed);
 }
 
-void curesv_section_wait_(int i)
+static bool forking(void)
 {
+	return atomic_load_explicit(&curesv_section_gate, memory_order_acquire) & CURESV_FORKING;
+}
+
+int curesv_section_enter_slow_(void)
+{
+	int i = curesv_shard_index();
+	return i < 0 ? i : curesv_section_enter();
+}
+
+void curesv_section_gate_(int i)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!forking())
+		return;
 	atomic_store_explicit(&curesv_shard_ctl[i].section, 0, memory_order_release);
 	for (;;) {
-		while (atomic_load_explicit(&curesv_forking, memory_order_acquire))
+		while (forking())
 			sched_yield();
 		atomic_store_explicit(&curesv_shard_ctl[i].section, 1, memory_order_relaxed);
 		atomic_thread_fence(memory_order_seq_cst);
-		if (!atomic_load_explicit(&curesv_forking, memory_order_relaxed))
+		if (!(atomic_load_explicit(&curesv_section_gate, memory_order_relaxed) & CURESV_FORKING))
 			return;
 		atomic_store_explicit(&curesv_shard_ctl[i].section, 0, memory_order_release);
 	}
@@ -112,8 +129,9 @@ static double now_s(void)
 
 void curesv_shard_fork_prepare(void)
 {
-	atomic_store_explicit(&curesv_forking, 1, memory_order_relaxed);
-	if (curesv_shard_light_fence)
+	int gate = atomic_fetch_or_explicit(&curesv_section_gate, CURESV_FORKING,
+					    memory_order_relaxed);
+	if (!(gate & CURESV_HEAVY_FENCE))
 		syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 	atomic_thread_fence(memory_order_seq_cst);
 	int self = curesv_shard_self_ - 1;
@@ -132,7 +150,7 @@ void curesv_shard_fork_prepare(void)
 
 void curesv_shard_fork_parent(void)
 {
-	atomic_store_explicit(&curesv_forking, 0, memory_order_release);
+	atomic_fetch_and_explicit(&curesv_section_gate, ~CURESV_FORKING, memory_order_release);
 }
 
 void curesv_shard_fork_child(void (*fn)(void *op, void *ctx), void *ctx)
@@ -152,5 +170,5 @@ void curesv_shard_fork_child(void (*fn)(void *op, void *ctx), void *ctx)
 		atomic_store_explicit(&c->section, 0, memory_order_relaxed);
 		atomic_fetch_and_explicit(&held[i / 64], ~bit, memory_order_release);
 	}
-	atomic_store_explicit(&curesv_forking, 0, memory_order_release);
+	atomic_fetch_and_explicit(&curesv_section_gate, ~CURESV_FORKING, memory_order_release);
 }

@@ -23,6 +23,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CURESV_SHARDS 4096      /* threads with a shard of their own at once */
@@ -33,12 +34,17 @@ struct curesv_shard_ctl {
 } __attribute__((aligned(64)));
 
 extern struct curesv_shard_ctl curesv_shard_ctl[CURESV_SHARDS];
-extern _Atomic int curesv_forking;
-extern bool curesv_shard_light_fence;   /* membarrier works: section entry needs no fence */
+/* What a section's entry must look at: CURESV_FORKING while a fork waits for sections to end,
+ * CURESV_HEAVY_FENCE for good when membarrier(2) is not available (entry then fences). One word,
+ * so that the common entry reads one. */
+enum { CURESV_FORKING = 1, CURESV_HEAVY_FENCE = 2 };
+extern _Atomic int curesv_section_gate;
 extern _Thread_local int curesv_shard_self_;    /* index + 1; 0: none yet */
+extern _Thread_local struct curesv_shard_ctl *curesv_shard_mine_;      /* its control, once held */
 
 int curesv_shard_claim_(void);
-void curesv_section_wait_(int index);
+int curesv_section_enter_slow_(void);
+void curesv_section_gate_(int index);
 
 /* The calling thread's shard index, claiming one at first use; -1 when none is left. */
 static inline int curesv_shard_index(void)
@@ -54,18 +60,17 @@ unsigned curesv_shard_count(void);
 /* Brackets a hot-path update of the books (see above). Never nests. Returns the shard index. */
 static inline int curesv_section_enter(void)
 {
-	int i = curesv_shard_index();
-	if (i < 0)
-		return i;
-	atomic_store_explicit(&curesv_shard_ctl[i].section, 1, memory_order_relaxed);
-	/* Orders the store above before the flag's load: for free when fork's membarrier supplies
-	 * the other half of the fence (asymmetric Dekker), else a full fence. */
-	if (__builtin_expect(curesv_shard_light_fence, 1))
-		atomic_signal_fence(memory_order_seq_cst);
-	else
-		atomic_thread_fence(memory_order_seq_cst);
-	if (__builtin_expect(atomic_load_explicit(&curesv_forking, memory_order_relaxed), 0))
-		curesv_section_wait_(i);
+	struct curesv_shard_ctl *c = curesv_shard_mine_;
+	if (__builtin_expect(c == NULL, 0))
+		return curesv_section_enter_slow_();
+	atomic_store_explicit(&c->section, 1, memory_order_relaxed);
+	/* Orders the store above before the gate's load: for free when fork's membarrier supplies
+	 * the other half of the fence (asymmetric Dekker); without membarrier the gate is never
+	 * clear and the slow step fences before it looks at the fork. */
+	atomic_signal_fence(memory_order_seq_cst);
+	int i = (int)(c - curesv_shard_ctl);
+	if (__builtin_expect(atomic_load_explicit(&curesv_section_gate, memory_order_relaxed), 0))
+		curesv_section_gate_(i);
 	return i;
 }
 
