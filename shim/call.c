@@ -163,14 +163,18 @@ CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum c
 	return refused(c, kind, bytes);
 }
 
+/* The device (and, from a host-located pool, the tier) of the allocation c describes. */
+CURESV_HOT int call_device(struct curesv_call *c)
+{
+	if (c->pool)
+		return pool_device(c->e, c->layer, c->pool, c->stream, &c->kind);
+	return c->stream != CURESV_NO_STREAM ? stream_device(c->e, c->layer, c->stream)
+					     : current_device(c->layer);
+}
+
 bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
 		       uint64_t bytes, uint64_t stream, uint64_t pool)
 {
-	if (kind != CURESV_KIND_ASYNC)
-		stream = CURESV_NO_STREAM;
-	c->layer = layer;
-	c->deny = false;
-	c->graph = false;
 	/* Nested inside another hook of this thread (the driver call of a runtime allocation):
 	 * the outer hook accounts for it. Depth is non-zero only while curesv is active. */
 	if (frame.depth > 0) {
@@ -180,33 +184,47 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 	c->e = curesv_shim_engine();
 	if (!c->e)
 		return true;
-	bool ordered = stream != CURESV_NO_STREAM;
+	if (kind != CURESV_KIND_ASYNC)
+		stream = CURESV_NO_STREAM;
+	c->layer = layer;
+	c->deny = false;
+	c->kind = kind;
+	c->bytes = bytes;
 	c->stream = stream;
-	int device = pool ? pool_device(c->e, layer, pool, stream, &kind)
-		     : ordered ? stream_device(c->e, layer, stream) : current_device(layer);
-	if (ordered && capturing(c->e, stream)) {
-		/* recorded into the graph: no memory now, nothing to charge or refuse */
-		c->graph = true;
-		c->op.charge.device = device;
-		c->op.charge.bytes = bytes;
+	c->pool = pool;
+	/* recorded into the graph: no memory now, nothing to charge or refuse */
+	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
+	/* Observe mode refuses nothing: who pays is decided once the allocation exists. */
+	c->begun = !c->graph && c->e->ledger.enforce;
+	if (!c->begun) {
 		frame.depth++;
 		return true;
 	}
-	return charge(c, device, bytes, kind);
+	return charge(c, call_device(c), bytes, c->kind);
+}
+
+__attribute__((noinline)) static void graph_alloc(struct curesv_call *c, bool ok, uint64_t ptr)
+{
+	if (ok && ptr)
+		curesv_shim_graph_alloc(c->e, ptr, c->bytes, call_device(c), c->stream);
 }
 
 bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 {
 	if (!c->e)
 		return true;
-	if (c->graph) {
-		if (ok && ptr)
-			curesv_shim_graph_alloc(c->e, ptr, c->op.charge.bytes, c->op.charge.device,
-						c->stream);
+	if (__builtin_expect(c->graph, 0)) {
+		graph_alloc(c, ok, ptr);
 		frame.depth--;
 		return true;
 	}
-	learn_devices(c->e, c->op.charge.device);
+	if (!c->begun) {
+		int device = call_device(c);
+		learn_devices(c->e, device);
+		curesv_alloc_begin_on(c->e, device, c->stream, c->bytes, c->kind, &c->op);
+	} else {
+		learn_devices(c->e, c->op.charge.device);
+	}
 	bool keep;
 	if (c->deny) {
 		/* Memory came back all the same (the driver hook was not on the runtime's path): the
@@ -221,6 +239,17 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 	if (keep)
 		frame.depth--;
 	return keep;
+}
+
+bool curesv_call_resize(struct curesv_call *c, uint64_t bytes)
+{
+	if (!c->e || c->deny)
+		return true;
+	if (!c->begun) {
+		c->bytes = bytes;
+		return true;
+	}
+	return curesv_alloc_resize(c->e, &c->op, bytes);
 }
 
 void curesv_call_close(struct curesv_call *c)
@@ -264,6 +293,10 @@ bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t
 	c->layer = CURESV_LAYER_DRIVER;
 	c->deny = false;
 	c->graph = false;
+	c->begun = true;
+	c->kind = kind;
+	c->bytes = bytes;
+	c->pool = 0;
 	c->stream = CURESV_NO_STREAM;
 	if (frame.depth > 0) {
 		c->e = NULL;

@@ -322,9 +322,9 @@ CUresult curesv_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
 	CUdeviceptr kept_ptr = dptr ? *dptr : 0; /* what the caller sees if refused */
 	size_t kept_pitch = pPitch ? *pPitch : 0;
 	CUresult r = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes), res;
-	if (r == CUDA_SUCCESS && pPitch && c.e &&
+	if (r == CUDA_SUCCESS && pPitch &&
 	    !__builtin_mul_overflow((uint64_t)*pPitch, (uint64_t)Height, &bytes) &&
-	    !curesv_alloc_resize(c.e, &c.op, bytes)) {
+	    !curesv_call_resize(&c, bytes)) {
 		give_back(dptr ? *dptr : 0, CURESV_KIND_DEVICE);
 		curesv_call_close(&c);
 		res = CUDA_ERROR_OUT_OF_MEMORY;

@@ -126,9 +126,9 @@ CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t w
 	void *kept_ptr = devPtr ? *devPtr : NULL; /* what the caller sees if refused */
 	size_t kept_pitch = pitch ? *pitch : 0;
 	cudaError_t r = real(devPtr, pitch, width, height), res;
-	if (r == cudaSuccess && pitch && c.e && !c.deny &&
+	if (r == cudaSuccess && pitch &&
 	    !__builtin_mul_overflow((uint64_t)*pitch, (uint64_t)height, &bytes) &&
-	    !curesv_alloc_resize(c.e, &c.op, bytes)) {
+	    !curesv_call_resize(&c, bytes)) {
 		give_back(devPtr ? (uint64_t)(uintptr_t)*devPtr : 0, CURESV_KIND_DEVICE);
 		curesv_call_close(&c);
 		res = cudaErrorMemoryAllocation;

@@ -59,9 +59,16 @@ struct curesv_call {
 	enum curesv_layer layer;
 	bool deny;              /* runtime layer: refused; the nested driver call must fail */
 	bool graph;             /* stream-ordered on a capturing stream: the graph's, not live memory */
+	bool begun;             /* op was begun before the real call (enforce mode, VMM); observe
+				   mode begins it after (curesv_call_alloc_done) */
+	enum curesv_kind kind;  /* what was asked: kind, bytes, stream, memory pool (0: none) */
+	uint64_t bytes;
 	uint64_t stream;        /* a stream-ordered call's stream (CURESV_NO_STREAM: not one) */
-	curesv_alloc_op op;
-	curesv_free_op fop;
+	uint64_t pool;
+	union {
+		curesv_alloc_op op;
+		curesv_free_op fop;
+	};
 };
 
 /* The engine, initialised on first use from any thread; NULL when curesv is disabled (CURESV_ENABLE=0
@@ -87,6 +94,10 @@ CURESV_HIDDEN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer la
 				     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
 				     uint64_t pool);
 CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr);
+/* Between them: the allocation turned out to be `bytes` long (a pitched one's pitch * height).
+ * False when enforce mode refuses that (curesv_alloc_resize): the hook frees the allocation and
+ * calls curesv_call_close. */
+CURESV_HIDDEN bool curesv_call_resize(struct curesv_call *c, uint64_t bytes);
 /* curesv_call_alloc for a driver allocation whose device the call names (cuMemCreate: the location
  * asked for), or CURESV_CURRENT_DEVICE; ends with curesv_call_alloc_done as the others do. */
 #define CURESV_CURRENT_DEVICE (-1)
