@@ -172,10 +172,16 @@ curesv_status curesv_engine_attach_stream(curesv_engine *e, uint64_t stream, con
 static inline curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t stream,
 						     bool *attached)
 {
+	const struct curesv_stream_last *l = &curesv_stream_last_;
 	curesv_stream_info info;
-	*attached = !curesv_stream_is_default(stream) && curesv_engine_stream(e, stream, &info) &&
-		    (info.flags & CURESV_STREAM_ATTACHED);
-	return *attached ? info.ref : curesv_thread_origin();
+	if (__builtin_expect(l->e == e && l->stream == stream &&
+			     l->epoch == curesv_streams_epoch(&e->streams), 1))
+		*attached = l->info.flags & CURESV_STREAM_ATTACHED; /* the thread's last lookup */
+	else
+		*attached = !curesv_stream_is_default(stream) &&
+			    curesv_engine_stream_table(e, stream, &info) &&
+			    (info.flags & CURESV_STREAM_ATTACHED);
+	return *attached ? l->info.ref : curesv_thread_origin();
 }
 /* A charge found the stream's reservation released / on another device: one warning (the former
  * also detaches the stream). */
