@@ -1306,11 +1306,124 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("no CUDA driver, failed before any allocation: the report still says so",
                     [b("no_alloc")], check_has("no_alloc: cudaErrorInsufficientDriver", no_driver),
                     exit_code=1, report="text", setup=runtime_only_dir, stacks=("sim",)))
+    for cycles in (600, 40):
+        out.append(Case("orphan tier: %d release cycles, the rows add up" % cycles,
+                        [b("orphans"), str(cycles)], check_orphans(cycles),
+                        env={"CURESV_CAPACITY": "64M"}))
+    out.append(Case("orphan tier: the text report's rows add up", [b("orphans"), "600"],
+                    check_orphans_text(600), env={"CURESV_CAPACITY": "64M"}, report="text"))
     out.append(Case("a program that never allocates: a report, and the driver answered",
                     [b("no_alloc")], check_lacks(no_driver, then=check_has("no_alloc: ok",
                                                                             "curesv: leaks: none")),
                     report="text"))
     return [c for c in out if stack in c.stacks]
+
+
+def orphan_counts(cycles):
+    """What orphans.c CYCLES does: its allocations, and what drains the orphan tier."""
+    every = lambda k: len(range(0, cycles, k))
+    return {"allocs": 3 * cycles + every(4) + every(5),
+            "orphan_frees": cycles - every(3) + every(4) + every(5),
+            "orphan_transfers": every(3),
+            "crossed": sum(1 for i in range(cycles) if i % 3 and i % 2),
+            "cross_stream": every(5)}
+
+
+def device_of(report, device):
+    for d in report["devices"]:
+        if d["device"] == device:
+            return d
+    raise AssertionError("no device %d in the report" % device)
+
+
+def json_rows(report, device):
+    """Every row of `device` in a JSON report: its reservations (listed: live and released), its
+    retired reservations, its orphan tier and its shared pool."""
+    d = device_of(report, device)
+    return [r for r in report["reservations"] if r["device"] == device] + \
+        [d["retired"], d.get("orphan", {}), d["shared"]]
+
+
+def check_orphans(cycles):
+    """orphans.c: the rows add up (allocations = frees, transfers in = out), the orphan tier's
+    own row counts what drained it, and nothing is live."""
+    want = orphan_counts(cycles)
+
+    def check(report, out):
+        expect("program", "orphans: %d cycles ok" % cycles in out, True)
+        rows = json_rows(report, 0)
+        allocs = sum(r.get("allocs", 0) for r in rows)
+        frees = sum(r.get("frees", 0) for r in rows)
+        expect("allocations over every row", allocs, want["allocs"])
+        expect("frees over every row (allocations %d)" % allocs, frees, want["allocs"])
+        expect("transfers in over every row", sum(r.get("transfers_in", 0) for r in rows),
+               want["orphan_transfers"])
+        expect("transfers out over every row", sum(r.get("transfers_out", 0) for r in rows),
+               want["orphan_transfers"])
+        d = device_of(report, 0)
+        if "orphan" not in d:
+            raise AssertionError("no devices[0].orphan")
+        for key, value in (("bytes", 0), ("host_bytes", 0), ("allocs", 0),
+                           ("frees", want["orphan_frees"]),
+                           ("cross_thread_frees", want["crossed"]),
+                           ("cross_stream_frees", want["cross_stream"]),
+                           ("transfers_out", want["orphan_transfers"])):
+            expect("devices[0].orphan." + key, d["orphan"][key], value)
+        expect("orphan_frees (all devices)", report["orphan_frees"], want["orphan_frees"])
+        expect("orphan_bytes", [report["orphan_bytes"], d["orphan_bytes"]], [0, 0])
+        expect("device live", d["allocated"], 0)
+        cyc = [r for r in report["reservations"] if r["name"] == "cyc"]
+        expect("cyc reservations listed + retired", len(cyc) + d["retired"]["reservations"],
+               cycles)
+        expect("slots reused", d["retired"]["reservations"] > 0, cycles > 255)
+        expect("leaks", report["leaks"]["count"], 0)
+        expect("unknown frees", report["unknown_frees"], 0)
+        crossed = sum(r.get("cross_thread_frees", 0) for r in rows)
+        expect("cross-thread frees over every row", crossed, want["crossed"])
+        return allocs, frees, crossed
+    return check
+
+
+def text_rows(text, device):
+    """The rows of `device`'s table in a text report: [(label, (allocs, frees, x-thread))]."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("curesv: device "):
+            inside = line.startswith("curesv: device %d:" % device)
+            continue
+        if not inside or not line.startswith("curesv:   ") or \
+                line.startswith("curesv:   reservation "):
+            inside = inside and line.startswith("curesv:   ")
+            continue
+        words = line.split()
+        view = 1 if words[-2] == "-" else 2     # caller_view: "-" or "80 KiB"
+        counts = words[-2 - view - 2:-1 - view]
+        label = line[len("curesv:   "):len("curesv:   ") + 22].rstrip()
+        rows.append((label, tuple(int(x) for x in counts)))
+        inside = label != "(shared pool)"
+    return rows
+
+
+def check_orphans_text(cycles):
+    """orphans.c's text report: its table's rows add up, the orphan tier's among them."""
+    want = orphan_counts(cycles)
+
+    def check(text, out):
+        rows = text_rows(text, 0)
+        allocs = sum(r[0] for _, r in rows)
+        frees = sum(r[1] for _, r in rows)
+        crossed = sum(r[2] for _, r in rows)
+        expect("allocations over every row", allocs, want["allocs"])
+        expect("frees over every row (allocations %d)" % allocs, frees, want["allocs"])
+        expect("the orphan tier's row", [r for k, r in rows if k == "(orphan tier)"],
+               [(0, want["orphan_frees"], want["crossed"])])
+        retired = [k for k, _ in rows if re.fullmatch(r"\(\d+ retired\)", k)]
+        expect("a retired row", len(retired), 1)
+        expect("the line of cross-thread frees",
+               "curesv: %d frees were made by a thread other than the allocating one" %
+               want["crossed"] in text.splitlines(), True)
+        return allocs, frees, crossed
+    return check
 
 
 def check_memory_viz(report, out):
