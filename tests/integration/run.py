@@ -19,6 +19,10 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit"))
 import check_trace  # noqa: E402  (tests/unit/check_trace.py)
+import check_report  # noqa: E402  (tests/unit/check_report.py)
+
+README_KEYS = check_report.readme_keys(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                    "..", "..", "README.md"))
 
 KiB = 1024
 HANDOFF_ENV = {
@@ -35,6 +39,8 @@ class Case:
     False runs the program without libcuresv.so. `setup`: called before the run, returns more
     environment. `trace`: "rmm" or "chrome": the run writes a CURESV_TRACE too, checked against the
     report (its final values too when `quiescent`: nothing ran on after the report).
+    Every JSON report is checked besides: README's key table names each of its keys, and, when
+    `quiescent`, its rows add up (check_report.py --rows).
     `report_file(tmp)`, when given, makes what CURESV_REPORT_FILE names and returns its path and a
     function that checks it afterwards. `per_process`: every process writes its own JSON report
     (CURESV_REPORT_FILE with %p); the check gets them all, {pid: report}, instead of one."""
@@ -1146,7 +1152,7 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="1M")))
     out.append(Case("exit while threads allocate", [b("busy_exit")], check_busy_exit,
-                    stacks=("sim",)))
+                    stacks=("sim",), quiescent=False))
     out.append(Case("exit while threads are alive", [b("busy_exit"), "quiesce"], check_busy_exit))
     out.append(Case("control API through dlsym", [b("control")], check_control))
     out.append(Case("CURESV_ENABLE=0 passes through", [b("handoff")], check_nothing,
@@ -1310,6 +1316,9 @@ def cases(stack, bindir, sanitized=False):
         out.append(Case("orphan tier: %d release cycles, the rows add up" % cycles,
                         [b("orphans"), str(cycles)], check_orphans(cycles),
                         env={"CURESV_CAPACITY": "64M"}))
+    out.append(Case("README's key table names every key of a report with every section",
+                    [b("orphans"), "300", "all"], check_every_section,
+                    env={"CURESV_CAPACITY": "64M"}, stacks=("sim",)))
     out.append(Case("orphan tier: the text report's rows add up", [b("orphans"), "600"],
                     check_orphans_text(600), env={"CURESV_CAPACITY": "64M"}, report="text"))
     out.append(Case("a program that never allocates: a report, and the driver answered",
@@ -1402,6 +1411,28 @@ def text_rows(text, device):
         rows.append((label, tuple(int(x) for x in counts)))
         inside = label != "(shared pool)"
     return rows
+
+
+def check_every_section(report, out):
+    """orphans.c 300 all: a report with something in every section, each key of which README's
+    key table names (run_case checks the keys of every report; this one has them all)."""
+    expect("program", "orphans: 300 cycles ok all" in out, True)
+    d, keep = device_of(report, 0), reservation(report, "keep")
+    have = {"retired reservations": d["retired"]["reservations"] > 0,
+            "orphan bytes": (d["orphan"]["bytes"], d["orphan"]["host_bytes"]) == (131072, 16384),
+            "transfers out of the orphan tier": d["orphan"]["transfers_out"] == 100,
+            "graph memory": d["graph"] is not None,
+            "graph allocations": report["graph_allocations"]["recorded"] == 1,
+            "memory mapped": [v["device"] for v in report["vmm"]["devices"]] == [0],
+            "leaks": [(x["kind"], x["reservation"]) for x in report["leaks"]["largest"]] ==
+            [("vmm", None), ("device", "gone"), ("device", "keep"), ("host", "gone")],
+            "a stream attached": (keep["streams_attached"], keep["cross_stream_frees"]) == (1, 1)}
+    missing = [k for k, v in have.items() if not v]
+    if missing:
+        raise AssertionError("the report lacks: " + ", ".join(missing))
+    rows = json_rows(report, 0)
+    return (sum(r["allocs"] for r in rows), sum(r["frees"] for r in rows),
+            sum(r["cross_thread_frees"] for r in rows))
 
 
 def check_orphans_text(cycles):
@@ -1714,6 +1745,16 @@ def configuration_cases(b):
     ]
 
 
+def report_problems(report, quiescent):
+    """What every JSON report must meet: its keys named in README, its rows adding up."""
+    problems = ["key %s is not in README's key table" % k
+                for k in check_report.unnamed_keys(report, README_KEYS)]
+    if quiescent:
+        problems += check_report.rows_problems(report)
+    if problems:
+        raise AssertionError("; ".join(problems[:4]))
+
+
 def per_process_check(case, tmp, out):
     """The reports of a per_process case: report-PID.json in `tmp`, one per process."""
     reports = {}
@@ -1723,6 +1764,7 @@ def per_process_check(case, tmp, out):
             if m:
                 with open(os.path.join(tmp, name), encoding="utf-8") as f:
                     reports[int(m.group(1))] = json.load(f)
+                report_problems(reports[int(m.group(1))], case.quiescent)
         return True, case.check(reports, out), "", "-"
     except (OSError, ValueError) as err:
         return False, ("-", "-", "-"), "no JSON report: %s; %s" % (err, out.strip()[-300:]), "-"
@@ -1800,6 +1842,7 @@ def run_case(case, lib, stack, first=""):
             return False, ("-", "-", "-"), "no JSON report: %s; %s" % (err, out.strip()[-300:]), "-"
         leaks = report["leaks"]["count"] if report else "-"
         try:
+            report_problems(report, case.quiescent)
             counts = case.check(report, out)
         except AssertionError as err:
             return False, ("-", "-", "-"), str(err), leaks

@@ -204,6 +204,40 @@ Test(report, json_contract_keys_exact, .timeout = 60)
 	curesv_engine_destroy(&E);
 }
 
+/* Whether README's key table names every key of report `json_path` (check_report.py --keys). */
+static bool keys_named(const char *json_path, bool quiet)
+{
+	char args[1024];
+	snprintf(args, sizeof args, "--keys '%s/../../README.md' '%s' %s", test_dir(), json_path,
+		 quiet ? "2>/dev/null" : ">&2");
+	return run_check_report(args) == 0;
+}
+
+/* README's key table names every key of the report, however deep; a key it does not name, at the
+ * top or in an object of a device, fails the check. */
+Test(report, readme_names_every_key, .timeout = 60)
+{
+	known_state(NULL);
+	char path[128];
+	temp_path(path, sizeof path, ".json");
+	report_to(path, CURESV_REPORT_JSON);
+	cr_assert(keys_named(path, false), "%s", read_file(path));
+	static char text[1 << 16], odd[sizeof text + 64];
+	snprintf(text, sizeof text, "%s", read_file(path));
+	const char *edits[][2] = { { "{\n", "{\"surprise\": 1,\n" },
+				   { "\"orphan\": {", "\"orphan\": {\"peak\": 0, " } };
+	for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+		char *at = strstr(text, edits[i][0]);
+		cr_assert_not_null(at, "%s", edits[i][0]);
+		snprintf(odd, sizeof odd, "%.*s%s%s", (int)(at - text), text, edits[i][1],
+			 at + strlen(edits[i][0]));
+		write_file(path, odd);
+		cr_assert_not(keys_named(path, true), "an unnamed key passed: %s", odd);
+	}
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
 /* The checker is not vacuous: one wrong number fails it. */
 Test(report, json_checker_catches_a_wrong_value, .timeout = 60)
 {
@@ -947,6 +981,7 @@ Test(report, the_orphan_tier_is_a_row_and_the_rows_add_up, .timeout = 60)
 				       "\"over_budget\": 0, \"transfers_in\": 0, \"transfers_out\": 100, "
 				       "\"cross_stream_frees\": 0}"), "%s", text);
 	cr_assert(rows_add_up(path), "%s", text);
+	cr_assert(keys_named(path, false), "%s", text);
 	unlink(path);
 	curesv_engine_destroy(&E);
 }
