@@ -268,7 +268,7 @@ check-install: $(O)/libcuresv.so sim
 # under the shim.
 check-tools: $(O)/libcuresv.so sim
 	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline \
-		$(IT_BIN)/exit_status $(IT_BIN)/streams
+		$(IT_BIN)/exit_status $(IT_BIN)/streams $(IT_BIN)/orphans
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/export.py \
