@@ -521,6 +521,21 @@ def merge_orphan_tier(args, tmp):
     return "%d allocations, %d frees" % (allocs, total["frees"])
 
 
+def merge_caller_attribution(args, tmp):
+    """Under CURESV_ATTRIBUTION=caller the freeing reservation reads below 0 (the bug curesv
+    shows): such a report is merged, not skipped."""
+    path = os.path.join(tmp, "caller.json")
+    run_shim(args, [os.path.join(args.bin, "handoff")],
+             dict(HANDOFF_ENV, CURESV_ATTRIBUTION="caller", CURESV_REPORT="json",
+                  CURESV_REPORT_FILE=path))
+    p = run_script([MERGE, "--json", path])
+    expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+    groups = {g["account"]: g for g in json.loads(p.stdout)["groups"]}
+    expect("pipe live at exit", groups["pipe"]["live_at_exit"], -80 * 1024)
+    expect("scan live at exit", groups["scan"]["live_at_exit"], 80 * 1024)
+    return "pipe at -80 KiB"
+
+
 def merge_skips_bad_inputs(args, tmp):
     good = torchrun_pair(args, os.path.join(tmp))
     cut = os.path.join(tmp, "cut.json")
@@ -559,6 +574,7 @@ CASES = [
     ("curesv-merge: two ranks, as torchrun starts them", merge_two_ranks),
     ("curesv-merge: malformed and truncated reports", merge_skips_bad_inputs),
     ("curesv-merge: the orphan tier's row; device totals add up", merge_orphan_tier),
+    ("curesv-merge: a report under caller attribution", merge_caller_attribution),
     ("curesv-plot: hostile input, exit statuses", plot_hostile_input),
     ("curesv-merge: hostile input, exit statuses", merge_hostile_input),
 ]
