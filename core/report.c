@@ -321,8 +321,8 @@ static void text_row(struct out *o, const struct row *r)
 	else
 		snprintf(label, sizeof label, "%s%s", r->name,
 			 st->released && !retired && !orphan ? " (released)" : "");
-	/* retired reservations keep only their counts: their bytes went to the orphan tier, which
-	 * has live bytes and no budget, peak or caller */
+	/* retired reservations keep only their counts (their bytes went to the orphan tier); the
+	 * orphan tier has live bytes but no budget, peak or caller */
 	bool counts_only = retired || orphan;
 	bool unlimited = counts_only || (r->handle == CURESV_SHARED && st->size == INT64_MAX);
 	out_printf(o, "curesv:   %-22s %10s %11s %11s%s %7" PRIu64 " %7" PRIu64 " %8" PRIu64 " %12s %7"
