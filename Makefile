@@ -120,7 +120,7 @@ IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds fam
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
 	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff reload two_runtimes \
-	libcudaplugin12.so slow_free churn no_alloc)
+	libcudaplugin12.so slow_free churn no_alloc orphans)
 
 $(IT)/%: tests/integration/%.c shim/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -268,7 +268,7 @@ check-install: $(O)/libcuresv.so sim
 # under the shim.
 check-tools: $(O)/libcuresv.so sim
 	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline \
-		$(IT_BIN)/exit_status $(IT_BIN)/streams
+		$(IT_BIN)/exit_status $(IT_BIN)/streams $(IT_BIN)/orphans
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/export.py \

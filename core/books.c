@@ -200,6 +200,18 @@ static void orphan_add(curesv_ledger *l, int device, unsigned slot, enum curesv_
 		add64(&l->res[slot].ghost, bytes);
 }
 
+/* A free that drained the orphan tier of `device`: the tier's row counts it as a reservation's
+ * row counts its own frees. */
+static void count_orphan_free(curesv_ledger *l, int device, bool crossed, bool cross_stream)
+{
+	struct curesv_device *d = &l->dev[device];
+	bump(&d->orphan_frees);
+	if (crossed)
+		bump(&d->orphan_cross_thread_frees);
+	if (cross_stream)
+		bump(&d->orphan_cross_stream_frees);
+}
+
 /* A cell still carries an earlier reservation of its slot, released since: what it holds belongs
  * to that reservation's orphan tier now; its counters belong to nobody (the slot was reused). */
 COLD void cell_settle(curesv_ledger *l, struct curesv_cell *c,
@@ -875,7 +887,7 @@ void curesv_ledger_debit_slow(curesv_ledger *l, const curesv_entry *e, curesv_re
 		if (cross_stream)
 			bump(&t.a->cross_stream_frees);
 	} else {
-		bump(&l->dev[e->device].orphan_frees);
+		count_orphan_free(l, e->device, crossed, cross_stream);
 	}
 	if (tier != CURESV_TIER_DEVICE)
 		return;
@@ -967,6 +979,8 @@ void curesv_ledger_transfer_finish(curesv_ledger *l, const curesv_entry *e, cure
 		bump(&from.a->transfers_out);
 		if (tier_of(e->kind) == CURESV_TIER_DEVICE)
 			add64(&from.a->caller_view, -(int64_t)e->bytes);
+	} else {
+		bump(&l->dev[e->device].orphan_transfers_out); /* its origin was released */
 	}
 	bump(&t.a->transfers_in);
 }
@@ -1350,6 +1364,9 @@ void curesv_ledger_device_stats(curesv_ledger *l, int device, curesv_device_stat
 	out->peak = peak_at_least(&d->peak, out->allocated);
 	out->orphan_host = orphan_of(l, device, CURESV_TIER_HOST);
 	out->orphan_frees = curesv_loadu(&d->orphan_frees);
+	out->orphan_cross_thread_frees = curesv_loadu(&d->orphan_cross_thread_frees);
+	out->orphan_cross_stream_frees = curesv_loadu(&d->orphan_cross_stream_frees);
+	out->orphan_transfers_out = curesv_loadu(&d->orphan_transfers_out);
 }
 
 curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool_stats_t *out)

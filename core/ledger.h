@@ -156,6 +156,9 @@ struct curesv_device {
 	_Atomic int64_t peak;
 	_Atomic int64_t view_peak;              /* as an account's (the merged read's trigger) */
 	_Atomic uint64_t orphan_frees;          /* frees that drained the orphan tier */
+	/* of which made by another thread than the allocating one, and stream-ordered ones on
+	 * another stream than the allocation's; allocations curesv_transfer took out of the tier */
+	_Atomic uint64_t orphan_cross_thread_frees, orphan_cross_stream_frees, orphan_transfers_out;
 	struct curesv_account shared;           /* the shared pool */
 	struct curesv_retired retired;
 } __attribute__((aligned(64)));
@@ -198,7 +201,8 @@ typedef struct curesv_device_stats {
 	int64_t capacity, reserved, claimed;
 	int64_t allocated, peak;                /* device bytes through curesv, all origins */
 	int64_t orphan, orphan_host;            /* orphan tier, device and pinned host bytes */
-	uint64_t orphan_frees;
+	uint64_t orphan_frees;                  /* as curesv_device */
+	uint64_t orphan_cross_thread_frees, orphan_cross_stream_frees, orphan_transfers_out;
 } curesv_device_stats_t;
 
 /* ---- ledger.c: reservations and capacity ------------------------------------------------------ */

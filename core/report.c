@@ -127,12 +127,14 @@ const char *curesv_format_bytes(int64_t bytes, char buf[32])
 
 /* ---- what the report shows, gathered once ----------------------------------------------------- */
 
-/* The row of a device's retired reservations (released, and their slots reused since). */
+/* The row of a device's retired reservations (released, and their slots reused since), and the
+ * row of its orphan tier (live bytes of released reservations, and what drained them). */
 #define RETIRED_ROW UINT32_MAX
+#define ORPHAN_ROW (UINT32_MAX - 1)
 
 struct row {
 	char name[CURESV_NAME_MAX];
-	uint32_t handle;        /* CURESV_SHARED for a device's shared pool, RETIRED_ROW */
+	uint32_t handle;        /* CURESV_SHARED for a device's shared pool, RETIRED_ROW, ORPHAN_ROW */
 	uint64_t retired;       /* RETIRED_ROW: how many reservations it sums */
 	curesv_stats_t st;
 	curesv_stream_stats_t streams;
@@ -148,7 +150,7 @@ struct leaks {
 
 struct snapshot {
 	unsigned nrows;
-	struct row rows[CURESV_MAX_RESERVATIONS + 2 * CURESV_MAX_DEVICES];
+	struct row rows[CURESV_MAX_RESERVATIONS + 3 * CURESV_MAX_DEVICES];
 	curesv_device_stats_t dev[CURESV_MAX_DEVICES];
 	struct leaks leaks;
 	unsigned ncachers;      /* caching allocators loaded: live at exit is partly their cache */
@@ -208,6 +210,23 @@ static void add_retired_row(curesv_engine *e, struct snapshot *s, int device)
 	s->rows[s->nrows++] = r;
 }
 
+/* Device d's orphan tier, when it ever held anything: its live bytes, the frees that drained it
+ * and the transfers that took allocations out of it. No allocation is made in it: its allocations
+ * are counted in the rows of the reservations whose release moved them there. */
+static void add_orphan_row(struct snapshot *s, int device)
+{
+	const curesv_device_stats_t *dev = &s->dev[device];
+	if (!dev->orphan && !dev->orphan_host && !dev->orphan_frees && !dev->orphan_transfers_out)
+		return;
+	struct row r = { .handle = ORPHAN_ROW, .name = "(orphan tier)" };
+	r.st = (curesv_stats_t){ .device = device, .released = 1, .allocated = dev->orphan,
+				 .host_allocated = dev->orphan_host, .frees = dev->orphan_frees,
+				 .cross_thread_frees = dev->orphan_cross_thread_frees,
+				 .transfers_out = dev->orphan_transfers_out };
+	r.streams.cross_stream_frees = dev->orphan_cross_stream_frees;
+	s->rows[s->nrows++] = r;
+}
+
 /* The row of device d's retired reservations, or NULL. */
 static const struct row *retired_row(const struct snapshot *s, int d)
 {
@@ -222,8 +241,8 @@ static bool device_seen(curesv_engine *e, int d)
 	return atomic_load_explicit(&e->ledger.dev[d].seen, memory_order_relaxed);
 }
 
-/* The s->rows of device d: its reservations (live and released), the retired ones', then its
- * shared pool. */
+/* The s->rows of device d: its reservations (live and released), the retired ones', its orphan
+ * tier's, then its shared pool's. */
 static void gather(curesv_engine *e, struct snapshot *s)
 {
 	memset(s, 0, sizeof *s);
@@ -240,8 +259,9 @@ static void gather(curesv_engine *e, struct snapshot *s)
 			add_row(e, s, i << 16 | curesv_ident_gen(id), d);
 		}
 		add_retired_row(e, s, d);
-		add_row(e, s, CURESV_SHARED, d);
 		curesv_ledger_device_stats(l, d, &s->dev[d]);
+		add_orphan_row(s, d);
+		add_row(e, s, CURESV_SHARED, d);
 		s->orphan += s->dev[d].orphan;
 		s->orphan_host += s->dev[d].orphan_host;
 		s->orphan_frees += s->dev[d].orphan_frees;
@@ -295,20 +315,22 @@ static void text_row(struct out *o, const struct row *r)
 {
 	char size[32], alloc[32], peak[32], view[32], label[CURESV_NAME_MAX + 16];
 	const curesv_stats_t *st = &r->st;
-	bool retired = r->handle == RETIRED_ROW;
+	bool retired = r->handle == RETIRED_ROW, orphan = r->handle == ORPHAN_ROW;
 	if (r->handle == CURESV_SHARED)
 		snprintf(label, sizeof label, "(shared pool)");
 	else
 		snprintf(label, sizeof label, "%s%s", r->name,
-			 st->released && !retired ? " (released)" : "");
-	/* retired reservations keep only their counts: their bytes went to the orphan tier */
-	bool unlimited = retired || (r->handle == CURESV_SHARED && st->size == INT64_MAX);
+			 st->released && !retired && !orphan ? " (released)" : "");
+	/* retired reservations keep only their counts (their bytes went to the orphan tier); the
+	 * orphan tier has live bytes but no budget, peak or caller */
+	bool counts_only = retired || orphan;
+	bool unlimited = counts_only || (r->handle == CURESV_SHARED && st->size == INT64_MAX);
 	out_printf(o, "curesv:   %-22s %10s %11s %11s%s %7" PRIu64 " %7" PRIu64 " %8" PRIu64 " %12s %7"
 		   PRIu64 "\n", label, unlimited ? "-" : curesv_format_bytes(st->size, size),
 		   retired ? "-" : curesv_format_bytes(st->allocated, alloc),
-		   retired ? "-" : curesv_format_bytes(st->peak, peak), st->over_budget ? "!" : " ",
+		   counts_only ? "-" : curesv_format_bytes(st->peak, peak), st->over_budget ? "!" : " ",
 		   st->allocs, st->frees, st->cross_thread_frees,
-		   retired ? "-" : curesv_format_bytes(st->caller_view, view), st->denied);
+		   counts_only ? "-" : curesv_format_bytes(st->caller_view, view), st->denied);
 }
 
 /* A released reservation's books are closed (its live bytes went to the orphan tier): only live
@@ -367,7 +389,12 @@ static void text_budgets(curesv_engine *e, struct out *o, const struct snapshot 
 		const struct row *r = &s->rows[i];
 		const char *name = r->handle == CURESV_SHARED ? "(shared pool)" : r->name;
 		const curesv_stream_stats_t *ss = &r->streams;
-		if (ss->streams_attached || ss->cross_stream_frees)
+		/* retired reservations and the orphan tier have no streams attached */
+		if ((r->handle == RETIRED_ROW || r->handle == ORPHAN_ROW) && ss->cross_stream_frees)
+			out_printf(o, "curesv: %s: %" PRIu64 " stream-ordered free%s on another stream "
+				   "than the allocating one\n", name, ss->cross_stream_frees,
+				   ss->cross_stream_frees == 1 ? "" : "s");
+		else if (ss->streams_attached || ss->cross_stream_frees)
 			out_printf(o, "curesv: %s: %" PRIu64 " stream%s attached, %" PRIu64 " stream-ordered "
 				   "free%s on another stream than the allocating one\n", name,
 				   ss->streams_attached, ss->streams_attached == 1 ? "" : "s",
@@ -586,6 +613,19 @@ static void json_stats(struct out *o, const curesv_stats_t *st, const curesv_str
 		   st->transfers_out, ss->cross_stream_frees, ss->streams_attached);
 }
 
+/* A device's orphan tier: its live bytes and what drained it, with the counters of the retired
+ * object (allocs, denied, over_budget and transfers_in are 0: bytes join it only by a release),
+ * so that every row sums alike. */
+static void json_orphan(struct out *o, const curesv_device_stats_t *dev)
+{
+	out_printf(o, "{\"bytes\": %" PRId64 ", \"host_bytes\": %" PRId64 ", \"allocs\": 0, \"frees\": %"
+		   PRIu64 ", \"cross_thread_frees\": %" PRIu64 ", \"denied\": 0, \"over_budget\": 0, "
+		   "\"transfers_in\": 0, \"transfers_out\": %" PRIu64 ", \"cross_stream_frees\": %"
+		   PRIu64 "}", dev->orphan, dev->orphan_host, dev->orphan_frees,
+		   dev->orphan_cross_thread_frees, dev->orphan_transfers_out,
+		   dev->orphan_cross_stream_frees);
+}
+
 /* A device's retired reservations: their counts (all 0 when it had none). */
 static void json_retired(struct out *o, const struct row *r)
 {
@@ -618,6 +658,8 @@ static void json_devices(curesv_engine *e, struct out *o, const struct snapshot 
 		json_stats(o, &r->st, &r->streams);
 		out_printf(o, "}, \"retired\": ");
 		json_retired(o, retired_row(s, r->st.device));
+		out_printf(o, ", \"orphan\": ");
+		json_orphan(o, dev);
 		out_printf(o, ", \"graph\": ");
 		int64_t *g = (int64_t[4]){ 0 };
 		for (int k = 0; k < 4; k++)
@@ -638,7 +680,7 @@ static void json_reservations(struct out *o, const struct snapshot *s)
 	bool first = true;
 	for (unsigned i = 0; i < s->nrows; i++) {
 		const struct row *r = &s->rows[i];
-		if (r->handle == CURESV_SHARED || r->handle == RETIRED_ROW)
+		if (r->handle == CURESV_SHARED || r->handle == RETIRED_ROW || r->handle == ORPHAN_ROW)
 			continue;
 		out_printf(o, "%s\n    {\"name\": ", first ? "" : ",");
 		out_json_string(o, r->name);

@@ -114,8 +114,9 @@ NAMES = [v for v in VALUES if isinstance(v, str) and v != DEEP]
 # what the readers read: mutated more often than the rest
 KEYS = {"name", "host", "rank", "pid", "peak", "allocated", "allocs", "frees", "denied", "device",
         "cross_thread_frees", "count", "bytes", "leaks", "reservations", "devices", "shared",
-        "retired", "unknown_frees", "traceEvents", "ph", "ts", "args", "size", "capacity",
-        "account", "reservation", "scan", "pipe", "(total)", "(shared pool)", "(orphan tier)"}
+        "retired", "orphan", "host_bytes", "transfers_out", "unknown_frees", "traceEvents", "ph",
+        "ts", "args", "size", "capacity", "account", "reservation", "scan", "pipe", "(total)",
+        "(shared pool)", "(orphan tier)"}
 
 
 def nodes(doc, path=()):

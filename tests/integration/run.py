@@ -19,6 +19,10 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit"))
 import check_trace  # noqa: E402  (tests/unit/check_trace.py)
+import check_report  # noqa: E402  (tests/unit/check_report.py)
+
+README_KEYS = check_report.readme_keys(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                    "..", "..", "README.md"))
 
 KiB = 1024
 HANDOFF_ENV = {
@@ -35,6 +39,8 @@ class Case:
     False runs the program without libcuresv.so. `setup`: called before the run, returns more
     environment. `trace`: "rmm" or "chrome": the run writes a CURESV_TRACE too, checked against the
     report (its final values too when `quiescent`: nothing ran on after the report).
+    Every JSON report is checked besides: README's key table names each of its keys, and, when
+    `quiescent`, its rows add up (check_report.py --rows).
     `report_file(tmp)`, when given, makes what CURESV_REPORT_FILE names and returns its path and a
     function that checks it afterwards. `per_process`: every process writes its own JSON report
     (CURESV_REPORT_FILE with %p); the check gets them all, {pid: report}, instead of one."""
@@ -1222,7 +1228,7 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("rename follows prctl and pthread_setname_np", [b("rename")], check_rename,
                     env=dict(HANDOFF_ENV, CURESV_CAPACITY="1M")))
     out.append(Case("exit while threads allocate", [b("busy_exit")], check_busy_exit,
-                    stacks=("sim",)))
+                    stacks=("sim",), quiescent=False))
     out.append(Case("exit while threads are alive", [b("busy_exit"), "quiesce"], check_busy_exit))
     out.append(Case("control API through dlsym", [b("control")], check_control))
     out.append(Case("CURESV_ENABLE=0 passes through", [b("handoff")], check_nothing,
@@ -1382,11 +1388,149 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("no CUDA driver, failed before any allocation: the report still says so",
                     [b("no_alloc")], check_has("no_alloc: cudaErrorInsufficientDriver", no_driver),
                     exit_code=1, report="text", setup=runtime_only_dir, stacks=("sim",)))
+    for cycles in (600, 40):
+        out.append(Case("orphan tier: %d release cycles, the rows add up" % cycles,
+                        [b("orphans"), str(cycles)], check_orphans(cycles),
+                        env={"CURESV_CAPACITY": "64M"}))
+    out.append(Case("README's key table names every key of a report with every section",
+                    [b("orphans"), "300", "all"], check_every_section,
+                    env={"CURESV_CAPACITY": "64M"}, stacks=("sim",)))
+    out.append(Case("orphan tier: the text report's rows add up", [b("orphans"), "600"],
+                    check_orphans_text(600), env={"CURESV_CAPACITY": "64M"}, report="text"))
     out.append(Case("a program that never allocates: a report, and the driver answered",
                     [b("no_alloc")], check_lacks(no_driver, then=check_has("no_alloc: ok",
                                                                             "curesv: leaks: none")),
                     report="text"))
     return [c for c in out if stack in c.stacks]
+
+
+def orphan_counts(cycles):
+    """What orphans.c CYCLES does: its allocations, and what drains the orphan tier."""
+    every = lambda k: len(range(0, cycles, k))
+    return {"allocs": 3 * cycles + every(4) + every(5),
+            "orphan_frees": cycles - every(3) + every(4) + every(5),
+            "orphan_transfers": every(3),
+            "crossed": sum(1 for i in range(cycles) if i % 3 and i % 2),
+            "cross_stream": every(5)}
+
+
+def device_of(report, device):
+    for d in report["devices"]:
+        if d["device"] == device:
+            return d
+    raise AssertionError("no device %d in the report" % device)
+
+
+def json_rows(report, device):
+    """Every row of `device` in a JSON report: its reservations (listed: live and released), its
+    retired reservations, its orphan tier and its shared pool."""
+    d = device_of(report, device)
+    return [r for r in report["reservations"] if r["device"] == device] + \
+        [d["retired"], d.get("orphan", {}), d["shared"]]
+
+
+def check_orphans(cycles):
+    """orphans.c: the rows add up (allocations = frees, transfers in = out), the orphan tier's
+    own row counts what drained it, and nothing is live."""
+    want = orphan_counts(cycles)
+
+    def check(report, out):
+        expect("program", "orphans: %d cycles ok" % cycles in out, True)
+        rows = json_rows(report, 0)
+        allocs = sum(r.get("allocs", 0) for r in rows)
+        frees = sum(r.get("frees", 0) for r in rows)
+        expect("allocations over every row", allocs, want["allocs"])
+        expect("frees over every row (allocations %d)" % allocs, frees, want["allocs"])
+        expect("transfers in over every row", sum(r.get("transfers_in", 0) for r in rows),
+               want["orphan_transfers"])
+        expect("transfers out over every row", sum(r.get("transfers_out", 0) for r in rows),
+               want["orphan_transfers"])
+        d = device_of(report, 0)
+        if "orphan" not in d:
+            raise AssertionError("no devices[0].orphan")
+        for key, value in (("bytes", 0), ("host_bytes", 0), ("allocs", 0),
+                           ("frees", want["orphan_frees"]),
+                           ("cross_thread_frees", want["crossed"]),
+                           ("cross_stream_frees", want["cross_stream"]),
+                           ("transfers_out", want["orphan_transfers"])):
+            expect("devices[0].orphan." + key, d["orphan"][key], value)
+        expect("orphan_frees (all devices)", report["orphan_frees"], want["orphan_frees"])
+        expect("orphan_bytes", [report["orphan_bytes"], d["orphan_bytes"]], [0, 0])
+        expect("device live", d["allocated"], 0)
+        cyc = [r for r in report["reservations"] if r["name"] == "cyc"]
+        expect("cyc reservations listed + retired", len(cyc) + d["retired"]["reservations"],
+               cycles)
+        expect("slots reused", d["retired"]["reservations"] > 0, cycles > 255)
+        expect("leaks", report["leaks"]["count"], 0)
+        expect("unknown frees", report["unknown_frees"], 0)
+        crossed = sum(r.get("cross_thread_frees", 0) for r in rows)
+        expect("cross-thread frees over every row", crossed, want["crossed"])
+        return allocs, frees, crossed
+    return check
+
+
+def text_rows(text, device):
+    """The rows of `device`'s table in a text report: [(label, (allocs, frees, x-thread))]."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("curesv: device "):
+            inside = line.startswith("curesv: device %d:" % device)
+            continue
+        if not inside or not line.startswith("curesv:   ") or \
+                line.startswith("curesv:   reservation "):
+            inside = inside and line.startswith("curesv:   ")
+            continue
+        words = line.split()
+        view = 1 if words[-2] == "-" else 2     # caller_view: "-" or "80 KiB"
+        counts = words[-2 - view - 2:-1 - view]
+        label = line[len("curesv:   "):len("curesv:   ") + 22].rstrip()
+        rows.append((label, tuple(int(x) for x in counts)))
+        inside = label != "(shared pool)"
+    return rows
+
+
+def check_every_section(report, out):
+    """orphans.c 300 all: a report with something in every section, each key of which README's
+    key table names (run_case checks the keys of every report; this one has them all)."""
+    expect("program", "orphans: 300 cycles ok all" in out, True)
+    d, keep = device_of(report, 0), reservation(report, "keep")
+    have = {"retired reservations": d["retired"]["reservations"] > 0,
+            "orphan bytes": (d["orphan"]["bytes"], d["orphan"]["host_bytes"]) == (131072, 16384),
+            "transfers out of the orphan tier": d["orphan"]["transfers_out"] == 100,
+            "graph memory": d["graph"] is not None,
+            "graph allocations": report["graph_allocations"]["recorded"] == 1,
+            "memory mapped": [v["device"] for v in report["vmm"]["devices"]] == [0],
+            "leaks": [(x["kind"], x["reservation"]) for x in report["leaks"]["largest"]] ==
+            [("vmm", None), ("device", "gone"), ("device", "keep"), ("host", "gone")],
+            "a stream attached": (keep["streams_attached"], keep["cross_stream_frees"]) == (1, 1)}
+    missing = [k for k, v in have.items() if not v]
+    if missing:
+        raise AssertionError("the report lacks: " + ", ".join(missing))
+    rows = json_rows(report, 0)
+    return (sum(r["allocs"] for r in rows), sum(r["frees"] for r in rows),
+            sum(r["cross_thread_frees"] for r in rows))
+
+
+def check_orphans_text(cycles):
+    """orphans.c's text report: its table's rows add up, the orphan tier's among them."""
+    want = orphan_counts(cycles)
+
+    def check(text, out):
+        rows = text_rows(text, 0)
+        allocs = sum(r[0] for _, r in rows)
+        frees = sum(r[1] for _, r in rows)
+        crossed = sum(r[2] for _, r in rows)
+        expect("allocations over every row", allocs, want["allocs"])
+        expect("frees over every row (allocations %d)" % allocs, frees, want["allocs"])
+        expect("the orphan tier's row", [r for k, r in rows if k == "(orphan tier)"],
+               [(0, want["orphan_frees"], want["crossed"])])
+        retired = [k for k, _ in rows if re.fullmatch(r"\(\d+ retired\)", k)]
+        expect("a retired row", len(retired), 1)
+        expect("the line of cross-thread frees",
+               "curesv: %d frees were made by a thread other than the allocating one" %
+               want["crossed"] in text.splitlines(), True)
+        return allocs, frees, crossed
+    return check
 
 
 def check_memory_viz(report, out):
@@ -1677,6 +1821,16 @@ def configuration_cases(b):
     ]
 
 
+def report_problems(report, quiescent):
+    """What every JSON report must meet: its keys named in README, its rows adding up."""
+    problems = ["key %s is not in README's key table" % k
+                for k in check_report.unnamed_keys(report, README_KEYS)]
+    if quiescent:
+        problems += check_report.rows_problems(report)
+    if problems:
+        raise AssertionError("; ".join(problems[:4]))
+
+
 def per_process_check(case, tmp, out):
     """The reports of a per_process case: report-PID.json in `tmp`, one per process."""
     reports = {}
@@ -1686,6 +1840,7 @@ def per_process_check(case, tmp, out):
             if m:
                 with open(os.path.join(tmp, name), encoding="utf-8") as f:
                     reports[int(m.group(1))] = json.load(f)
+                report_problems(reports[int(m.group(1))], case.quiescent)
         return True, case.check(reports, out), "", "-"
     except (OSError, ValueError) as err:
         return False, ("-", "-", "-"), "no JSON report: %s; %s" % (err, out.strip()[-300:]), "-"
@@ -1763,6 +1918,7 @@ def run_case(case, lib, stack, first=""):
             return False, ("-", "-", "-"), "no JSON report: %s; %s" % (err, out.strip()[-300:]), "-"
         leaks = report["leaks"]["count"] if report else "-"
         try:
+            report_problems(report, case.quiescent)
             counts = case.check(report, out)
         except AssertionError as err:
             return False, ("-", "-", "-"), str(err), leaks

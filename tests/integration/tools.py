@@ -475,6 +475,67 @@ def merge_two_ranks(args, tmp):
     return "2 ranks"
 
 
+def orphan_allocs(cycles):
+    """The allocations orphans.c CYCLES makes (tests/integration/run.py: orphan_counts)."""
+    return 3 * cycles + len(range(0, cycles, 4)) + len(range(0, cycles, 5))
+
+
+def merge_orphan_tier(args, tmp):
+    """Two ranks that release reservations with buffers live, in more cycles than there are
+    slots: the orphan tier is a row, and each device total's allocations equal its frees at 0 B
+    live, in --json and in the text."""
+    reports, cycles = [], (300, 40)
+    for rank, n in enumerate(cycles):
+        reports.append(os.path.join(tmp, "report-%d.json" % rank))
+        run_shim(args, [os.path.join(args.bin, "orphans"), str(n)],
+                 {"RANK": str(rank), "CURESV_CAPACITY": "64M", "CURESV_REPORT": "json",
+                  "CURESV_REPORT_FILE": reports[-1]})
+    orphan_frees = 0
+    for path in reports:
+        with open(path) as f:
+            orphan_frees += json.load(f)["devices"][0]["orphan"]["frees"]
+    p = run_script([MERGE, "--json"] + reports)
+    expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+    groups = {g["account"]: g for g in json.loads(p.stdout)["groups"] if g["device"] == 0}
+    allocs = sum(orphan_allocs(n) for n in cycles)
+    total = groups["(device total)"]
+    for key, want in (("allocs", allocs), ("frees", allocs), ("live_at_exit", 0)):
+        expect("device total " + key, total[key], want)
+    orphan = groups["(orphan tier)"]
+    for key, want in (("allocs", 0), ("frees", orphan_frees), ("processes", 2),
+                      ("reservation", None), ("live_at_exit", 0)):
+        expect("orphan tier " + key, orphan[key], want)
+    expect("rows summed", sum(g["frees"] for a, g in groups.items() if a != "(device total)"),
+           allocs)
+    p = run_script([MERGE] + reports)
+    rows = {}
+    for line in p.stdout.splitlines()[2:]:
+        if line[13:19].strip() == "0":  # host (12), device (6), account (20), then the counts
+            rows[line[21:41].rstrip()] = line[41:].split()
+    text_total, text_orphan = rows.get("(device total)"), rows.get("(orphan tier)")
+    if not text_total or text_total[1:3] != [str(allocs)] * 2:
+        raise AssertionError("device total row (procs, allocs, frees...): %r" % text_total)
+    if not text_orphan or text_orphan[:3] != ["2", "0", str(orphan_frees)] or \
+            text_orphan[-2:] != ["-", "-"]:
+        raise AssertionError("orphan tier row (procs, allocs, frees... peaks): %r" % text_orphan)
+    return "%d allocations, %d frees" % (allocs, total["frees"])
+
+
+def merge_caller_attribution(args, tmp):
+    """Under CURESV_ATTRIBUTION=caller the freeing reservation reads below 0 (the bug curesv
+    shows): such a report is merged, not skipped."""
+    path = os.path.join(tmp, "caller.json")
+    run_shim(args, [os.path.join(args.bin, "handoff")],
+             dict(HANDOFF_ENV, CURESV_ATTRIBUTION="caller", CURESV_REPORT="json",
+                  CURESV_REPORT_FILE=path))
+    p = run_script([MERGE, "--json", path])
+    expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+    groups = {g["account"]: g for g in json.loads(p.stdout)["groups"]}
+    expect("pipe live at exit", groups["pipe"]["live_at_exit"], -80 * 1024)
+    expect("scan live at exit", groups["scan"]["live_at_exit"], 80 * 1024)
+    return "pipe at -80 KiB"
+
+
 def merge_skips_bad_inputs(args, tmp):
     good = torchrun_pair(args, os.path.join(tmp))
     cut = os.path.join(tmp, "cut.json")
@@ -512,6 +573,8 @@ CASES = [
     ("curesv-plot: names that would run commands", plot_hostile_names),
     ("curesv-merge: two ranks, as torchrun starts them", merge_two_ranks),
     ("curesv-merge: malformed and truncated reports", merge_skips_bad_inputs),
+    ("curesv-merge: the orphan tier's row; device totals add up", merge_orphan_tier),
+    ("curesv-merge: a report under caller attribution", merge_caller_attribution),
     ("curesv-plot: hostile input, exit statuses", plot_hostile_input),
     ("curesv-merge: hostile input, exit statuses", merge_hostile_input),
 ]

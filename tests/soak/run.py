@@ -4,10 +4,13 @@ configuration (observe: large budgets; enforce: small ones, so that refusals hap
 the JSON reports it leaves against the books it kept:
 
   - each quiescent report (between phases, at exit) exactly: every counter of device 0's
-    reservations and shared pool, device 1's sums (its reservations of every generation, its
-    shared pool and the orphan tier), live bytes, the origin table, the VMM section, the leaks;
+    reservations and shared pool, device 1's sums over its rows (its reservations of every
+    generation, listed or retired, its orphan tier and its shared pool: allocations, frees,
+    cross-thread and cross-stream frees, denials, transfers in and out), live bytes, the origin
+    table, the VMM section, the leaks; and that its rows add up (check_report.py --rows);
   - every report, the racing ones too: nothing unknown, untracked or stale, counters that never go
-    back from one report to the next, and in enforce mode no peak past its budget or capacity.
+    back from one report to the next, in enforce mode no peak past its budget or capacity, and
+    every key named in README's key table (check_report.py --keys).
 
     run.py --lib build/plain/libcuresv.so --bin build/plain/soak/soak [--ops N] [--threads T]
            [--config observe|enforce] [--sanitizer-runtime /path/libtsan.so] [--keep DIR]
@@ -24,6 +27,11 @@ import sys
 import tempfile
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "unit"))
+import check_report  # noqa: E402  (tests/unit/check_report.py)
+
+README_KEYS = check_report.readme_keys(os.path.join(HERE, "..", "..", "README.md"))
 STABLE = ["s0", "s1", "s2", "s3", "s4"]
 CHURN = ["c0", "c1", "c2", "c3"]
 ATTACH = "g-s0-*=s0,g-s1-*=s1,g-c0-*=c0,g-c1-*=c1"
@@ -88,6 +96,8 @@ def check_always(p, where, report, mode, previous):
     p.eq(where, "vmm unknown_releases", report["vmm"]["unknown_releases"], 0)
     p.eq(where, "vmm untracked", report["vmm"]["untracked"], 0)
     p.eq(where, "mode", report["mode"], mode)
+    for key in check_report.unnamed_keys(report, README_KEYS):
+        p.lines.append("%s: key %s is not in README's key table" % (where, key))
     p.true(where, len(report["reservations"]) <= 255, "more than 255 reservations listed")
     names = sorted(r["name"] for r in report["reservations"] if r["device"] == 0)
     p.eq(where, "device 0's reservations", names, STABLE)
@@ -161,22 +171,26 @@ def check_books(p, where, report, books):
         p.true(where, dev["peak"] >= dev["allocated"] - short, "device %d peak %d below its %d "
                "live bytes by more than %d" % (dev["device"], dev["peak"], dev["allocated"], short))
     p.eq(where, "device capacities", [d0["capacity"], d1["capacity"]], books["capacity"])
-    # device 1: every generation of every churn reservation (listed, or retired once its slot was
-    # reused), its shared pool, the orphan tier
-    rows1 = [r for r in report["reservations"] if r["device"] == 1] + [d1["shared"], d1["retired"]]
+    # device 1: its rows, which hold every allocation and free: every generation of every churn
+    # reservation (listed, or retired once its slot was reused), its orphan tier (the frees after
+    # a release, and transfers out of it), its shared pool
+    rows1 = check_report.device_rows(report, d1)
     b1 = acc["device1"]
-    p.eq(where, "device 1 allocs (all generations)", sum(r["allocs"] for r in rows1), b1["allocs"])
-    p.eq(where, "device 1 frees (all generations) + orphan frees",
-         sum(r["frees"] for r in rows1) + report["orphan_frees"], b1["frees"])
-    p.eq(where, "device 1 denied (all generations)", sum(r["denied"] for r in rows1), b1["denied"])
+    for key in ("allocs", "frees", "cross_thread_frees", "cross_stream_frees", "denied"):
+        p.eq(where, "device 1 %s over its rows" % key, sum(r[key] for r in rows1), b1[key])
+    p.eq(where, "device 1 transfers in and out over its rows",
+         sum(r["transfers_in"] for r in rows1), sum(r["transfers_out"] for r in rows1))
+    p.eq(where, "device 1 orphan tier's allocations", d1["orphan"]["allocs"], 0)
     p.eq(where, "device 1 allocated", d1["allocated"], b1["allocated"])
     live1 = live_rows(report, 1)
     p.eq(where, "device 1: live reservations + shared pool + orphan tier",
-         sum(r["allocated"] for r in live1) + d1["shared"]["allocated"] + d1["orphan_bytes"],
+         sum(r["allocated"] for r in live1) + d1["shared"]["allocated"] + d1["orphan"]["bytes"],
          d1["allocated"])
     p.eq(where, "device 1 host bytes: live reservations + shared pool + orphan tier",
          sum(r["host_allocated"] for r in live1) + d1["shared"]["host_allocated"] +
-         report["orphan_host_bytes"], b1["host_allocated"])
+         d1["orphan"]["host_bytes"], b1["host_allocated"])
+    for line in check_report.rows_problems(report):
+        p.lines.append("%s: %s" % (where, line))
     p.eq(where, "device 1 reserved", d1["reserved"], len(live1) * books["churn_size"])
     p.eq(where, "churn reservations listed + retired",
          sum(1 for r in report["reservations"] if r["device"] == 1) +

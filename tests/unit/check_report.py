@@ -15,10 +15,27 @@ EXPECTED.json holds the values the report must carry, for the keys DESIGN.md let
                "largest": [{"reservation": ..., "thread": ..., "bytes": ...}, ...]}}
 
 Every contract key must be present with exactly the expected value and type (integers are JSON
-integers, not floats or booleans). Exit status 0 when all match; otherwise 1, one line per
-mismatch on stderr.
+integers, not floats or booleans).
+
+    check_report.py --rows REPORT.json...
+
+Each report, written while nothing ran, adds up (README, "The report"): on each device the rows
+(its reservations listed, its retired reservations, its orphan tier, its shared pool) hold every
+allocation and free, so allocations less frees over all rows is what is live (leaks.count);
+transfers in equal transfers out on each device; under origin attribution, the live bytes of the
+live reservations, the shared pool and the orphan tier are the device's; the top-level orphan
+figures are the devices' summed.
+
+    check_report.py --keys README.md REPORT.json...
+
+Every key each report has, at any depth, is named in README.md's key table (section "The
+report"): a row's first column names top-level keys; the backquoted lists of its second column
+name their keys, `name{...}` an object's own and `name[]{...}` those of an array's objects.
+
+Exit status 0 when all match; otherwise 1, one line per mismatch on stderr.
 """
 import json
+import re
 import sys
 
 RESERVATION_KEYS = ("name", "device", "size", "allocated", "peak", "allocs", "frees",
@@ -59,7 +76,145 @@ def fields(where, got, want, keys):
             same(f"{where}.{k}", got[k], want[k])
 
 
+# ---- the rows add up -----------------------------------------------------------------------------
+
+def device_rows(report, device):
+    """Every row of device d's table: its reservations listed (live and released), its retired
+    reservations, its orphan tier and its shared pool."""
+    return [r for r in report["reservations"] if r["device"] == device["device"]] + \
+        [device["retired"], device["orphan"], device["shared"]]
+
+
+def rows_problems(report):
+    """What does not add up in a report written while nothing ran: one line each."""
+    out, live = [], 0
+    for d in report["devices"]:
+        rows, where = device_rows(report, d), "device %d" % d["device"]
+        allocs, frees = sum(r["allocs"] for r in rows), sum(r["frees"] for r in rows)
+        if frees > allocs:
+            out.append("%s: %d frees over its rows, more than its %d allocations" %
+                       (where, frees, allocs))
+        live += allocs - frees
+        t_in, t_out = (sum(r[k] for r in rows) for k in ("transfers_in", "transfers_out"))
+        if t_in != t_out:
+            out.append("%s: %d transfers in, %d out" % (where, t_in, t_out))
+        if d["orphan"]["allocs"] or d["orphan"]["transfers_in"]:
+            out.append("%s: allocations or transfers into the orphan tier" % where)
+        if report["attribution"] == "origin":
+            held = sum(r["allocated"] for r in report["reservations"]
+                       if r["device"] == d["device"] and not r["released"])
+            held += d["shared"]["allocated"] + d["orphan"]["bytes"]
+            if held != d["allocated"]:
+                out.append("%s: live reservations, shared pool and orphan tier hold %d bytes, "
+                           "the device %d" % (where, held, d["allocated"]))
+        if d["orphan"]["bytes"] != d["orphan_bytes"]:
+            out.append("%s: orphan.bytes %d, orphan_bytes %d" % (where, d["orphan"]["bytes"],
+                                                                 d["orphan_bytes"]))
+    if live != report["leaks"]["count"]:
+        out.append("allocations less frees over every row: %d, live allocations (leaks.count) %d"
+                   % (live, report["leaks"]["count"]))
+    for top, key in (("orphan_bytes", "bytes"), ("orphan_host_bytes", "host_bytes"),
+                     ("orphan_frees", "frees")):
+        summed = sum(d["orphan"][key] for d in report["devices"])
+        if report[top] != summed:
+            out.append("%s %d, the devices' orphan.%s %d" % (top, report[top], key, summed))
+    return out
+
+
+# ---- README's key table names every key -------------------------------------------------------------
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_keys(span, pos=0, depth=0):
+    """`a, b[]{c, d{e}}` as {"a": {}, "b": {"c": {}, "d": {"e": {}}}}, and where it stopped; None
+    when the span is no such list (a value, a function name with a call, prose)."""
+    keys = {}
+    while True:
+        m = NAME.match(span, pos)
+        if not m:
+            return None
+        name, pos = m.group(), m.end()
+        if span.startswith("[]", pos):
+            pos += 2
+        keys.setdefault(name, {})
+        if span.startswith("{", pos):
+            inner = parse_keys(span, pos + 1, depth + 1)
+            if inner is None or not span.startswith("}", inner[1]):
+                return None
+            keys[name].update(inner[0])
+            pos = inner[1] + 1
+        if span.startswith(", ", pos):
+            pos += 2
+            continue
+        if depth == 0 and pos != len(span):
+            return None
+        return keys, pos
+
+
+def readme_keys(path):
+    """The key table of README's section "The report", as a tree of names."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("\n## The report\n", 1)[1].split("\n## ", 1)[0]
+    tree = {}
+    for line in section.splitlines():
+        cells = line.split(" | ")
+        if not line.startswith("| `") or len(cells) < 2:
+            continue
+        children = {}
+        for span in re.findall(r"`([^`]*)`", " | ".join(cells[1:])):
+            parsed = parse_keys(span)
+            if parsed:
+                merge_tree(children, parsed[0])
+        for span in re.findall(r"`([^`]*)`", cells[0]):
+            for name in (parse_keys(span) or ({}, 0))[0]:
+                merge_tree(tree.setdefault(name, {}), children)
+    return tree
+
+
+def merge_tree(into, more):
+    for k, v in more.items():
+        merge_tree(into.setdefault(k, {}), v)
+
+
+def unnamed_keys(value, tree, path=""):
+    """The paths of the keys of `value` that `tree` does not name."""
+    if isinstance(value, list):
+        return sorted({p for v in value for p in unnamed_keys(v, tree, path + "[]")})
+    if not isinstance(value, dict):
+        return []
+    out = []
+    for k, v in value.items():
+        here = "%s.%s" % (path, k) if path else k
+        if k not in tree:
+            out.append(here)
+        else:
+            out.extend(unnamed_keys(v, tree[k], here))
+    return out
+
+
+def load_report(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_many(args):
+    """--rows REPORT... or --keys README REPORT...: one line per problem."""
+    if args[0] == "--keys":
+        tree = readme_keys(args[1])
+        problems = ["%s: key %s is not in README's key table" % (p, k)
+                    for p in args[2:] for k in unnamed_keys(load_report(p), tree)]
+    else:
+        problems = ["%s: %s" % (p, line) for p in args[1:] for line in rows_problems(load_report(p))]
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] in ("--rows", "--keys"):
+        return check_many(sys.argv[1:])
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2

@@ -355,6 +355,7 @@ static inline void expect_retired_(curesv_engine *e, int line, int device, uint6
 struct want_dev {
 	int64_t allocated, peak, orphan, orphan_host;
 	uint64_t reserved, headroom, orphan_frees;
+	uint64_t orphan_cross_thread_frees, orphan_cross_stream_frees, orphan_transfers_out;
 };
 
 static inline void expect_dev_(curesv_engine *e, int line, int device, struct want_dev w)
@@ -370,6 +371,9 @@ static inline void expect_dev_(curesv_engine *e, int line, int device, struct wa
 	EXPECT_FIELD_(d.reserved, w.reserved);
 	EXPECT_FIELD_(curesv_ledger_pool_headroom(&e->ledger, device), w.headroom);
 	EXPECT_FIELD_(d.orphan_frees, w.orphan_frees);
+	EXPECT_FIELD_(d.orphan_cross_thread_frees, w.orphan_cross_thread_frees);
+	EXPECT_FIELD_(d.orphan_cross_stream_frees, w.orphan_cross_stream_frees);
+	EXPECT_FIELD_(d.orphan_transfers_out, w.orphan_transfers_out);
 }
 
 /* Device `device`'s merged totals. */

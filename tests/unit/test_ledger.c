@@ -154,13 +154,15 @@ Test(ledger, enforce_shared_pool_is_capacity_minus_reservations_minus_orphan)
 	/* the orphan's free gives the pool its 80 KiB back */
 	cr_assert(actor_free(&pipe, fake_ptr(4)));
 	EXPECT_DEV(&E, 0, .allocated = 120 * KiB, .peak = 200 * KiB, .orphan = 0,
-		   .reserved = 200 * KiB, .headroom = 80 * KiB, .orphan_frees = 1);
+		   .reserved = 200 * KiB, .headroom = 80 * KiB, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	EXPECT_SHARED(&E, .size = 200 * KiB, .allocated = 120 * KiB, .peak = 120 * KiB,
 		      .caller_view = 120 * KiB, .allocs = 3, .frees = 1, .denied = 3);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .caller_view = -80 * KiB);
 	cr_assert_eq(actor_alloc(&main_, fake_ptr(6), 80 * KiB), GRANTED);
 	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .orphan = 0,
-		   .reserved = 200 * KiB, .headroom = 0, .orphan_frees = 1);
+		   .reserved = 200 * KiB, .headroom = 0, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	actor_stop(&main_);
 	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
@@ -237,7 +239,8 @@ Test(ledger, host_allocations_never_touch_device_capacity)
 		   .orphan_host = 1 * MiB, .reserved = 200 * KiB, .headroom = 0);
 	cr_assert(actor_free(&main_, fake_ptr(1)));
 	EXPECT_DEV(&E, 0, .allocated = 200 * KiB, .peak = 200 * KiB, .orphan = 100 * KiB,
-		   .orphan_host = 0, .reserved = 200 * KiB, .headroom = 0, .orphan_frees = 1);
+		   .orphan_host = 0, .reserved = 200 * KiB, .headroom = 0, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	cr_assert(actor_free(&main_, fake_ptr(2)));
 	EXPECT_SHARED(&E, .size = 100 * KiB, .allocated = 100 * KiB, .peak = 100 * KiB,
 		      .caller_view = 100 * KiB, .allocs = 2, .frees = 1, .denied = 1);
@@ -276,7 +279,8 @@ Test(ledger, release_returns_the_unused_part_and_orphans_live_bytes)
 	/* the late free drains the orphan tier, and no reservation */
 	cr_assert(actor_free(&pipe, P));
 	EXPECT_DEV(&E, 0, .allocated = 50 * KiB, .peak = 130 * KiB, .orphan = 0,
-		   .reserved = 200 * KiB, .headroom = 200 * KiB, .orphan_frees = 1);
+		   .reserved = 200 * KiB, .headroom = 200 * KiB, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .allocated = 0, .peak = 80 * KiB,
 		   .caller_view = 80 * KiB, .allocs = 1);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 50 * KiB, .peak = 50 * KiB,
@@ -287,10 +291,12 @@ Test(ledger, release_returns_the_unused_part_and_orphans_live_bytes)
 	cr_assert_eq(curesv_engine_reserve(&E, "scan", 60 * KiB, 0), CURESV_OK);
 	EXPECT_RES(&E, "scan", .size = 60 * KiB);
 	EXPECT_DEV(&E, 0, .allocated = 50 * KiB, .peak = 130 * KiB, .reserved = 260 * KiB,
-		   .headroom = 140 * KiB, .orphan_frees = 1);
+		   .headroom = 140 * KiB, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	cr_assert_eq(curesv_engine_release(&E, "pipe"), CURESV_OK);
 	EXPECT_DEV(&E, 0, .allocated = 50 * KiB, .peak = 130 * KiB, .orphan = 50 * KiB,
-		   .reserved = 60 * KiB, .headroom = 290 * KiB, .orphan_frees = 1);
+		   .reserved = 60 * KiB, .headroom = 290 * KiB, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	/* the scan thread, still attached to the released R_scan, frees: it falls back, once */
 	struct capture cap;
 	char log[1024];
@@ -303,7 +309,8 @@ Test(ledger, release_returns_the_unused_part_and_orphans_live_bytes)
 			 "was released; its allocations now draw from the shared pool\n");
 	cr_assert_eq(actor_origin(&scan), CURESV_SHARED);
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 130 * KiB, .orphan = 0, .reserved = 60 * KiB,
-		   .headroom = 340 * KiB, .orphan_frees = 2);
+		   .headroom = 340 * KiB, .orphan_frees = 2,
+		   .orphan_cross_thread_frees = 2);
 	stages_stop(&scan, &pipe);
 	curesv_engine_destroy(&E);
 }
@@ -351,7 +358,8 @@ Test(ledger, reused_slot_gets_a_new_generation)
 	cr_assert(actor_free(&other, P));
 	EXPECT_RES(&E, "fresh", .size = 2 * MiB);
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 4 * KiB, .orphan = 0, .reserved = 256 * MiB,
-		   .headroom = (uint64_t)(TiB - 256 * MiB), .orphan_frees = 1);
+		   .headroom = (uint64_t)(TiB - 256 * MiB), .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 
 	/* a thread still holding the stale handle falls back to the shared pool, with one warning */
 	struct capture cap;
@@ -373,7 +381,8 @@ Test(ledger, reused_slot_gets_a_new_generation)
 	cr_assert_eq(c.origin, CURESV_SHARED);
 	curesv_ledger_uncharge(&E.ledger, &c);
 	EXPECT_DEV(&E, 0, .allocated = 8 * KiB, .peak = 8 * KiB, .orphan = 0, .reserved = 256 * MiB,
-		   .headroom = (uint64_t)(TiB - 256 * MiB - 8 * KiB), .orphan_frees = 1);
+		   .headroom = (uint64_t)(TiB - 256 * MiB - 8 * KiB), .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	EXPECT_RES(&E, "fresh", .size = 2 * MiB);
 	EXPECT_SHARED(&E, .size = TiB - 256 * MiB, .allocated = 8 * KiB, .peak = 8 * KiB,
 		      .caller_view = 4 * KiB, .allocs = 1);
@@ -534,14 +543,14 @@ Test(ledger, transfer_out_of_a_released_reservation_drains_the_orphan_tier)
 		   .reserved = 200 * KiB, .headroom = 120 * KiB);
 	cr_assert_eq(curesv_engine_transfer(&E, P, "pipe"), CURESV_OK);
 	EXPECT_DEV(&E, 0, .allocated = 80 * KiB, .peak = 80 * KiB, .orphan = 0,
-		   .reserved = 200 * KiB, .headroom = 200 * KiB);
+		   .reserved = 200 * KiB, .headroom = 200 * KiB, .orphan_transfers_out = 1);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 80 * KiB, .peak = 80 * KiB,
 		   .caller_view = 80 * KiB, .tin = 1);
 	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .peak = 80 * KiB,
 		   .caller_view = 80 * KiB, .allocs = 1);
 	cr_assert(actor_free(&pipe, P));
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .orphan = 0, .reserved = 200 * KiB,
-		   .headroom = 200 * KiB);
+		   .headroom = 200 * KiB, .orphan_transfers_out = 1);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .peak = 80 * KiB,
 		   .caller_view = 0, .frees = 1, .cross = 1, .tin = 1);
 	stages_stop(&scan, &pipe);
@@ -1043,7 +1052,8 @@ Test(concurrency, release_racing_frees, .timeout = 120)
 		cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK); /* no fallback warning later */
 		peak = bytes + 3 * MiB > peak ? bytes + 3 * MiB : peak;
 		EXPECT_DEV(&E, 0, .allocated = 3 * MiB + bytes, .peak = peak, .reserved = 12 * MiB,
-			   .headroom = 52 * MiB, .orphan_frees = orphan_frees);
+			   .headroom = 52 * MiB, .orphan_frees = orphan_frees,
+			   .orphan_cross_thread_frees = orphan_frees);
 
 		release_race_round(&r, round);
 
@@ -1060,7 +1070,8 @@ Test(concurrency, release_racing_frees, .timeout = 120)
 		cr_assert_eq(st.allocs, RF * PER);
 		cr_assert_eq(st.caller_view, bytes, "the freeing threads are not attached to it");
 		EXPECT_DEV(&E, 0, .allocated = 3 * MiB, .peak = peak, .orphan = 0, .reserved = 8 * MiB,
-			   .headroom = 56 * MiB, .orphan_frees = orphan_frees);
+			   .headroom = 56 * MiB, .orphan_frees = orphan_frees,
+			   .orphan_cross_thread_frees = orphan_frees);
 		EXPECT_RES(&E, "keep", .size = keep.size, .allocated = keep.allocated,
 			   .peak = keep.peak, .caller_view = keep.caller_view, .allocs = keep.allocs);
 		EXPECT_SHARED(&E, .size = 56 * MiB, .caller_view = -freed);

@@ -107,26 +107,50 @@ static char *read_file(const char *path)
 	return buf;
 }
 
-/* Runs check_report.py on report `json_path` against `expected`; returns its exit status. Its
- * complaints go to stderr, or nowhere when `quiet`. */
-static int check_json_(const char *json_path, const char *expected, bool quiet)
+/* The folder of this file (check_report.py's; README.md is two above). */
+static const char *test_dir(void)
 {
-	char exp_path[128], dir[512], cmd[2048];
-	temp_path(exp_path, sizeof exp_path, ".expected.json");
-	write_file(exp_path, expected);
+	static char dir[512];
 	snprintf(dir, sizeof dir, "%s", __FILE__);
 	char *slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
 	else
 		snprintf(dir, sizeof dir, ".");
-	snprintf(cmd, sizeof cmd, "python3 '%s/check_report.py' '%s' '%s' %s", dir, json_path,
-		 exp_path, quiet ? "2>/dev/null" : ">&2");
+	return dir;
+}
+
+/* Runs check_report.py with arguments `args`; returns its exit status. */
+static int run_check_report(const char *args)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "python3 '%s/check_report.py' %s", test_dir(), args);
 	int st = system(cmd);
-	unlink(exp_path);
 	cr_assert_neq(st, -1);
 	cr_assert(WIFEXITED(st), "python3 did not run: %d", st);
 	return WEXITSTATUS(st);
+}
+
+/* Runs check_report.py on report `json_path` against `expected`; returns its exit status. Its
+ * complaints go to stderr, or nowhere when `quiet`. */
+static int check_json_(const char *json_path, const char *expected, bool quiet)
+{
+	char exp_path[128], args[1024];
+	temp_path(exp_path, sizeof exp_path, ".expected.json");
+	write_file(exp_path, expected);
+	snprintf(args, sizeof args, "'%s' '%s' %s", json_path, exp_path,
+		 quiet ? "2>/dev/null" : ">&2");
+	int st = run_check_report(args);
+	unlink(exp_path);
+	return st;
+}
+
+/* Whether the rows of report `json_path` add up (check_report.py --rows). */
+static bool rows_add_up(const char *json_path)
+{
+	char args[512];
+	snprintf(args, sizeof args, "--rows '%s' >&2", json_path);
+	return run_check_report(args) == 0;
 }
 
 static int check_json(const char *json_path, const char *expected)
@@ -176,6 +200,40 @@ Test(report, json_contract_keys_exact, .timeout = 60)
 	report_to(path, CURESV_REPORT_JSON);
 	int st = check_json(path, expected_json);
 	cr_assert_eq(st, 0, "check_report.py failed (%d) on:\n%s", st, read_file(path));
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+/* Whether README's key table names every key of report `json_path` (check_report.py --keys). */
+static bool keys_named(const char *json_path, bool quiet)
+{
+	char args[1024];
+	snprintf(args, sizeof args, "--keys '%s/../../README.md' '%s' %s", test_dir(), json_path,
+		 quiet ? "2>/dev/null" : ">&2");
+	return run_check_report(args) == 0;
+}
+
+/* README's key table names every key of the report, however deep; a key it does not name, at the
+ * top or in an object of a device, fails the check. */
+Test(report, readme_names_every_key, .timeout = 60)
+{
+	known_state(NULL);
+	char path[128];
+	temp_path(path, sizeof path, ".json");
+	report_to(path, CURESV_REPORT_JSON);
+	cr_assert(keys_named(path, false), "%s", read_file(path));
+	static char text[1 << 16], odd[sizeof text + 64];
+	snprintf(text, sizeof text, "%s", read_file(path));
+	const char *edits[][2] = { { "{\n", "{\"surprise\": 1,\n" },
+				   { "\"orphan\": {", "\"orphan\": {\"peak\": 0, " } };
+	for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+		char *at = strstr(text, edits[i][0]);
+		cr_assert_not_null(at, "%s", edits[i][0]);
+		snprintf(odd, sizeof odd, "%.*s%s%s", (int)(at - text), text, edits[i][1],
+			 at + strlen(edits[i][0]));
+		write_file(path, odd);
+		cr_assert_not(keys_named(path, true), "an unnamed key passed: %s", odd);
+	}
 	unlink(path);
 	curesv_engine_destroy(&E);
 }
@@ -864,10 +922,66 @@ Test(report, retired_reservations_keep_their_counts, .timeout = 60)
 	cr_assert_not_null(strstr(text, "\"retired\": {\"reservations\": 2, \"allocs\": 2, \"frees\": 2,"
 				       " \"cross_thread_frees\": 0, \"denied\": 0, \"over_budget\": 2, "
 				       "\"transfers_in\": 0, \"transfers_out\": 0, "
+				       "\"cross_stream_frees\": 0}, \"orphan\": {\"bytes\": 0, "
+				       "\"host_bytes\": 0, \"allocs\": 0, \"frees\": 0, "
+				       "\"cross_thread_frees\": 0, \"denied\": 0, \"over_budget\": 0, "
+				       "\"transfers_in\": 0, \"transfers_out\": 0, "
 				       "\"cross_stream_frees\": 0}, \"graph\": "), "%s", text);
 	curesv_findings f;
 	curesv_report_findings(&E, &f);
 	cr_assert_eq(f.over_budget, RETIRED_CYCLES, "every overrun counted, retired ones too");
+	unlink(path);
+	curesv_engine_destroy(&E);
+}
+
+#define ORPHAN_CYCLES (CURESV_MAX_RESERVATIONS + 45)
+
+/* Reservations released with a buffer live, more of them than there are slots: the late frees
+ * (some by another thread, after the slot was reused) drain the orphan tier, and a third of the
+ * buffers are transferred out of it first. The orphan tier's row counts them, so that every
+ * allocation and every free is in one row and the rows add up at 0 B live. */
+Test(report, the_orphan_tier_is_a_row_and_the_rows_add_up, .timeout = 60)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1T", "CURESV_TABLE_SLOTS=1024", "CURESV_RESERVATIONS=keep=1M");
+	struct actor freer;
+	actor_start(&freer, &E, "freer");
+	for (int i = 0; i < ORPHAN_CYCLES; i++) {
+		uint64_t b = fake_ptr(2 + (uint64_t)i);
+		cr_assert_eq(curesv_engine_reserve(&E, "r", 64 * KiB, 0), CURESV_OK);
+		cr_assert_eq(curesv_thread_attach("r"), CURESV_OK);
+		cr_assert_eq(eng_alloc(&E, fake_ptr(1), 4 * KiB), GRANTED);
+		cr_assert_eq(eng_alloc(&E, b, 8 * KiB), GRANTED);
+		cr_assert(eng_free(&E, fake_ptr(1)));
+		cr_assert_eq(curesv_thread_attach(NULL), CURESV_OK);
+		cr_assert_eq(curesv_engine_release(&E, "r"), CURESV_OK);
+		if (i % 3 == 0)
+			cr_assert_eq(curesv_engine_transfer(&E, b, "keep"), CURESV_OK);
+		if (i % 3 == 0 || i % 2 == 0)
+			cr_assert(eng_free(&E, b));
+	}
+	for (int i = 1; i < ORPHAN_CYCLES; i += 2)
+		if (i % 3 != 0)
+			cr_assert(actor_free(&freer, fake_ptr(2 + (uint64_t)i)));
+	actor_stop(&freer);
+	/* 300 cycles: 600 allocations; 300 frees in the rows of "r", 100 in keep's (transferred
+	 * there), 200 drained the orphan tier, 100 of them by the freer */
+	char path[128];
+	temp_path(path, sizeof path, ".txt");
+	report_to(path, CURESV_REPORT_TEXT);
+	const char *text = read_file(path);
+	has_line(text, "curesv:   (orphan tier)                   -         0 B           -        0"
+		       "     200      100            -       0");
+	has_line(text, "curesv:   (46 retired)                    -           -           -       92"
+		       "      46        0            -       0");
+	has_line(text, "curesv: 100 frees were made by a thread other than the allocating one");
+	report_to(path, CURESV_REPORT_JSON);
+	text = read_file(path);
+	cr_assert_not_null(strstr(text, "\"orphan\": {\"bytes\": 0, \"host_bytes\": 0, \"allocs\": 0, "
+				       "\"frees\": 200, \"cross_thread_frees\": 100, \"denied\": 0, "
+				       "\"over_budget\": 0, \"transfers_in\": 0, \"transfers_out\": 100, "
+				       "\"cross_stream_frees\": 0}"), "%s", text);
+	cr_assert(rows_add_up(path), "%s", text);
+	cr_assert(keys_named(path, false), "%s", text);
 	unlink(path);
 	curesv_engine_destroy(&E);
 }

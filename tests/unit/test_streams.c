@@ -83,7 +83,8 @@ Test(streams, t2_t3_release_before_and_after_the_free)
 		   .caller_view = 80 * KiB, .allocs = 1);
 	cr_assert(eng_free_on(&E, S_PIPE, P));
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .orphan = 0, .reserved = 200 * KiB,
-		   .headroom = 200 * KiB, .orphan_frees = 1);
+		   .headroom = 200 * KiB, .orphan_frees = 1,
+		   .orphan_cross_stream_frees = 1);
 	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .allocated = 0, .peak = 80 * KiB,
 		   .caller_view = 80 * KiB, .allocs = 1);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .caller_view = -80 * KiB, .streams = 1);

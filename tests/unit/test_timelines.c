@@ -132,7 +132,8 @@ Test(timeline, t3_orphan_tier)
 
 	cr_assert(actor_free(&pipe_, P));
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .orphan = 0, .reserved = 200 * KiB,
-		   .headroom = 200 * KiB, .orphan_frees = 1);
+		   .headroom = 200 * KiB, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	EXPECT_RES(&E, "scan", .size = 100 * KiB, .released = 1, .allocated = 0, .peak = 80 * KiB,
 		   .caller_view = 80 * KiB, .allocs = 1);
 	EXPECT_RES(&E, "pipe", .size = 200 * KiB, .allocated = 0, .caller_view = -80 * KiB);
@@ -143,7 +144,8 @@ Test(timeline, t3_orphan_tier)
 	cr_assert_eq(curesv_engine_release(&E, "pipe"), CURESV_OK);
 	cr_assert_eq(curesv_ledger_pool_headroom(&E.ledger, 0) - before, 200 * KiB);
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 80 * KiB, .orphan = 0, .reserved = 0,
-		   .headroom = 400 * KiB, .orphan_frees = 1);
+		   .headroom = 400 * KiB, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	EXPECT_SHARED(&E, .size = 400 * KiB);
 	stop_threads();
 }
@@ -295,7 +297,8 @@ Test(timeline, t6_release_racing_32_freeing_threads, .timeout = 120)
 		EXPECT_HANDLE(&E, h, .size = 1 * MiB, .allocated = bytes, .peak = bytes,
 			      .caller_view = bytes, .allocs = T6_THREADS);
 		EXPECT_DEV(&E, 0, .allocated = 16 * KiB + bytes, .peak = peak, .reserved = 3 * MiB,
-			   .headroom = 1 * MiB, .orphan_frees = orphan_frees);
+			   .headroom = 1 * MiB, .orphan_frees = orphan_frees,
+			   .orphan_cross_thread_frees = orphan_frees);
 
 		release_race_round(&t, round);
 
@@ -311,7 +314,8 @@ Test(timeline, t6_release_racing_32_freeing_threads, .timeout = 120)
 			      .cross = st.frees);
 		/* back to the baseline */
 		EXPECT_DEV(&E, 0, .allocated = 16 * KiB, .peak = peak, .orphan = 0, .reserved = 2 * MiB,
-			   .headroom = 2 * MiB, .orphan_frees = orphan_frees);
+			   .headroom = 2 * MiB, .orphan_frees = orphan_frees,
+			   .orphan_cross_thread_frees = orphan_frees);
 		EXPECT_RES(&E, "pipe", .size = 2 * MiB, .allocated = 16 * KiB, .peak = 16 * KiB,
 			   .caller_view = 16 * KiB - freed, .allocs = 1);
 		EXPECT_SHARED(&E, .size = 2 * MiB);

@@ -216,7 +216,8 @@ Test(trace, chrome_counters_end_on_the_reports_figures)
 	cr_assert_eq(eng_alloc(&E, fake_ptr(6), 4 * KiB), GRANTED);
 	stages_stop(&scan, &pipe_);
 	EXPECT_DEV(&E, 0, .allocated = 34 * KiB, .peak = 80 * KiB, .orphan = 10 * KiB,
-		   .reserved = 200 * KiB, .headroom = 186 * KiB, .orphan_frees = 1);
+		   .reserved = 200 * KiB, .headroom = 186 * KiB, .orphan_frees = 1,
+		   .orphan_cross_thread_frees = 1);
 	write_report();
 	curesv_engine_destroy(&E);
 	cr_assert_eq(check_trace(), 0, "%s", slurp(trace_path, NULL));
