@@ -24,9 +24,12 @@ BASE := -std=c11 -D_GNU_SOURCE -fPIC -pthread -g $(WARN) -Icore -Ishim -fvisibil
 	-ftls-model=initial-exec
 ifeq ($(VARIANT),plain)
   # Link-time optimisation lets the allocation path inline across the core's modules; the objects
-  # keep their machine code too (fat), so the unit tests link them from a plain archive.
-  FLAVOUR := -O2 -flto=auto -ffat-lto-objects
-  LINK_LTO := -O2 -flto=auto
+  # keep their machine code too (fat), so the unit tests link them from a plain archive. Where the
+  # compiler cannot link that way (no lto-wrapper), the library is built without.
+  LTO_OK := $(shell printf 'int main(void){return 0;}\n' | $(CC) -x c -flto=auto - -o /dev/null \
+	>/dev/null 2>&1 && echo yes)
+  FLAVOUR := -O2 $(if $(LTO_OK),-flto=auto -ffat-lto-objects)
+  LINK_LTO := $(if $(LTO_OK),-O2 -flto=auto)
 else ifeq ($(VARIANT),asan)
   FLAVOUR := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 else ifeq ($(VARIANT),tsan)
