@@ -172,7 +172,7 @@ bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes,
 	}
 	if (!enforcing(e))
 		return true;
-	int shard = curesv_section_enter();
+	struct curesv_shard_ctl *shard = curesv_section_enter();
 	bool ok = charge(e, op, device, bytes, kind, true);
 	if (ok) {
 		op->charged = true;
@@ -190,7 +190,7 @@ bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes,
 static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
 
 /* The operation is over: a fork from now on has nothing of it to settle in the child. */
-static void alloc_retired(int shard, curesv_alloc_op *op)
+static void alloc_retired(struct curesv_shard_ctl *shard, curesv_alloc_op *op)
 {
 	if (op->state != CURESV_OP_IDLE) {
 		op->state = CURESV_OP_IDLE;
@@ -200,7 +200,7 @@ static void alloc_retired(int shard, curesv_alloc_op *op)
 
 bool curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 {
-	int shard = curesv_section_enter();
+	struct curesv_shard_ctl *shard = curesv_section_enter();
 	bool ok = alloc_resize(e, op, bytes);
 	if (!ok)
 		alloc_retired(shard, op);
@@ -324,7 +324,7 @@ static bool alloc_now(curesv_engine *e, curesv_alloc_op *op, uint64_t ptr)
 
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
-	int shard = curesv_section_enter();
+	struct curesv_shard_ctl *shard = curesv_section_enter();
 	bool keep = alloc_end(e, op, ok, ptr);
 	alloc_retired(shard, op);
 	curesv_section_leave(shard);
@@ -391,7 +391,7 @@ void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, cures
 		op->tracked = false;
 		return;
 	}
-	int shard = curesv_section_enter();
+	struct curesv_shard_ctl *shard = curesv_section_enter();
 	op->tracked = curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
 	bool graph = op->tracked && op->entry.kind == CURESV_KIND_GRAPH;
 	if (graph) {
@@ -425,7 +425,7 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 	uint32_t serial = curesv_thread_serial();
 	bool cross_stream = stream_ordered && op->entry.stream &&
 			    op->entry.stream != curesv_stream_tag(op->stream);
-	int shard = curesv_section_enter();
+	struct curesv_shard_ctl *shard = curesv_section_enter();
 	if (!ok) {
 		curesv_table_restore(&e->table, &op->ticket);
 		trace_entry(op, CURESV_TRACE_UNFREE);
@@ -497,7 +497,7 @@ curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char 
 		return st;
 	if (ptr == 0)
 		return CURESV_ERR_INVALID;
-	int shard = curesv_section_enter();
+	struct curesv_shard_ctl *shard = curesv_section_enter();
 	st = transfer(e, ptr, to);
 	curesv_section_leave(shard);
 	return st;

@@ -97,26 +97,25 @@ static bool forking(void)
 	return atomic_load_explicit(&curesv_section_gate, memory_order_acquire) & CURESV_FORKING;
 }
 
-int curesv_section_enter_slow_(void)
+struct curesv_shard_ctl *curesv_section_enter_slow_(void)
 {
-	int i = curesv_shard_index();
-	return i < 0 ? i : curesv_section_enter();
+	return curesv_shard_index() < 0 ? NULL : curesv_section_enter();
 }
 
-void curesv_section_gate_(int i)
+void curesv_section_gate_(struct curesv_shard_ctl *c)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!forking())
 		return;
-	atomic_store_explicit(&curesv_shard_ctl[i].section, 0, memory_order_release);
+	atomic_store_explicit(&c->section, 0, memory_order_release);
 	for (;;) {
 		while (forking())
 			sched_yield();
-		atomic_store_explicit(&curesv_shard_ctl[i].section, 1, memory_order_relaxed);
+		atomic_store_explicit(&c->section, 1, memory_order_relaxed);
 		atomic_thread_fence(memory_order_seq_cst);
 		if (!(atomic_load_explicit(&curesv_section_gate, memory_order_relaxed) & CURESV_FORKING))
 			return;
-		atomic_store_explicit(&curesv_shard_ctl[i].section, 0, memory_order_release);
+		atomic_store_explicit(&c->section, 0, memory_order_release);
 	}
 }
 

@@ -43,8 +43,8 @@ extern _Thread_local int curesv_shard_self_;    /* index + 1; 0: none yet */
 extern _Thread_local struct curesv_shard_ctl *curesv_shard_mine_;      /* its control, once held */
 
 int curesv_shard_claim_(void);
-int curesv_section_enter_slow_(void);
-void curesv_section_gate_(int index);
+struct curesv_shard_ctl *curesv_section_enter_slow_(void);
+void curesv_section_gate_(struct curesv_shard_ctl *c);
 
 /* The calling thread's shard index, claiming one at first use; -1 when none is left. */
 static inline int curesv_shard_index(void)
@@ -57,8 +57,9 @@ static inline int curesv_shard_index(void)
  * most threads that held an index at once. */
 unsigned curesv_shard_count(void);
 
-/* Brackets a hot-path update of the books (see above). Never nests. Returns the shard index. */
-static inline int curesv_section_enter(void)
+/* Brackets a hot-path update of the books (see above). Never nests. Returns the calling thread's
+ * control (NULL: a thread without a shard, which no fork waits for). */
+static inline struct curesv_shard_ctl *curesv_section_enter(void)
 {
 	struct curesv_shard_ctl *c = curesv_shard_mine_;
 	if (__builtin_expect(c == NULL, 0))
@@ -68,25 +69,24 @@ static inline int curesv_section_enter(void)
 	 * the other half of the fence (asymmetric Dekker); without membarrier the gate is never
 	 * clear and the slow step fences before it looks at the fork. */
 	atomic_signal_fence(memory_order_seq_cst);
-	int i = (int)(c - curesv_shard_ctl);
 	if (__builtin_expect(atomic_load_explicit(&curesv_section_gate, memory_order_relaxed), 0))
-		curesv_section_gate_(i);
-	return i;
+		curesv_section_gate_(c);
+	return c;
 }
 
-static inline void curesv_section_leave(int i)
+static inline void curesv_section_leave(struct curesv_shard_ctl *c)
 {
-	if (i >= 0)
+	if (c)
 		/* release: the section's updates are visible to a forking thread that sees 0 */
-		atomic_store_explicit(&curesv_shard_ctl[i].section, 0, memory_order_release);
+		atomic_store_explicit(&c->section, 0, memory_order_release);
 }
 
 /* Publishes (or, with NULL, withdraws) the operation the calling thread is in the middle of, for
  * a forked child to settle (curesv_shard_each_orphan_op). Call inside a section. */
-static inline void curesv_shard_publish(int i, void *op)
+static inline void curesv_shard_publish(struct curesv_shard_ctl *c, void *op)
 {
-	if (i >= 0)
-		atomic_store_explicit(&curesv_shard_ctl[i].op, op, memory_order_relaxed);
+	if (c)
+		atomic_store_explicit(&c->op, op, memory_order_relaxed);
 }
 
 /* Fork handlers (pthread_atfork order): prepare waits for sections (at most about 2 s per thread

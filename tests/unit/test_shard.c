@@ -16,7 +16,8 @@ static void *holder(void *arg)
 {
 	int *got = arg;
 	*got = curesv_shard_index();
-	int s = curesv_section_enter();
+	struct curesv_shard_ctl *s = curesv_section_enter();
+	cr_assert_eq(s, &curesv_shard_ctl[*got]);
 	curesv_section_leave(s);
 	pthread_barrier_wait(&all_in);
 	return NULL;
