@@ -224,7 +224,7 @@ static void give_back(uint64_t ptr, enum curesv_kind kind)
 	}
 }
 
-static CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, enum curesv_kind kind)
+CURESV_HOT CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, enum curesv_kind kind)
 {
 	if (curesv_call_alloc_done(c, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? ptr : 0))
 		return r;

@@ -66,7 +66,7 @@ static void give_back(uint64_t ptr, enum curesv_kind kind)
 		fn((void *)(uintptr_t)ptr);
 }
 
-static cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t ptr,
+CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t ptr,
 				enum curesv_kind kind)
 {
 	if (curesv_call_alloc_done(c, r == cudaSuccess, r == cudaSuccess ? ptr : 0))
