@@ -1304,17 +1304,6 @@ void curesv_ledger_stats(curesv_ledger *l, uint32_t handle, int device, curesv_s
 	}
 }
 
-curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, curesv_stats_t *out)
-{
-	uint32_t handle;
-	if (!out)
-		return CURESV_ERR_INVALID;
-	curesv_status st = curesv_ledger_latest_handle(l, name, &handle);
-	if (st == CURESV_OK)
-		curesv_ledger_stats(l, handle, 0, out);
-	return st;
-}
-
 uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device)
 {
 	if (!curesv_device_ok(device))

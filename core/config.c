@@ -13,7 +13,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "units.h"
 
 #include "escape.h"
 #include "outfile.h"

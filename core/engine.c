@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "report.h"
+#include "units.h"
 #include "trace.h"
 
 bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)

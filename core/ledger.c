@@ -4,61 +4,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "books.h"
-
-/* Counts the locks this thread holds or is about to take. It is raised before the lock is taken and
- * lowered after it is let go, so that a signal handler running between the two steps (TSan delivers
- * signals as pthread_mutex_lock returns) sees the lock as held: the worst it does is skip a report. */
-static _Thread_local int locks_held;
-/* The thread's cancelability state before its first lock: a lock is held across write(), a
- * cancellation point, and a thread cancelled there would leave it held for ever. */
-static _Thread_local int cancel_state;
-
-/* A signal handler runs on this thread: the compiler fences keep the count's updates on their side
- * of the lock calls, and the count changes before the cancel state is saved and after it is put
- * back, so a handler that takes a lock in between never saves the disabled state as the thread's. */
-static void count_lock(void)
-{
-	bool first = locks_held++ == 0;
-	atomic_signal_fence(memory_order_seq_cst);
-	if (first)
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-}
-
-static void uncount_lock(void)
-{
-	if (locks_held == 1)
-		pthread_setcancelstate(cancel_state, NULL);
-	atomic_signal_fence(memory_order_seq_cst);
-	locks_held--;
-}
-
-void curesv_lock(pthread_mutex_t *m)
-{
-	count_lock();
-	pthread_mutex_lock(m);
-}
-
-bool curesv_trylock(pthread_mutex_t *m)
-{
-	count_lock();
-	if (pthread_mutex_trylock(m) == 0)
-		return true;
-	uncount_lock();
-	return false;
-}
-
-void curesv_unlock(pthread_mutex_t *m)
-{
-	pthread_mutex_unlock(m);
-	uncount_lock();
-}
-
-int curesv_locks_held(void)
-{
-	return locks_held;
-}
-
 /* The slack of a device's total and of its shared pool follow its capacity (unknown: the most). */
 static void set_slack(struct curesv_device *d, int64_t capacity)
 {
@@ -362,4 +307,15 @@ void curesv_ledger_name(curesv_ledger *l, uint32_t handle, char out[CURESV_NAME_
 	    curesv_ident_gen(id) == curesv_handle_gen(handle))
 		memcpy(out, l->res[slot].name, CURESV_NAME_MAX);
 	curesv_unlock(&l->lock);
+}
+
+curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, curesv_stats_t *out)
+{
+	uint32_t handle;
+	if (!out)
+		return CURESV_ERR_INVALID;
+	curesv_status st = curesv_ledger_latest_handle(l, name, &handle);
+	if (st == CURESV_OK)
+		curesv_ledger_stats(l, handle, 0, out);
+	return st;
 }

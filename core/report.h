@@ -33,7 +33,5 @@ void curesv_report_findings(curesv_engine *e, curesv_findings *f);
 void curesv_report_fork_prepare(curesv_engine *e);
 void curesv_report_fork_done(curesv_engine *e);
 
-/* "80 KiB", "1.5 MiB", "-80 KiB", "512 B": exact multiples print whole. */
-const char *curesv_format_bytes(int64_t bytes, char buf[32]);
 
 #endif

@@ -24,36 +24,9 @@
 
 #include "config.h"
 #include "curesv.h"
+#include "trace_event.h"
 
 #define CURESV_TRACE_BUFFER 1024        /* events per thread buffer (48 KiB) */
-
-enum curesv_trace_action {
-	CURESV_TRACE_ALLOC,     /* an allocation is on the books: ptr, bytes, device, kind, origin */
-	CURESV_TRACE_FREE,      /* a tracked free is off the books (the entry's fields) */
-	CURESV_TRACE_REFUSED,   /* CURESV_MODE=enforce refused: bytes, device, kind, origin (the
-				   account that refused) */
-	CURESV_TRACE_FAILED,    /* the real allocation failed, or curesv undid it (table full) */
-	CURESV_TRACE_TRANSFER,  /* a live allocation moved from origin to `to` */
-	CURESV_TRACE_CAPACITY,  /* device's capacity is `bytes` */
-	CURESV_TRACE_RESERVE,   /* recorded by curesv_trace_reserved() only */
-	CURESV_TRACE_RELEASE,   /* recorded by curesv_trace_released() only */
-	CURESV_TRACE_UNFREE,    /* a free recorded as it began failed: the allocation is live again
-				   (the free's fields) */
-};
-
-/* What the caller says of an event; the trace adds the time and the thread. */
-struct curesv_trace_event {
-	uint64_t ptr;           /* the address allocated or freed (0 for a refusal or failure) */
-	uint64_t bytes;
-	uint64_t stream;        /* the CUstream of a stream-ordered call; 0 when none */
-	uint64_t ts;            /* CLOCK_MONOTONIC, ns: filled in by the trace */
-	uint32_t origin;        /* reservation handle charged (ledger.h; CURESV_SHARED: the pool) */
-	uint32_t to;            /* transfer: the new origin */
-	uint32_t thread;        /* curesv_thread_serial(): filled in by the trace */
-	int16_t device;
-	uint8_t action;         /* enum curesv_trace_action */
-	uint8_t kind;           /* enum curesv_kind */
-};
 
 /* Non-zero while events are being recorded. */
 extern _Atomic int curesv_trace_on;

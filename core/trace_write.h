@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "trace.h"
+#include "trace_event.h"
 
 /* Starts a trace on `fd` (the CSV header, or the Chrome preamble and process name). */
 void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid);

@@ -16,6 +16,7 @@
 
 #include "engine_helpers.h"
 #include "report.h"
+#include "units.h"
 
 static curesv_engine E;
 
