@@ -48,7 +48,8 @@ SHIM_CFLAGS := -I$(CUDA_INC) -D__CUDA_API_VERSION_INTERNAL
 INTERP := $(shell $(CC) -\#\#\# -x c /dev/null -o /dev/null 2>&1 | tr ' ' '\n' | \
 	grep -A1 -- '^-dynamic-linker$$' | tail -1)
 
-CORE_SRC := $(wildcard core/*.c)
+CORE_SRC := $(wildcard core/*/*.c)
+CORE_HDR := $(wildcard core/*.h core/*/*.h)
 SHIM_SRC := $(wildcard shim/*.c) $(wildcard shim/*.S)
 SHIM_OBJ := $(patsubst %,$(O)/%.o,$(basename $(SHIM_SRC)))
 CORE_OBJ := $(CORE_SRC:%.c=$(O)/%.o)
@@ -63,7 +64,7 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-unit check-integration check-install check-tools test deps deps-build \
+.PHONY: all core unit check-layers check-unit check-integration check-install check-tools test deps deps-build \
 	demo bench fuzz soak clean install uninstall
 all: $(O)/libcuresv.so
 
@@ -125,7 +126,7 @@ IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds fam
 	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff reload two_runtimes \
 	libcudaplugin12.so slow_free churn no_alloc orphans)
 
-$(IT)/%: tests/integration/%.c shim/curesv.h $(SIM_LINKS) | $(IT)
+$(IT)/%: tests/integration/%.c core/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
 $(IT)/%_static: tests/integration/%.c $(SIM_LIBCUDART_STATIC) $(SIM_LINKS) | $(IT)
 	$(IT_CC) $< $(IT_STATIC) -o $@
@@ -154,7 +155,7 @@ $(IT)/no_alloc: tests/integration/no_alloc.c $(SIM_LINKS) | $(IT)
 	$(IT_CC) $< -L$(SIM_DIR) -lcudart -o $@
 $(IT)/libc10_cuda.so: tests/integration/fake_c10.c | $(IT)
 	$(IT_CC) -fPIC -shared $< -o $@
-$(IT)/layout: tests/integration/layout.c shim/curesv.h | $(IT)
+$(IT)/layout: tests/integration/layout.c core/curesv.h | $(IT)
 	$(IT_CC) -Ishim $< -o $@
 # -lcuresv after -lcudart, as README says; then before it under --as-needed, the mistake it warns of.
 $(IT)/linked: tests/integration/linked.c $(O)/libcuresv.so $(SIM_LINKS) | $(IT)
@@ -204,7 +205,7 @@ TSAN_OPS ?= 200000
 SOAK_BIN := $(BUILD)/plain/soak/soak
 SOAK_SRC := tests/soak/soak.c tests/soak/families.c
 
-$(SOAK_BIN): $(SOAK_SRC) tests/soak/soak.h shim/curesv.h $(wildcard core/*.h) $(SIM_LINKS)
+$(SOAK_BIN): $(SOAK_SRC) tests/soak/soak.h core/curesv.h $(CORE_HDR) $(SIM_LINKS)
 	@mkdir -p $(@D)
 	$(IT_CC) -Wall -Wextra -Ishim -Icore $(SOAK_SRC) $(IT_DYN) -ldl -o $@
 
@@ -223,7 +224,7 @@ INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 PYTHONDIR ?= $(LIBDIR)/python3/dist-packages
-VERSION := $(shell sed -n 's/^\#define CURESV_VERSION "\(.*\)"/\1/p' shim/curesv.h)
+VERSION := $(shell sed -n 's/^\#define CURESV_VERSION "\(.*\)"/\1/p' core/curesv.h)
 # `man curesv_reserve` & co. open curesv(3): every function its NAME section lists.
 MAN3_LINKS := $(shell sed -n '/^\.SH NAME/,/\\-/{/^\.SH/d;s/\\-.*//;s/,/ /g;p}' scripts/man/curesv.3)
 # The scripts that read curesv's output, installed beside the launcher.
@@ -251,7 +252,7 @@ install:
 		-e 's|^installed_pydir=$$|installed_pydir=$(PYTHONDIR)|' scripts/curesv > $(BUILD)/curesv.sh
 	install -m 755 $(BUILD)/curesv.sh $(DESTDIR)$(BINDIR)/curesv
 	install -m 755 $(TOOLS:%=scripts/%) $(DESTDIR)$(BINDIR)/
-	install -m 644 shim/curesv.h $(DESTDIR)$(INCLUDEDIR)/curesv.h
+	install -m 644 core/curesv.h $(DESTDIR)$(INCLUDEDIR)/curesv.h
 	install -m 644 $(BUILD)/curesv.pc $(DESTDIR)$(PKGCONFIGDIR)/curesv.pc
 	install -m 644 scripts/man/curesv.1 $(DESTDIR)$(MANDIR)/man1/curesv.1
 	install -m 644 scripts/man/curesv.3 $(DESTDIR)$(MANDIR)/man3/curesv.3
@@ -289,7 +290,13 @@ deps:
 deps-build:
 	@scripts/install-deps build
 
+# The core's layers: no include cycle between its modules, nothing from shim/ (README, "How curesv
+# is built").
+check-layers:
+	python3 tests/layers/check_layers.py
+
 test: deps
+	$(MAKE) check-layers
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools sim-selftest soak
 	$(MAKE) VARIANT=asan check-unit check-integration soak
 	$(MAKE) VARIANT=tsan check-unit check-integration
@@ -307,7 +314,7 @@ FUZZERS := config report
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -Icore -Ishim \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
-$(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/oracles.h tests/utf8_reference.h $(CORE_SRC) $(wildcard core/*.h) Makefile
+$(FUZZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/oracles.h tests/utf8_reference.h $(CORE_SRC) $(CORE_HDR) Makefile
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(CORE_SRC) -o $@
 

@@ -5,7 +5,7 @@
 #include <sys/prctl.h>
 
 #include "curesv.h"
-#include "report.h"
+#include "report/report.h"
 #include "shim.h"
 
 

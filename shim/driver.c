@@ -11,7 +11,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "variants.h"
 
 struct variant {

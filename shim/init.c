@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report.h"
-#include "trace.h"
+#include "report/report.h"
+#include "trace/trace.h"
 #include "shim.h"
 
 enum { UNINIT, INITIALISING, ACTIVE, DISABLED };

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "curesv.h"
-#include "log.h"
+#include "base/log.h"
 #include "shim.h"
 
 #ifndef CURESV_INTERP

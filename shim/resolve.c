@@ -4,7 +4,7 @@
 #include <link.h>
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "shim.h"
 
 void *curesv_driver_symbol(const char *name)

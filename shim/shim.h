@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 
 #define CURESV_EXPORT __attribute__((visibility("default")))
 #define CURESV_HIDDEN __attribute__((visibility("hidden")))

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "peers.h"
-#include "table.h"
+#include "tables/table.h"
 
 #define STRIDE (UINT64_C(2) << 20)
 #define SLOTS (UINT64_C(1) << 16)

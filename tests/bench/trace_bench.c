@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "trace.h"
+#include "engine/engine.h"
+#include "trace/trace.h"
 
 /* The thread's CPU time: other processes sharing the machine do not count (the trace's writes,
  * done by this thread, do). */

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "oracles.h"
 
 #define MAX_ENTRIES 64

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "oracles.h"
-#include "report.h"
+#include "report/report.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

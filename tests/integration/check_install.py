@@ -81,7 +81,7 @@ def another_prefix():
 
 
 def header_version():
-    with open(os.path.join(ROOT, "shim", "curesv.h")) as f:
+    with open(os.path.join(ROOT, "core", "curesv.h")) as f:
         return re.search(r'#define CURESV_VERSION "([^"]+)"', f.read()).group(1)
 
 

@@ -799,7 +799,7 @@ def check_exit_status(lines, leaked, line=None):
 
 def header_version():
     here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "..", "..", "shim", "curesv.h")) as f:
+    with open(os.path.join(here, "..", "..", "core", "curesv.h")) as f:
         for line in f:
             if line.startswith("#define CURESV_VERSION "):
                 return line.split('"')[1]

@@ -21,7 +21,7 @@
 #include <time.h>
 
 #include "soak.h"
-#include "streams.h"    /* curesv_stream_tag: which frees curesv can tell are cross-stream */
+#include "payers/streams.h"    /* curesv_stream_hash_tag: which frees curesv can tell are cross-stream */
 
 #define QUEUE_CAP 1024
 #define QUEUE_TARGET 384        /* live allocations the workers hover around */
@@ -161,7 +161,7 @@ static bool setup(void)
 		for (int k = 0; k < NSTREAMS; k++) {
 			if (!rt_ok(cudaStreamCreate(&S.stream[d][k]), "cudaStreamCreate"))
 				return false;
-			S.tag[d][k] = curesv_stream_tag((uint64_t)(uintptr_t)S.stream[d][k]);
+			S.tag[d][k] = curesv_stream_hash_tag((uint64_t)(uintptr_t)S.stream[d][k]);
 		}
 		if (!make_pool(&S.pool[d], cudaMemLocationTypeDevice, d))
 			return false;

@@ -17,12 +17,12 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "attach.h"
-#include "config.h"
-#include "engine.h"
+#include "payers/attach.h"
+#include "config/config.h"
+#include "engine/engine.h"
 #include "helpers.h"
-#include "ledger.h"
-#include "table.h"
+#include "books/ledger.h"
+#include "tables/table.h"
 
 #define TiB (INT64_C(1) << 40)
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine_helpers.h"
 
 static curesv_config cfg;

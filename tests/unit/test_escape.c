@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "escape.h"
+#include "base/escape.h"
 
 #include "../utf8_reference.h"
 

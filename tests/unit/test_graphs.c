@@ -6,7 +6,7 @@
 #include <pthread.h>
 
 #include "engine_helpers.h"
-#include "graph_registry.h"
+#include "tables/graph_registry.h"
 #include "helpers.h"
 
 #define GRAPH(i) (UINT64_C(0x6a0000000000) + (uint64_t)(i) * 64)  /* CUgraph values */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "engine_helpers.h"
-#include "log.h"
+#include "base/log.h"
 
 static char out[8192];
 

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "outfile.h"
+#include "base/outfile.h"
 
 static char dir[32], path[64], target[64], why[160];
 

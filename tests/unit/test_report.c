@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "engine_helpers.h"
-#include "report.h"
-#include "units.h"
+#include "report/report.h"
+#include "base/units.h"
 
 static curesv_engine E;
 

@@ -5,7 +5,7 @@
 #include <pthread.h>
 
 #include "helpers.h"
-#include "shard.h"
+#include "base/shard.h"
 
 #define AT_ONCE 8
 

@@ -3,7 +3,7 @@
  * 200 KiB; one thread, which is attached to nothing; stream S_scan attached to R_scan, S_pipe to
  * R_pipe; p = 80 KiB allocated on S_scan and freed on S_pipe. Every counter after every step. */
 #include "engine_helpers.h"
-#include "log.h"
+#include "base/log.h"
 
 static curesv_engine E;
 

@@ -4,7 +4,7 @@
 #include <time.h>
 
 #include "helpers.h"
-#include "table.h"
+#include "tables/table.h"
 
 #define STRIDE (UINT64_C(2) << 20) /* large device allocations come back 2 MiB aligned */
 #define BASE UINT64_C(0x7f0000000000)

@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "engine_helpers.h"
-#include "report.h"
-#include "trace.h"
-#include "trace_write.h"
+#include "report/report.h"
+#include "trace/trace.h"
+#include "trace/trace_write.h"
 
 static curesv_engine E;
 static char dir[64], trace_path[128], report_path[128];

@@ -6,7 +6,7 @@
 
 #include "engine_helpers.h"
 #include "helpers.h"
-#include "vmm.h"
+#include "tables/vmm.h"
 
 #define G (2 * MiB)
 #define H(i) (UINT64_C(0x5e4d000000000000) + (uint64_t)(i))   /* handle values */
@@ -454,7 +454,7 @@ Test(vmm_engine, enforce_refuses_device_vmm_past_the_pool_but_never_host_vmm)
 
 /* ---- the report ------------------------------------------------------------------------------------ */
 
-#include "report.h"
+#include "report/report.h"
 
 static const char *report_text(curesv_engine *e, enum curesv_report_format fmt)
 {

@@ -1,0 +1,595 @@
+#include "engine/engine.h"
+
+#include "books/books.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/units.h"
+#include "trace/trace.h"
+
+bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
+{
+	memset(e, 0, sizeof *e);
+	e->cfg = *cfg;
+	if (!curesv_table_init(&e->table, cfg->table_slots)) {
+		curesv_log(CURESV_LOG_ERROR, "cannot allocate the origin table (%" PRIu64 " slots)",
+			   cfg->table_slots);
+		return false;
+	}
+	if (!curesv_streams_init(&e->streams)) {
+		curesv_log(CURESV_LOG_ERROR, "cannot allocate the stream table");
+		curesv_table_destroy(&e->table);
+		return false;
+	}
+	if (!curesv_ledger_init(&e->ledger, cfg->attribution, cfg->mode == CURESV_MODE_ENFORCE)) {
+		curesv_log(CURESV_LOG_ERROR, "cannot map the ledger's per-thread cells");
+		curesv_streams_destroy(&e->streams);
+		curesv_table_destroy(&e->table);
+		return false;
+	}
+	curesv_vmm_init(&e->vmm);
+	curesv_graphs_init(&e->graphs, &e->table);
+	curesv_trace_open(cfg);
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
+		for (int i = 0; i < 4; i++)
+			atomic_init(&e->graph_mem[d][i], -1);
+	/* Reservations first, capacities after: CURESV_RESERVATIONS past a configured capacity are all
+	 * kept with one warning (the configuration's), as they are when the capacity is the driver's. */
+	for (unsigned i = 0; i < cfg->n_reservations; i++) {
+		const struct curesv_reservation_spec *r = &cfg->reservations[i];
+		uint32_t h = 0;
+		curesv_trace_hold();
+		curesv_status st = curesv_ledger_reserve(&e->ledger, r->name, r->size, r->device, &h);
+		curesv_trace_reserved(st, h, r->name, r->size, r->device);
+		if (st != CURESV_OK)
+			curesv_log(CURESV_LOG_ERROR, "CURESV_RESERVATIONS: '%s': %s", r->name,
+				   curesv_strerror(st));
+	}
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		bool set;
+		uint64_t cap = curesv_config_capacity(cfg, d, &set);
+		if (!set)
+			continue;
+		curesv_ledger_set_capacity(&e->ledger, d, cap, true);
+		CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)d, .bytes = cap);
+	}
+	curesv_attach_configure(&e->ledger, cfg->rules, cfg->n_rules);
+	return true;
+}
+
+void curesv_engine_destroy(curesv_engine *e)
+{
+	curesv_trace_close();
+	curesv_streams_destroy(&e->streams);
+	curesv_table_destroy(&e->table);
+	curesv_ledger_destroy(&e->ledger);
+	curesv_vmm_destroy(&e->vmm);
+	curesv_graphs_destroy(&e->graphs);
+}
+
+/* The ledger's copy of CURESV_MODE: its line is on the allocation path anyway, the config's not. */
+static inline bool enforcing(const curesv_engine *e)
+{
+	return e->ledger.enforce;
+}
+
+/* Charges op->origin; a reservation found released, or on another device, is reported once by the
+ * thread. */
+/* Who an allocation is charged to: its stream's reservation while the stream is attached, else
+ * the calling thread's. */
+static inline void resolve_origin(curesv_engine *e, curesv_alloc_op *op)
+{
+	op->origin = op->stream != CURESV_NO_STREAM
+			     ? curesv_engine_stream_origin(e, op->stream, &op->via_stream)
+			     : curesv_thread_origin();
+}
+
+static __attribute__((noinline)) void fell_back(curesv_engine *e, curesv_alloc_op *op)
+{
+	if (op->charge.fell_back) {
+		if (op->via_stream)
+			curesv_engine_stream_fell_back(e, op->stream, op->origin);
+		else
+			curesv_thread_fell_back(op->origin);
+	}
+	if (op->charge.wrong_device) {
+		if (op->via_stream)
+			curesv_engine_stream_wrong_device(e, op->stream, op->origin,
+							  op->charge.device);
+		else
+			curesv_thread_wrong_device(op->origin, op->charge.device);
+	}
+}
+
+static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
+		   enum curesv_kind kind, bool enforce)
+{
+	bool ok = curesv_ledger_charge(&e->ledger, op->origin, device, bytes, kind, enforce,
+				       &op->charge);
+	if (op->charge.fell_back || op->charge.wrong_device)
+		fell_back(e, op);
+	return ok;
+}
+
+/* One warning the first time an account refuses (what was asked, what was in use, the budget);
+ * later refusals are counted in the report and logged at info level. */
+static void log_denial(curesv_engine *e, const curesv_charge *c)
+{
+	char name[CURESV_NAME_MAX + 8] = "the shared pool", asked[64], used[32], budget[32];
+	if (c->origin != CURESV_SHARED) {
+		char res[CURESV_NAME_MAX];
+		curesv_ledger_name(&e->ledger, c->origin, res);
+		snprintf(name, sizeof name, "'%s'", res);
+	}
+	if (c->bytes > CURESV_SIZE_LIMIT) /* past 64 TiB: the exact figure says it best */
+		snprintf(asked, sizeof asked, "%" PRIu64 " bytes", c->bytes);
+	else if (curesv_format_bytes((int64_t)c->bytes, asked), c->bytes >= 1024)
+		snprintf(asked + strlen(asked), sizeof asked - strlen(asked), " (%" PRIu64 " bytes)",
+			 c->bytes);
+	if (c->budget == INT64_MAX)
+		snprintf(budget, sizeof budget, "unbounded");
+	else
+		curesv_format_bytes(c->budget, budget);
+	curesv_log(c->first_denial ? CURESV_LOG_WARN : CURESV_LOG_INFO,
+		   "CURESV_MODE=enforce refused %s on device %d: %s has %s of its %s budget in use%s",
+		   asked, c->device, name, curesv_format_bytes(c->books, used), budget,
+		   c->first_denial ? "; further refusals are counted in the report" : "");
+}
+
+static void trace_refused(const curesv_alloc_op *op)
+{
+	const curesv_charge *c = &op->charge;
+	CURESV_TRACE(.action = CURESV_TRACE_REFUSED, .bytes = c->bytes, .device = (int16_t)c->device,
+		     .kind = c->kind, .origin = c->origin, .stream = curesv_op_stream(op->stream));
+}
+
+bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
+			curesv_alloc_op *op)
+{
+	return curesv_alloc_begin_on(e, device, CURESV_NO_STREAM, bytes, kind, op);
+}
+
+bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes,
+			      enum curesv_kind kind, curesv_alloc_op *op)
+{
+	if (bytes == 0 || device < 0 || device >= CURESV_MAX_DEVICES) {
+		op->untracked = true;
+		return true;
+	}
+	resolve_origin(e, op);
+	if (bytes > CURESV_SIZE_LIMIT) {
+		op->untracked = true;
+		if (!enforcing(e))
+			return true;
+		/* Past every budget: refused like any request past its budget, and counted. */
+		curesv_ledger_refuse(&e->ledger, op->origin, device, bytes, kind, &op->charge);
+		log_denial(e, &op->charge);
+		trace_refused(op);
+		return false;
+	}
+	if (!enforcing(e))
+		return true;
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	bool ok = charge(e, op, device, bytes, kind, true);
+	if (ok) {
+		op->charged = true;
+		op->state = CURESV_OP_CHARGED;
+		curesv_shard_publish(shard, op);
+	}
+	curesv_section_leave(shard);
+	if (!ok) {
+		log_denial(e, &op->charge);
+		trace_refused(op);
+	}
+	return ok;
+}
+
+static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
+
+/* The operation is over: a fork from now on has nothing of it to settle in the child. */
+static void alloc_retired(struct curesv_shard_ctl *shard, curesv_alloc_op *op)
+{
+	if (op->state != CURESV_OP_IDLE) {
+		op->state = CURESV_OP_IDLE;
+		curesv_shard_publish(shard, NULL);
+	}
+}
+
+bool curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
+{
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	bool ok = alloc_resize(e, op, bytes);
+	if (!ok)
+		alloc_retired(shard, op);
+	curesv_section_leave(shard);
+	if (!ok) {
+		log_denial(e, &op->charge);
+		trace_refused(op);
+	}
+	return ok;
+}
+
+static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
+{
+	curesv_charge *c = &op->charge;
+	if (op->untracked || bytes == c->bytes)
+		return true;
+	if (bytes == 0 || bytes > CURESV_SIZE_LIMIT) {
+		if (op->charged)
+			curesv_ledger_uncharge(&e->ledger, c);
+		op->charged = false;
+		op->untracked = true;
+		c->bytes = bytes;
+		return true;
+	}
+	if (!op->charged) {
+		c->bytes = bytes;
+		return true;
+	}
+	/* Already allocated: move the charge to the real size. Enforce mode holds the real size to
+	 * the budget too (the driver's padding made it more than was asked): refused, counted. */
+	curesv_ledger_uncharge(&e->ledger, c);
+	bool enforce = enforcing(e);
+	if (charge(e, op, c->device, bytes, c->kind, enforce))
+		return true;
+	op->charged = false;
+	if (enforce && !c->full)
+		return false;
+	op->untracked = true; /* more than the account can count: passed through */
+	return true;
+}
+
+/* An address the table still held was handed out again: its free went unseen. Settle it now (a
+ * graph's address was never charged: nothing to settle). */
+static void settle_stale(curesv_engine *e, const curesv_entry *old)
+{
+	if (old->kind == CURESV_KIND_GRAPH)
+		return;
+	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
+	curesv_ledger_debit(&e->ledger, old, curesv_ledger_handle_ref(&e->ledger, old->origin),
+			    old->thread, false);
+	CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = old->ptr, .bytes = old->bytes,
+		     .device = old->device, .kind = old->kind, .origin = old->origin,
+		     .stream = 0 /* the unseen free's stream is not known */);
+	curesv_log(CURESV_LOG_DEBUG, "address 0x%" PRIx64 " reallocated before curesv saw it freed",
+		   old->ptr);
+}
+
+static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
+
+static void untracked(curesv_engine *e, uint64_t bytes)
+{
+	atomic_fetch_add_explicit(&e->untracked_allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->untracked_bytes, bytes, memory_order_relaxed);
+}
+
+/* A table with no free slot: the allocation is failed (CURESV_TABLE_FULL=fail: false) or passed
+ * through untracked. */
+static bool table_full(curesv_engine *e, const curesv_alloc_op *op)
+{
+	const curesv_charge *c = &op->charge;
+	if (e->cfg.table_full == CURESV_TABLE_FULL_FAIL) {
+		atomic_fetch_add_explicit(&e->table_full_failures, 1, memory_order_relaxed);
+		CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes, .device = (int16_t)c->device,
+			     .kind = c->kind, .origin = c->origin, .stream = curesv_op_stream(op->stream));
+		CURESV_LOG_ONCE(CURESV_LOG_ERROR, "origin table full (%" PRIu64 " slots): failing "
+				"allocations (CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS",
+				e->table.mask + 1);
+		return false;
+	}
+	untracked(e, c->bytes);
+	CURESV_LOG_ONCE(CURESV_LOG_WARN, "origin table full (%" PRIu64 " slots): further allocations "
+			"are not tracked%s; raise CURESV_TABLE_SLOTS, or set CURESV_TABLE_FULL=fail",
+			e->table.mask + 1, enforcing(e) ? " nor held to any budget" : "");
+	return true;
+}
+
+static inline curesv_entry entry_of(const curesv_alloc_op *op, uint64_t ptr)
+{
+	const curesv_charge *c = &op->charge;
+	return (curesv_entry){ .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
+			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
+			       .kind = c->kind, .stream = op->stream == CURESV_NO_STREAM
+							  ? 0 : curesv_stream_tag(op->stream) };
+}
+
+/* Observe mode under origin attribution: who pays is decided now, the entry made, then the books
+ * charged and counted in one pass (nothing to undo if the table is full). */
+static bool alloc_now(curesv_engine *e, curesv_alloc_op *op, uint64_t ptr)
+{
+	curesv_charge *c = &op->charge;
+	resolve_origin(e, op);
+	curesv_ledger_target(&e->ledger, op->origin, c->device, c->bytes, c->kind, c);
+	if (__builtin_expect(c->fell_back || c->wrong_device, 0))
+		fell_back(e, op);
+	curesv_entry entry = entry_of(op, ptr), stale;
+	if (!curesv_table_insert_replacing(&e->table, &entry, &stale))
+		return table_full(e, op);
+	if (stale.ptr)
+		settle_stale(e, &stale);
+	if (!curesv_ledger_charge_now(&e->ledger, c)) {
+		/* more than the account can count: passed through, as an allocation over 64 TiB */
+		curesv_table_remove(&e->table, ptr, &stale);
+		untracked(e, c->bytes);
+		return true;
+	}
+	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
+		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+		     .stream = curesv_op_stream(op->stream));
+	return true;
+}
+
+bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
+{
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	bool keep = alloc_end(e, op, ok, ptr);
+	alloc_retired(shard, op);
+	curesv_section_leave(shard);
+	return keep;
+}
+
+static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
+{
+	curesv_charge *c = &op->charge;
+	if (!ok || ptr == 0) {
+		if (op->charged)
+			curesv_ledger_uncharge(&e->ledger, c);
+		if (!ok)
+			CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes,
+				     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+				     .stream = curesv_op_stream(op->stream));
+		return true;
+	}
+	if (op->untracked) {
+		untracked(e, c->bytes);
+		return true;
+	}
+	if (!op->charged && e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN)
+		return alloc_now(e, op, ptr);
+	if (!op->charged)
+		resolve_origin(e, op);
+	if (!op->charged && !charge(e, op, c->device, c->bytes, c->kind, false)) {
+		/* more than the account can count: passed through, as an allocation over 64 TiB */
+		untracked(e, c->bytes);
+		return true;
+	}
+	curesv_entry entry = entry_of(op, ptr), stale;
+	if (!curesv_table_insert_replacing(&e->table, &entry, &stale)) {
+		curesv_ledger_uncharge(&e->ledger, c);
+		return table_full(e, op);
+	}
+	if (stale.ptr)
+		settle_stale(e, &stale);
+	curesv_ledger_commit(&e->ledger, c);
+	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
+		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+		     .stream = curesv_op_stream(op->stream));
+	return true;
+}
+
+/* The free's entry in the trace, or the undoing of it. */
+static void trace_entry(const curesv_free_op *op, enum curesv_trace_action action)
+{
+	CURESV_TRACE(.action = (uint8_t)action, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
+		     .device = op->entry.device, .kind = op->entry.kind, .origin = op->entry.origin,
+		     .stream = curesv_op_stream(op->stream));
+}
+
+void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
+{
+	curesv_free_begin_on(e, ptr, CURESV_NO_STREAM, op);
+}
+
+void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, curesv_free_op *op)
+{
+	op->state = CURESV_OP_IDLE;
+	op->stream = stream;
+	if (ptr == 0) {
+		op->tracked = false;
+		return;
+	}
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	op->tracked = curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
+	bool graph = op->tracked && op->entry.kind == CURESV_KIND_GRAPH;
+	if (graph) {
+		/* the graph's: it stays while its graph may launch it again; nothing is debited */
+		curesv_graph_entry_freed(&e->table, &op->entry, &op->ticket);
+		op->tracked = false;
+		atomic_fetch_add_explicit(&e->graph_frees, 1, memory_order_relaxed);
+	}
+	if (op->tracked) {
+		op->state = CURESV_OP_TAKEN;
+		curesv_shard_publish(shard, op);
+		/* Recorded now, before the real free: the driver may hand the address to another
+		 * thread at once, whose allocation must follow this row. */
+		trace_entry(op, CURESV_TRACE_FREE);
+	}
+	curesv_section_leave(shard);
+	if (!op->tracked && !graph)
+		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
+}
+
+void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
+{
+	if (!op->tracked)
+		return;
+	/* Outside the section: after a rename this reads the thread's name and takes the ledger's
+	 * lock, which fork's prepare handler takes only once every section is left. A stream-ordered
+	 * free on an attached stream is the per-stream scheme's debit of the stream's reservation. */
+	bool stream_ordered = op->stream != CURESV_NO_STREAM, attached = false;
+	curesv_ref caller = stream_ordered ? curesv_engine_stream_origin(e, op->stream, &attached)
+					   : curesv_thread_origin();
+	uint32_t serial = curesv_thread_serial();
+	bool cross_stream = stream_ordered && op->entry.stream &&
+			    op->entry.stream != curesv_stream_tag(op->stream);
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	if (!ok) {
+		curesv_table_restore(&e->table, &op->ticket);
+		trace_entry(op, CURESV_TRACE_UNFREE);
+	} else {
+		curesv_table_commit(&e->table, &op->ticket);
+		curesv_ledger_debit(&e->ledger, &op->entry, caller, serial, cross_stream);
+	}
+	op->state = CURESV_OP_IDLE;
+	curesv_shard_publish(shard, NULL);
+	curesv_section_leave(shard);
+}
+
+/* The settling of curesv_engine_fork_child, for one published operation. */
+static void settle_op(void *op, void *ctx)
+{
+	curesv_engine *e = ctx;
+	switch (*(enum curesv_op_state *)op) {
+	case CURESV_OP_CHARGED: {
+		curesv_alloc_op *a = op;
+		curesv_ledger_uncharge(&e->ledger, &a->charge);
+		a->state = CURESV_OP_IDLE;
+		break;
+	}
+	case CURESV_OP_TAKEN: {
+		curesv_free_op *f = op;
+		curesv_table_restore(&e->table, &f->ticket);
+		f->state = CURESV_OP_IDLE;
+		break;
+	}
+	case CURESV_OP_IDLE:
+		break;
+	}
+}
+
+void curesv_engine_fork_child(curesv_engine *e)
+{
+	curesv_shard_fork_child(settle_op, e);
+}
+
+curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t bytes, int device)
+{
+	int devices = atomic_load_explicit(&e->devices, memory_order_relaxed);
+	if (devices > 0 && device >= devices)
+		return CURESV_ERR_INVALID;
+	uint32_t h = 0;
+	curesv_trace_hold();
+	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, &h);
+	curesv_trace_reserved(st, h, name, bytes, device);
+	if (st == CURESV_OK)
+		curesv_attach_invalidate(); /* CURESV_ATTACH rules may name it */
+	return st;
+}
+
+curesv_status curesv_engine_release(curesv_engine *e, const char *name)
+{
+	curesv_trace_hold();
+	curesv_status st = curesv_ledger_release(&e->ledger, name);
+	curesv_trace_released(st, name);
+	return st;
+}
+
+static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref);
+
+curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char *name)
+{
+	curesv_ref to;
+	curesv_status st = curesv_ledger_find_ref(&e->ledger, name, &to);
+	if (st != CURESV_OK)
+		return st;
+	if (ptr == 0)
+		return CURESV_ERR_INVALID;
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	st = transfer(e, ptr, to);
+	curesv_section_leave(shard);
+	return st;
+}
+
+static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref)
+{
+	uint32_t to = curesv_ref_handle(to_ref);
+	curesv_status st;
+	for (;;) {
+		curesv_entry ent;
+		curesv_ticket tk;
+		if (!curesv_table_peek(&e->table, ptr, &ent, &tk))
+			return CURESV_ERR_UNKNOWN_POINTER;
+		if (ent.kind == CURESV_KIND_GRAPH) /* a graph's: no reservation pays for it */
+			return CURESV_ERR_INVALID;
+		if (ent.origin == to)
+			return CURESV_OK;
+		st = curesv_ledger_transfer_charge(&e->ledger, &ent, to_ref, enforcing(e));
+		if (st != CURESV_OK)
+			return st;
+		if (curesv_table_retag(&e->table, &tk, to)) {
+			curesv_ledger_transfer_finish(&e->ledger, &ent, to_ref);
+			CURESV_TRACE(.action = CURESV_TRACE_TRANSFER, .ptr = ptr, .bytes = ent.bytes,
+				     .device = ent.device, .kind = ent.kind, .origin = ent.origin,
+				     .to = to);
+			return CURESV_OK;
+		}
+		/* Freed, reallocated or moved since the peek: undo and look again. */
+		curesv_ledger_transfer_cancel(&e->ledger, &ent, to_ref);
+	}
+}
+
+void curesv_engine_device_count(curesv_engine *e, int count)
+{
+	int unknown = 0;
+	if (count <= 0 || !atomic_compare_exchange_strong_explicit(&e->devices, &unknown, count,
+								    memory_order_relaxed,
+								    memory_order_relaxed))
+		return;
+	for (unsigned i = 0; i < e->cfg.n_reservations; i++)
+		if (e->cfg.reservations[i].device >= count)
+			curesv_log(CURESV_LOG_WARN, "CURESV_RESERVATIONS: '%s' is on device %d, but the "
+				   "driver reports %d device%s: nothing can be charged to it",
+				   e->cfg.reservations[i].name, e->cfg.reservations[i].device, count,
+				   count == 1 ? "" : "s");
+	for (int d = count; d < CURESV_MAX_DEVICES; d++)
+		if (e->cfg.capacity_set[d])
+			curesv_log(CURESV_LOG_WARN, "CURESV_CAPACITY: device %d is set, but the driver "
+				   "reports %d device%s", d, count, count == 1 ? "" : "s");
+}
+
+void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_bytes)
+{
+	if (curesv_engine_device_known(e, device))
+		return;
+	if (total_bytes > CURESV_SIZE_LIMIT) {
+		/* the books count bytes below 2^47; a driver's total past 64 TiB is not memory */
+		CURESV_LOG_ONCE(CURESV_LOG_WARN, "device %d: the driver reports %" PRIu64 " bytes of "
+				"memory, more than curesv counts: its capacity is taken as 64 TiB "
+				"(set CURESV_CAPACITY to say otherwise)", device, total_bytes);
+		total_bytes = CURESV_SIZE_LIMIT;
+	}
+	uint64_t cap = curesv_ledger_set_capacity(&e->ledger, device, total_bytes, false);
+	CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)device, .bytes = cap);
+	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);
+	if (reserved <= cap)
+		return;
+	char shown[96], fmt[32], line[512];
+	snprintf(shown, sizeof shown, "%s (%" PRIu64 " bytes, the device's memory)",
+		 curesv_format_bytes((int64_t)cap, fmt), cap);
+	if (curesv_config_overcommit(&e->cfg, device, cap, shown, line, sizeof line)) {
+		curesv_log(CURESV_LOG_WARN, "%s", line);
+		return;
+	}
+	/* the configured ones fit: reservations made through curesv_reserve() do not */
+	curesv_log(CURESV_LOG_WARN, "device %d: reservations total %s (%" PRIu64 " bytes), more than "
+		   "its capacity of %s; the shared pool is empty", device,
+		   curesv_format_bytes((int64_t)reserved, fmt), reserved, shown);
+}
+
+const char *curesv_strerror(curesv_status status)
+{
+	switch (status) {
+	case CURESV_OK: return "success";
+	case CURESV_ERR_INVALID: return "invalid argument";
+	case CURESV_ERR_UNKNOWN_NAME: return "no such reservation";
+	case CURESV_ERR_NAME_TAKEN: return "reservation name already taken";
+	case CURESV_ERR_CAPACITY: return "capacity exceeded";
+	case CURESV_ERR_TABLE_FULL: return "origin table full";
+	case CURESV_ERR_DISABLED: return "curesv is disabled";
+	case CURESV_ERR_UNKNOWN_POINTER: return "pointer not tracked by curesv";
+	}
+	return "unknown curesv status";
+}

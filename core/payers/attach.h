@@ -1,0 +1,71 @@
+/* Thread attachment: which reservation the calling thread's allocations are charged to.
+ *
+ * State is thread-local. A thread is attached by curesv_thread_attach() (explicit, for the rest of
+ * its life or until called again) or else by the first CURESV_ATTACH rule whose fnmatch(3) pattern
+ * matches its name. Rules are evaluated at the thread's first allocation and again after any thread
+ * was renamed or a reservation created (curesv_attach_invalidate() bumps a global epoch; the shim
+ * calls it from its pthread_setname_np and prctl(PR_SET_NAME) hooks). On the allocation path,
+ * curesv_thread_origin() costs a thread-local read and one relaxed atomic load; reading the name
+ * (a prctl system call) and matching happen only at first use and after renames. A thread attached
+ * to a reservation that was released falls back to the shared pool with one warning line. */
+#ifndef CURESV_ATTACH_H
+#define CURESV_ATTACH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "books/ledger.h"
+
+#define CURESV_THREAD_NAME 16   /* as pthread_getname_np: 15 characters + NUL */
+
+/* Sets the ledger and rules used from now on (rules are copied). Not thread-safe: call at init. */
+void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *rules, unsigned n);
+
+/* The calling thread's serial number (1, 2, ... in order of first use; never 0). */
+extern _Thread_local uint32_t curesv_thread_serial_;
+uint32_t curesv_thread_serial_slow(void);
+static inline uint32_t curesv_thread_serial(void)
+{
+	uint32_t s = curesv_thread_serial_;
+	return __builtin_expect(s != 0, 1) ? s : curesv_thread_serial_slow();
+}
+
+/* The calling thread's reservation (CURESV_SHARED when unattached). */
+extern _Atomic uint32_t curesv_rename_epoch_;   /* moves when any thread is renamed */
+extern _Thread_local curesv_ref curesv_thread_ref_;      /* the attachment, as of ... */
+extern _Thread_local uint32_t curesv_thread_epoch_;     /* ... this epoch (0: never looked) */
+curesv_ref curesv_thread_origin_slow(void);
+static inline curesv_ref curesv_thread_origin(void)
+{
+	if (__builtin_expect(curesv_thread_epoch_ ==
+				     atomic_load_explicit(&curesv_rename_epoch_, memory_order_relaxed), 1))
+		return curesv_thread_ref_;
+	return curesv_thread_origin_slow();
+}
+
+/* Attaches the calling thread to reservation `name`, or detaches it when `name` is NULL.
+ * Errors: CURESV_ERR_INVALID, CURESV_ERR_UNKNOWN_NAME. */
+curesv_status curesv_thread_attach(const char *name);
+
+/* The thread's reservation `ref` was found released by a charge: log one warning and drop the
+ * attachment (later allocations use the shared pool without asking again). */
+void curesv_thread_fell_back(curesv_ref ref);
+
+/* The calling thread, attached to reservation `ref`, allocated on `device`, which is not the
+ * reservation's: log one warning per attachment (the allocation went to that device's shared
+ * pool). */
+void curesv_thread_wrong_device(curesv_ref ref, int device);
+
+/* A thread was renamed, or a reservation created: every thread re-reads its name and re-matches
+ * the rules at its next allocation. Async-signal-safe. */
+void curesv_attach_invalidate(void);
+
+/* How many times CURESV_ATTACH rule `i` (in configuration order) matched a thread's name. */
+uint64_t curesv_attach_rule_matches(unsigned i);
+
+/* The name last seen for thread `serial`; false (and "") when unknown or overwritten (the registry
+ * keeps the names of the 4096 most recent serials). */
+bool curesv_thread_name(uint32_t serial, char out[CURESV_THREAD_NAME]);
+
+#endif

@@ -1,0 +1,168 @@
+/* The origin table: a bounded, lock-free map  pointer -> {origin, device, bytes, kind, thread}.
+ *
+ * Open addressing with triangular (quadratic) probing over a power-of-two array of slots fixed at
+ * init, which visits every slot; insert, lookup, take and
+ * transfer never allocate, lock or make a system call. Lookups are bounded per home bucket
+ * (Purcell & Harris, "Non-blocking hashtables with open addressing", 2005): bucket h keeps `bound`,
+ * the largest probe distance at which a key whose home is h may sit, so a lookup probes bound+1
+ * slots and stops, whether or not the key is there. Removal lowers the bound when it removed the
+ * farthest key, so freed slots are reusable at once: there are no tombstones, and long churn over
+ * distinct addresses does not lengthen probes.
+ *
+ * Contract with callers (the shim keeps it by removing an entry before the real free and inserting
+ * only after the real allocation returned): a key is never inserted while a live entry holds it.
+ * A stale duplicate (a free curesv never saw) is the caller's to take out first.
+ *
+ * All functions are thread-safe. Keys are device or host addresses, or tagged VMM allocation handles
+ * (vmm.h); 0 is never a key. */
+#ifndef CURESV_TABLE_H
+#define CURESV_TABLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "base/hot.h"
+
+enum curesv_kind {
+	CURESV_KIND_DEVICE = 0,   /* cuMemAlloc, cuMemAllocPitch, cudaMalloc, cudaMallocPitch */
+	CURESV_KIND_MANAGED = 1,  /* cuMemAllocManaged, cudaMallocManaged */
+	CURESV_KIND_HOST = 2,     /* cuMemHostAlloc, cuMemAllocHost, cudaMallocHost, cudaHostAlloc */
+	CURESV_KIND_ASYNC = 3,    /* cuMemAllocAsync, cuMemAllocFromPoolAsync, cudaMallocAsync, ... */
+	CURESV_KIND_VMM = 4,      /* cuMemCreate located on a device (key: curesv_vmm_key, vmm.h) */
+	CURESV_KIND_VMM_HOST = 5, /* cuMemCreate located on the host (HOST, HOST_NUMA[_CURRENT]) */
+	CURESV_KIND_GRAPH = 6,    /* a graph's allocation (stream capture, cuGraphAddMemAllocNode):
+				     the graph's address, memory only while a launch holds it; never
+				     charged (graphs.c) */
+};
+#define CURESV_KINDS 7
+const char *curesv_kind_name(enum curesv_kind kind);
+
+/* Host memory: counted in the host tier (ledger.h), never against a device's capacity. */
+static inline bool curesv_kind_host(unsigned kind)
+{
+	return kind == CURESV_KIND_HOST || kind == CURESV_KIND_VMM_HOST;
+}
+
+typedef struct curesv_entry {
+	uint64_t ptr;           /* the key: address returned by the allocation */
+	uint64_t bytes;         /* size requested (pitch * height for pitched allocations), < 2^48 */
+	uint32_t origin;        /* reservation handle charged at allocation (ledger.h), < 2^24 */
+	uint32_t thread;        /* serial of the allocating thread (attach.h) */
+	int16_t device;         /* CUDA device ordinal (current device, for host allocations), 0..254 */
+	uint8_t kind;           /* enum curesv_kind */
+	uint16_t stream;        /* tag of a stream-ordered allocation's stream (0: not one) */
+} curesv_entry;
+
+/* One slot, 32 bytes. `state` packs origin (bits 40..63), stream tag (bits 24..39), version (bits
+ * 2..23) and phase (bits 0..1);
+ * the version grows each time the slot is freed, so a stale state word never matches again. The
+ * probe bound of the home bucket at this index lives here too: a lookup's first probe and the
+ * bound it reads share one cache line. */
+struct curesv_slot {
+	_Atomic uint64_t state;
+	_Atomic uint64_t key;
+	_Atomic uint64_t meta;          /* bytes (bits 16..63), device + 1 (bits 8..15), kind (0..7) */
+	_Atomic uint32_t thread;
+	_Atomic uint32_t bound;         /* home bucket's probe bound (bits 0..30) | scanning (bit 31) */
+};
+
+/* A thread's part of the live count (one per shard index, shard.h), written by its holder alone:
+ * entries it added and not yet moved to the table's `live` (0..batch), and what it last learned
+ * of the shared figures, so that an insert reads no line that other threads write. */
+struct curesv_table_stripe {
+	_Atomic int64_t pending;        /* read by curesv_table_stats */
+	int64_t live_seen;              /* `live` just after this thread last moved its count */
+	uint64_t high_water_seen;       /* `high_water` as this thread last read or raised it */
+} __attribute__((aligned(64)));
+
+typedef struct curesv_table {
+	struct curesv_slot *slots;
+	struct curesv_table_stripe *stripes;    /* [CURESV_SHARDS], after the slots */
+	uint64_t mask;                  /* slots - 1 */
+	uint64_t probe_limit;           /* insert gives up (table full) after this many probes */
+	int64_t batch;                  /* a stripe moves its count to `live` past this */
+	size_t mapped;                  /* bytes of the mapping */
+	/* Written once per `batch` inserts or removes of a thread (or each one of a thread without a
+	 * shard), and read only then: a line of its own. */
+	_Alignas(64) _Atomic int64_t live;      /* entries now, less what stripes hold */
+	/* Read by inserts, written at a new maximum only: a line apart from `live`. */
+	_Alignas(64) _Atomic uint64_t high_water;       /* most entries at once (see below) */
+	_Atomic uint64_t full_events;   /* inserts refused for want of a free slot */
+	_Atomic uint64_t probe_max;     /* longest probe distance any insert ever used */
+} curesv_table;
+
+/* Where take() left an entry, so commit() or restore() can finish the removal. */
+typedef struct curesv_ticket {
+	uint64_t index, home, distance, state;
+} curesv_ticket;
+
+/* `live` is exact at quiescence (the stripes are summed). `high_water` is the most entries a thread
+ * saw (`live` as it last moved its count + its own stripe) when it inserted: exact for one thread,
+ * and at most `batch` (min(64, slots / 1024)) per other thread below the true figure, since the
+ * thread that last moved its count saw `live` exact and misses only the other stripes. */
+typedef struct curesv_table_stats {
+	uint64_t slots, live, high_water, full_events;
+	uint64_t probe_max;     /* longest insert probe ever (distance, 0 = home slot) */
+	uint64_t bound_max;     /* largest current per-bucket bound: the longest lookup today */
+} curesv_table_stats_t;
+
+/* Allocates a table of `slots` entries (a power of two >= 8); the only allocation the table makes.
+ * Returns false when `slots` is invalid or memory is short. Not thread-safe. */
+bool curesv_table_init(curesv_table *t, uint64_t slots);
+/* Frees the table's memory. Not thread-safe: nothing else may use the table. */
+void curesv_table_destroy(curesv_table *t);
+
+/* Adds an entry. Returns false, counting a full event, when no free slot is found; false without
+ * counting for ptr 0. */
+bool curesv_table_insert(curesv_table *t, const curesv_entry *e);
+
+/* Adds an entry; a live entry of the same key still in the table (its free went unseen) is
+ * replaced and copied to *old (old->ptr is 0 when there was none). Otherwise as insert. Inline
+ * (table_inline.h). */
+CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
+					     curesv_entry *old);
+
+/* Copies the live entry for `ptr` into *out (if not NULL). Returns false when there is none. */
+bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
+
+/* Removes `ptr` in two steps: take() claims the entry (lookups no longer see it; exactly one of
+ * several concurrent takers of the same pointer wins), then commit() frees the slot, or restore()
+ * makes the entry live again unchanged (e.g. when the real free failed). A taker that finds the
+ * entry claimed by another waits (about a second at most) for that commit or restore, so a double
+ * free racing a failing free sees the entry come back instead of missing it. */
+CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
+				 curesv_ticket *ticket);
+CURESV_HOT void curesv_table_commit(curesv_table *t, const curesv_ticket *ticket);
+void curesv_table_restore(curesv_table *t, const curesv_ticket *ticket);
+
+/* take() + commit(). */
+bool curesv_table_remove(curesv_table *t, uint64_t ptr, curesv_entry *out);
+
+/* Re-tagging (transfer): peek() copies the live entry for `ptr` and a ticket naming this exact
+ * occupancy; retag() then sets its origin to `origin` only if the entry is unchanged since (not
+ * freed, reallocated or re-tagged meanwhile). Both return false otherwise. */
+bool curesv_table_peek(curesv_table *t, uint64_t ptr, curesv_entry *out, curesv_ticket *ticket);
+bool curesv_table_retag(curesv_table *t, const curesv_ticket *ticket, uint32_t origin);
+
+/* Calls fn on a consistent copy of every live entry. Safe while other threads change the table:
+ * an entry changed during the walk is either seen whole (as before or after) or not at all. */
+void curesv_table_walk(curesv_table *t, void (*fn)(const curesv_entry *e, void *ctx), void *ctx);
+
+void curesv_table_stats(curesv_table *t, curesv_table_stats_t *out);
+
+/* The 64-bit mixer used for home buckets (exposed for tests and the bench). */
+static inline uint64_t curesv_hash64(uint64_t x)
+{
+	/* MurmurHash3's fmix64: 2 MiB-aligned device addresses differ only in high bits. */
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	x *= UINT64_C(0xc4ceb9fe1a85ec53);
+	x ^= x >> 33;
+	return x;
+}
+
+#include "tables/table_inline.h"
+
+#endif

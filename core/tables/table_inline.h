@@ -1,0 +1,155 @@
+/* The origin table's inline fast paths (table.h includes this at its end): the slot encoding, the
+ * live count's stripe step, and the common case of insert, take and commit, so that the allocation
+ * path inlines them. Everything else, and every case these decline, is table.c's. Internal to the
+ * table: callers use table.h's functions. */
+#ifndef CURESV_TABLE_INLINE_H
+#define CURESV_TABLE_INLINE_H
+
+#include "base/shard.h"
+#include "base/hot.h"
+
+enum { CURESV_PHASE_FREE = 0, CURESV_PHASE_BUSY = 1, CURESV_PHASE_LIVE = 2 };
+
+#define CURESV_BOUND_SCANNING (UINT32_C(1) << 31)
+#define CURESV_BOUND_MASK (CURESV_BOUND_SCANNING - 1)
+
+/* The state word: origin (bits 40..63) | stream tag (bits 24..39) | version (bits 2..23) | phase.
+ * origin and stream together are the entry's `tag`, carried as one value. */
+static inline uint64_t curesv_st_make(uint64_t phase, uint64_t version, uint64_t tag)
+{
+	return tag << 24 | (version & 0x3fffffu) << 2 | phase;
+}
+static inline uint64_t curesv_st_phase(uint64_t s) { return s & 3; }
+static inline uint64_t curesv_st_version(uint64_t s) { return (s >> 2) & 0x3fffffu; }
+static inline uint64_t curesv_st_tag(uint64_t s) { return s >> 24; }
+static inline uint64_t curesv_tag_of(uint32_t origin, uint16_t stream)
+{
+	return (uint64_t)(origin & 0xffffffu) << 16 | stream;
+}
+
+static inline uint64_t curesv_home_of(const curesv_table *t, uint64_t key)
+{
+	return curesv_hash64(key) & t->mask;
+}
+
+static inline _Atomic uint32_t *curesv_bound_of(curesv_table *t, uint64_t home)
+{
+	return &t->slots[home].bound;
+}
+
+/* Writes e's payload into slot s (claimed as BUSY by the caller) and publishes it LIVE at
+ * `version`. */
+CURESV_HOT void curesv_slot_publish(struct curesv_slot *s, const curesv_entry *e, uint64_t version)
+{
+	/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&s->key, e->ptr, memory_order_relaxed);
+	atomic_store_explicit(&s->meta, e->bytes << 16 | (uint64_t)(uint8_t)(e->device + 1) << 8 |
+					       e->kind, memory_order_relaxed);
+	atomic_store_explicit(&s->thread, e->thread, memory_order_relaxed);
+	/* release: publishes key and payload to lookups, walkers and bound scans */
+	atomic_store_explicit(&s->state, curesv_st_make(CURESV_PHASE_LIVE, version,
+							curesv_tag_of(e->origin, e->stream)),
+			      memory_order_release);
+}
+
+CURESV_HOT void curesv_slot_read(const struct curesv_slot *s, uint64_t st, curesv_entry *out)
+{
+	uint64_t meta = atomic_load_explicit(&s->meta, memory_order_relaxed);
+	out->ptr = atomic_load_explicit(&s->key, memory_order_relaxed);
+	out->bytes = meta >> 16;
+	out->origin = (uint32_t)(curesv_st_tag(st) >> 16);
+	out->stream = (uint16_t)curesv_st_tag(st);
+	out->thread = atomic_load_explicit(&s->thread, memory_order_relaxed);
+	out->device = (int16_t)((meta >> 8 & 0xff) - 1);
+	out->kind = (uint8_t)(meta & 0xff);
+}
+
+/* table.c: the live count's other steps, and the general insert, take and commit. */
+void curesv_table_count_slow_(curesv_table *t, int shard, int64_t n, int delta);
+bool curesv_table_insert_slow_(curesv_table *t, const curesv_entry *e, curesv_entry *old);
+bool curesv_table_take_slow_(curesv_table *t, uint64_t ptr, curesv_entry *out,
+			     curesv_ticket *ticket);
+void curesv_table_lower_bound_(curesv_table *t, uint64_t home, uint64_t d);
+void curesv_table_raise_bound_(curesv_table *t, uint64_t home, uint64_t d);
+
+/* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
+ * stays within [0, batch] and, rising, below the high water the thread last saw; the count moves
+ * to `live` or the high water rises otherwise (table.c). */
+CURESV_HOT void curesv_table_count_(curesv_table *t, int delta)
+{
+	int i = curesv_shard_index();
+	if (__builtin_expect(i >= 0, 1)) {
+		struct curesv_table_stripe *mine = &t->stripes[i];
+		int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
+		if (__builtin_expect(n >= 0 && n <= t->batch &&
+				     (delta < 0 || mine->live_seen + n <= (int64_t)mine->high_water_seen), 1)) {
+			atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
+			return;
+		}
+	}
+	curesv_table_count_slow_(t, i, 0, delta);
+}
+
+CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
+					     curesv_entry *old)
+{
+	old->ptr = 0;
+	uint64_t home = curesv_home_of(t, e->ptr);
+	/* The common case: no key of this home anywhere else (bound 0, no remover scanning) and its
+	 * home slot free, so no stale entry of the key can be in the table. */
+	struct curesv_slot *h = &t->slots[home];
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	if (__builtin_expect(e->ptr != 0 && curesv_st_phase(st) == CURESV_PHASE_FREE &&
+			     atomic_load_explicit(curesv_bound_of(t, home), memory_order_acquire) == 0, 1) &&
+	    /* seq_cst: I4 (table.c), against a remover's scanning CAS and scan */
+	    atomic_compare_exchange_strong_explicit(&h->state, &st,
+						    curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st), 0),
+						    memory_order_seq_cst, memory_order_relaxed)) {
+		curesv_slot_publish(h, e, curesv_st_version(st));
+		if (atomic_load_explicit(curesv_bound_of(t, home), memory_order_seq_cst) &
+		    CURESV_BOUND_SCANNING)
+			curesv_table_raise_bound_(t, home, 0);
+		curesv_table_count_(t, 1);
+		return true;
+	}
+	return curesv_table_insert_slow_(t, e, old);
+}
+
+CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
+				 curesv_ticket *ticket)
+{
+	uint64_t home = curesv_home_of(t, ptr);
+	/* The common case: the key in its home slot (a key is in the table once while live). */
+	struct curesv_slot *h = &t->slots[home];
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	if (__builtin_expect(ptr != 0 && curesv_st_phase(st) == CURESV_PHASE_LIVE &&
+			     atomic_load_explicit(&h->key, memory_order_relaxed) == ptr, 1) &&
+	    /* acquire: the payload read below is the one published with this occupancy */
+	    atomic_compare_exchange_strong_explicit(&h->state, &st,
+						    curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st),
+								   curesv_st_tag(st)),
+						    memory_order_acquire, memory_order_relaxed)) {
+		if (out)
+			curesv_slot_read(h, st, out);
+		*ticket = (curesv_ticket){ home, home, 0, st };
+		return true;
+	}
+	return curesv_table_take_slow_(t, ptr, out, ticket);
+}
+
+CURESV_HOT void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
+{
+	/* Lower the bound while the slot is still BUSY, so no insert can reuse it mid-scan. */
+	if (__builtin_expect(tk->distance != 0, 0) &&
+	    (atomic_load_explicit(curesv_bound_of(t, tk->home), memory_order_relaxed) &
+	     CURESV_BOUND_MASK) == tk->distance)
+		curesv_table_lower_bound_(t, tk->home, tk->distance);
+	/* release: the slot's next occupant (a new version) is ordered after this removal */
+	atomic_store_explicit(&t->slots[tk->index].state,
+			      curesv_st_make(CURESV_PHASE_FREE, curesv_st_version(tk->state) + 1, 0),
+			      memory_order_release);
+	curesv_table_count_(t, -1);
+}
+
+#endif

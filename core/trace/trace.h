@@ -1,0 +1,77 @@
+/* The event trace (CURESV_TRACE): every allocation, free, refusal, failed allocation, transfer,
+ * reservation, release and device capacity, as it happens, in RMM's logging_resource_adaptor CSV
+ * (CURESV_TRACE_FORMAT=rmm) or as Chrome trace-event JSON with counters (chrome).
+ *
+ * Recording is lock-free and makes no system call: an event goes into the calling thread's own
+ * buffer (CURESV_TRACE_BUFFER events of 48 bytes, allocated at the thread's first event), stamped
+ * with CLOCK_MONOTONIC (a vDSO call). A thread whose buffer is full takes the writer lock, drains
+ * every thread's buffer into the file in timestamp order, and goes on; buffers are also drained
+ * when a thread exits, on curesv_trace_flush() and at curesv_trace_close(). Memory: one buffer
+ * per live thread that has recorded an event, plus the writer's 64 KiB output buffer.
+ *
+ * The Chrome counters (each reservation's, each device's shared pool, orphan tier and total live
+ * device bytes, and pinned host bytes) are running sums the writer keeps from the events alone:
+ * an event on a reservation the trace has seen released counts in its device's orphan tier.
+ *
+ * The trace is process-wide. When it is off (no CURESV_TRACE, or closed, or the file failed), a
+ * record costs one relaxed load and a branch. */
+#ifndef CURESV_TRACE_H
+#define CURESV_TRACE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "curesv.h"
+#include "trace/trace_event.h"
+
+#define CURESV_TRACE_BUFFER 1024        /* events per thread buffer (48 KiB) */
+
+/* Non-zero while events are being recorded. */
+extern _Atomic int curesv_trace_on;
+
+/* Opens cfg->trace_file (%p, %r, %h expanded; created or truncated, mode 0644, a regular file
+ * only, never through a symbolic link) and starts recording in cfg->trace_format. Without
+ * CURESV_TRACE it does nothing; when the file cannot be opened it logs one warning and the
+ * program runs on untraced. Not thread-safe: call before any event (the engine's init). */
+void curesv_trace_open(const curesv_config *cfg);
+
+/* Drains every buffer and closes the file (the Chrome trace gets its closing lines). Events that
+ * other threads record from then on are dropped. Thread-safe; idempotent. */
+void curesv_trace_close(void);
+
+/* Drains every buffer into the file now. Thread-safe. */
+void curesv_trace_flush(void);
+
+/* Records `ev` (copied) on the calling thread; drains the buffers when its own is full. */
+void curesv_trace_record(const struct curesv_trace_event *ev);
+
+/* An event given as designated initialisers: CURESV_TRACE(.action = CURESV_TRACE_ALLOC, ...). The
+ * event is built only when a trace is on. */
+#define CURESV_TRACE(...)                                                                         \
+	do {                                                                                      \
+		if (__builtin_expect(atomic_load_explicit(&curesv_trace_on, memory_order_relaxed), 0)) \
+			curesv_trace_record(&(const struct curesv_trace_event){ __VA_ARGS__ });   \
+	} while (0)
+
+/* Reservations are created and released between curesv_trace_hold() and curesv_trace_reserved()
+ * or curesv_trace_released() (which end the hold): the writer lock is held across the ledger call,
+ * so the reservation's name reaches the file before any allocation charged to it, and a release
+ * lands in the file at its place among creations of the same name. Each records its event when
+ * `status` is CURESV_OK. Without a trace, they do nothing. */
+void curesv_trace_hold(void);
+void curesv_trace_reserved(curesv_status status, uint32_t handle, const char *name, uint64_t bytes,
+			   int device);
+void curesv_trace_released(curesv_status status, const char *name);
+
+/* Around fork(): the child inherits no held lock, and records nothing (its events would land in
+ * the parent's file). */
+void curesv_trace_fork_prepare(void);
+void curesv_trace_fork_parent(void);
+void curesv_trace_fork_child(void);
+/* In a child forked without the prepare step (fork() from a signal handler that interrupted
+ * curesv): records nothing more, without the lock. */
+void curesv_trace_fork_orphan(void);
+
+#endif

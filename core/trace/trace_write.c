@@ -1,0 +1,613 @@
+/* The trace's two formats, and the books the Chrome counters are read from.
+ *
+ * RMM (rmm::mr::logging_resource_adaptor): a header line, then "Thread,Time,Action,Pointer,Size,
+ * Stream" rows, Thread the OS thread id, Time the local time of day with microseconds (RMM's
+ * "%H:%M:%S.%f"), Action allocate, free or "allocate failure", Pointer as printf's %p ("(nil)" for
+ * a failure), Stream as RMM prints a cudaStream_t ("0" for the default stream, else 0x-hex). RMM
+ * has no word for transfers, reservations or releases, and logs device memory only: those, and
+ * pinned host memory, are left out of the CSV.
+ *
+ * Chrome: {"traceEvents": [...]}. Counter events ("ph": "C") are named "device N" (or "pinned
+ * host") and carry one series per account, in bytes: each reservation's name, "(shared pool)",
+ * "(orphan tier)" and "(total)"; Perfetto shows each as its own track, "device 0 scan". Each
+ * event that moves bytes writes the series it moved. Thread-scoped instant events ("ph": "i")
+ * mark refusals, failed allocations, transfers, reservations, releases and device capacities.
+ * Timestamps are microseconds since the Unix epoch, so traces of several processes line up; they
+ * never go backwards in the file (an event drained late takes the time of the last one written),
+ * so each series' samples are its running sum in time order. */
+#include "trace/trace_write.h"
+
+#include "base/escape.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "payers/attach.h"
+#include "books/ledger.h"
+#include "tables/table.h"
+
+/* A counter's running sum and its name, the key of its series in its device's counter event
+ * (reservation names need no JSON escaping: the ledger allows letters, digits and "_.-" only). */
+struct account {
+	int64_t bytes;
+	size_t len;             /* of name */
+	char name[CURESV_NAME_MAX];
+};
+
+/* The start of a counter event of one group (a device, or pinned host memory), up to "ts": */
+struct group {
+	size_t len;
+	char text[96];
+};
+
+struct res_book {
+	uint32_t handle;        /* of the reservation this slot holds in the trace's view */
+	bool live;
+	int device;
+	uint64_t size;
+	struct account a;       /* its live device bytes */
+};
+
+struct dev_book {
+	struct group group;
+	struct account shared, orphan, total;
+	uint64_t capacity;
+	bool capacity_known, seen;      /* seen: an event touched it (its capacity is shown then) */
+};
+
+static struct {
+	int fd;
+	bool chrome, failed;
+	int err;
+	long pid;
+	char rank[CURESV_RANK_MAX + 1];
+	char host[CURESV_HOST_MAX];
+	int64_t wall_offset;    /* CLOCK_REALTIME - CLOCK_MONOTONIC at the start, ns */
+	uint64_t epoch_second;  /* Chrome: the second epoch_digits[] shows */
+	char epoch_digits[24];
+	uint64_t last_ts;       /* the latest timestamp written */
+	time_t hms_second;      /* RMM: the second hms[] shows */
+	char hms[16];
+	uint64_t events;
+	struct res_book res[CURESV_MAX_RESERVATIONS + 1];
+	struct dev_book dev[CURESV_MAX_DEVICES];
+	struct group host_group;
+	struct account host_acct;
+	size_t n;
+	char buf[64 * 1024];
+} w;
+
+/* ---- output ------------------------------------------------------------------------------------- */
+
+static void emit_raw(const char *p, size_t len)
+{
+	while (len > 0 && !w.failed) {
+		ssize_t k = write(w.fd, p, len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			w.failed = true;
+			w.err = k < 0 ? errno : ENOSPC;
+			break;
+		}
+		p += k;
+		len -= (size_t)k;
+	}
+}
+
+bool curesv_trace_write_flush(void)
+{
+	emit_raw(w.buf, w.n);
+	w.n = 0;
+	errno = w.err;
+	return !w.failed;
+}
+
+/* Room for `n` more bytes at the end of the buffer; the caller then calls done(). */
+static char *room(size_t n)
+{
+	if (sizeof w.buf - w.n < n)
+		curesv_trace_write_flush();
+	return w.buf + w.n;
+}
+
+static void done(char *end)
+{
+	w.n = (size_t)(end - w.buf);
+}
+
+/* Hand-rolled formatting: the drain formats every event, and printf would cost more than
+ * recording it. */
+#define LIT(p, s) (memcpy((p), (s), sizeof(s) - 1), (p) + sizeof(s) - 1)
+
+static char *str(char *p, const char *s)
+{
+	size_t k = strlen(s);
+	memcpy(p, s, k);
+	return p + k;
+}
+
+static const char pairs[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+/* Two digits a step, right to left into t[], then copied. */
+static char *dec32(char *p, uint32_t v)
+{
+	char t[10];
+	int n = 10;
+	while (v >= 100) {
+		memcpy(t + (n -= 2), pairs + 2 * (v % 100), 2);
+		v /= 100;
+	}
+	if (v >= 10)
+		memcpy(t + (n -= 2), pairs + 2 * v, 2);
+	else
+		t[--n] = (char)('0' + v);
+	memcpy(p, t + n, (size_t)(10 - n));
+	return p + 10 - n;
+}
+
+/* 64-bit division is slow: most values fit 32 bits. */
+static char *dec(char *p, uint64_t v)
+{
+	if (v <= UINT32_MAX)
+		return dec32(p, (uint32_t)v);
+	char t[20];
+	int n = 0;
+	do
+		t[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (n)
+		*p++ = t[--n];
+	return p;
+}
+
+/* `v` (< 10^digits) in exactly `digits` digits. */
+static char *fixed(char *p, uint32_t v, int digits)
+{
+	int i = digits;
+	for (; i >= 2; i -= 2, v /= 100)
+		memcpy(p + i - 2, pairs + 2 * (v % 100), 2);
+	if (i)
+		p[0] = (char)('0' + v % 10);
+	return p + digits;
+}
+
+static char *sdec(char *p, int64_t v)
+{
+	if (v >= 0)
+		return dec(p, (uint64_t)v);
+	*p++ = '-';
+	return dec(p, (uint64_t)0 - (uint64_t)v);
+}
+
+static char *hex(char *p, uint64_t v)
+{
+	char t[16];
+	int n = 16;
+	do
+		t[--n] = "0123456789abcdef"[v & 15];
+	while (v >>= 4);
+	memcpy(p, t + n, (size_t)(16 - n));
+	return p + 16 - n;
+}
+
+/* Appends one formatted piece (at most 1 KiB), for the rare events. */
+static void put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void put(const char *fmt, ...)
+{
+	char *p = room(1024);
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(p, 1024, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		done(p + ((size_t)k < 1024 ? (size_t)k : 1023));
+}
+
+/* A JSON string of at most `max` bytes of `s` (escape.h: curesv_json_char; thread names are
+ * arbitrary bytes). */
+static void put_json_string(const char *s, size_t max)
+{
+	char out[6 * 64 + 3];
+	size_t o = 0, left = strnlen(s, max < 64 ? max : 64);
+	out[o++] = '"';
+	while (left > 0) {
+		size_t used;
+		o += curesv_json_char(s, left, out + o, &used);
+		s += used;
+		left -= used;
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+	put("%s", out);
+}
+
+/* ---- the books -------------------------------------------------------------------------------- */
+
+static bool device_ok(int d)
+{
+	return d >= 0 && d < CURESV_MAX_DEVICES;
+}
+
+/* The reservation `handle` stands for in the trace's view: NULL for the shared pool, and for a
+ * reservation released (or whose slot was taken since): its bytes are in the orphan tier. */
+static struct res_book *live_res(uint32_t handle)
+{
+	unsigned slot = curesv_handle_slot(handle);
+	if (slot == 0 || slot > CURESV_MAX_RESERVATIONS)
+		return NULL;
+	struct res_book *r = &w.res[slot];
+	return r->live && r->handle == handle ? r : NULL;
+}
+
+/* The account an event on `handle` on device `d` counts in. */
+static struct account *account(uint32_t handle, int d)
+{
+	struct res_book *r = live_res(handle);
+	if (r)
+		return &r->a;
+	return handle == CURESV_SHARED ? &w.dev[d].shared : &w.dev[d].orphan;
+}
+
+/* The name events show for `handle` (the shared pool, a reservation, or one released). */
+static const char *handle_name(uint32_t handle, int d)
+{
+	unsigned slot = curesv_handle_slot(handle);
+	(void)d;
+	if (handle == CURESV_SHARED)
+		return "(shared pool)";
+	if (slot <= CURESV_MAX_RESERVATIONS && w.res[slot].handle == handle)
+		return w.res[slot].a.name;
+	return "?";
+}
+
+/* ---- Chrome ------------------------------------------------------------------------------------ */
+
+/* Microseconds since the epoch, to the nanosecond: the seconds' digits are formatted once a
+ * second. */
+static char *ts_chars(char *p, uint64_t mono)
+{
+	uint64_t ns = mono + (uint64_t)w.wall_offset, sec = ns / 1000000000u;
+	if (sec != w.epoch_second || !w.epoch_digits[0]) {
+		w.epoch_second = sec;
+		*dec(w.epoch_digits, sec) = '\0';
+	}
+	uint32_t in_second = (uint32_t)(ns - sec * 1000000000u);
+	p = str(p, w.epoch_digits);
+	p = fixed(p, in_second / 1000, 6);
+	*p++ = '.';
+	return fixed(p, in_second % 1000, 3);
+}
+
+static void put_ts(uint64_t mono)
+{
+	done(ts_chars(room(32), mono));
+}
+
+/* An event's time, formatted once for the counters it moves. */
+struct stamp {
+	size_t len;
+	char text[32];
+};
+
+static void stamp_of(struct stamp *st, uint64_t ts)
+{
+	st->len = (size_t)(ts_chars(st->text, ts) - st->text);
+}
+
+/* One counter event of group g with the series of `a` and, unless NULL, of `b`. */
+static void counters(const struct group *g, const struct stamp *st, const struct account *a,
+		     const struct account *b)
+{
+	char *p = room(sizeof g->text + sizeof st->text + 2 * sizeof a->name + 64);
+	memcpy(p, g->text, g->len);
+	p += g->len;
+	memcpy(p, st->text, st->len);
+	p += st->len;
+	for (int i = 0; i < 2 && a; i++, a = b, b = NULL) {
+		p = i ? LIT(p, ",\"") : LIT(p, ",\"args\":{\"");
+		memcpy(p, a->name, a->len);
+		p += a->len;
+		p = LIT(p, "\":");
+		p = sdec(p, a->bytes);
+	}
+	done(LIT(p, "}}"));
+}
+
+static void counter2(int device, const struct account *a, const struct account *b, uint64_t ts)
+{
+	struct stamp st;
+	stamp_of(&st, ts);
+	counters(&w.dev[device].group, &st, a, b);
+}
+
+/* The opening of an instant event; the caller adds its args and closes it with "}}". */
+static void instant(const char *what, uint32_t tid, uint64_t ts)
+{
+	put(",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"curesv\",\"name\":\"%s\",\"pid\":%ld,\"tid\":%"
+	    PRIu32 ",\"ts\":", what, w.pid, tid);
+	put_ts(ts);
+	put(",\"args\":{");
+}
+
+static void chrome_refusal(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
+{
+	instant(ev->action == CURESV_TRACE_REFUSED ? "refused" : "allocation failed", tid, ts);
+	put("\"account\":\"%s\",\"device\":%d,\"bytes\":%" PRIu64 ",\"kind\":\"%s\",\"stream\":\"0x%"
+	    PRIx64 "\"}}", handle_name(ev->origin, ev->device), ev->device, ev->bytes,
+	    curesv_kind_name((enum curesv_kind)ev->kind), ev->stream);
+}
+
+/* ---- RMM --------------------------------------------------------------------------------------- */
+
+/* RMM's time of day: the local clock's hours, minutes and seconds, formatted once a second. */
+static void rmm_clock(uint64_t mono)
+{
+	uint64_t ns = mono + (uint64_t)w.wall_offset;
+	time_t sec = (time_t)(ns / 1000000000u);
+	if (sec == w.hms_second && w.hms[0])
+		return;
+	struct tm tm;
+	w.hms_second = sec;
+	if (localtime_r(&sec, &tm))
+		snprintf(w.hms, sizeof w.hms, "%02d:%02d:%02d", tm.tm_hour % 100, tm.tm_min % 100,
+			 tm.tm_sec % 100);
+	else
+		snprintf(w.hms, sizeof w.hms, "00:00:00");
+}
+
+/* Thread,Time,Action,Pointer,Size,Stream; the time is `ts`, the event's as the writer orders it */
+static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const char *action,
+		    uint64_t ts)
+{
+	rmm_clock(ts);
+	char *p = room(160);
+	p = dec(p, tid);
+	*p++ = ',';
+	p = str(p, w.hms);
+	uint64_t ns = ts + (uint64_t)w.wall_offset;
+	*p++ = '.';
+	p = fixed(p, (uint32_t)(ns - (uint64_t)w.hms_second * 1000000000u) / 1000, 6);
+	*p++ = ',';
+	p = str(p, action);
+	if (ev->ptr)
+		p = hex(LIT(p, ",0x"), ev->ptr);
+	else
+		p = LIT(p, ",(nil)");
+	*p++ = ',';
+	p = dec(p, ev->bytes);
+	/* as RMM streams a cudaStream_t: 0 for the default stream, else 0x-hex */
+	p = ev->stream ? hex(LIT(p, ",0x"), ev->stream) : LIT(p, ",0");
+	done(LIT(p, "\n"));
+}
+
+/* ---- the events ---------------------------------------------------------------------------------- */
+
+/* An allocation, a free, or a failed free's allocation live again (RMM's log has no word for
+ * it: an allocate row; Chrome marks it). */
+static void alloc_free(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
+{
+	bool alloc = ev->action != CURESV_TRACE_FREE;
+	int64_t delta = alloc ? (int64_t)ev->bytes : -(int64_t)ev->bytes;
+	/* RMM's log is of device memory: pinned host memory shows in the Chrome trace only */
+	if (!w.chrome && !curesv_kind_host(ev->kind))
+		rmm_row(ev, tid, alloc ? "allocate" : "free", ts);
+	if (!device_ok(ev->device))
+		return;
+	if (w.chrome && ev->action == CURESV_TRACE_UNFREE) {
+		instant("free failed", tid, ts);
+		put("\"account\":\"%s\",\"device\":%d,\"ptr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64
+		    ",\"kind\":\"%s\"}}", handle_name(ev->origin, ev->device), ev->device, ev->ptr,
+		    ev->bytes, curesv_kind_name((enum curesv_kind)ev->kind));
+	}
+	if (curesv_kind_host(ev->kind)) {
+		w.host_acct.bytes += delta;
+		if (w.chrome) {
+			struct stamp st;
+			stamp_of(&st, ts);
+			counters(&w.host_group, &st, &w.host_acct, NULL);
+		}
+		return;
+	}
+	struct account *a = account(ev->origin, ev->device), *total = &w.dev[ev->device].total;
+	a->bytes += delta;
+	total->bytes += delta;
+	if (w.chrome)
+		counter2(ev->device, a, total, ts);
+}
+
+static void refusal(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
+{
+	if (!w.chrome && !curesv_kind_host(ev->kind))
+		rmm_row(&(struct curesv_trace_event){ .bytes = ev->bytes, .stream = ev->stream }, tid,
+			"allocate failure", ts);
+	else if (w.chrome && device_ok(ev->device))
+		chrome_refusal(ev, tid, ts);
+}
+
+static void transfer(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
+{
+	if (!device_ok(ev->device))
+		return;
+	struct account *from = account(ev->origin, ev->device), *to = account(ev->to, ev->device);
+	bool device_tier = !curesv_kind_host(ev->kind);
+	if (device_tier) {
+		from->bytes -= (int64_t)ev->bytes;
+		to->bytes += (int64_t)ev->bytes;
+	}
+	if (!w.chrome)
+		return;
+	if (device_tier)
+		counter2(ev->device, from, to, ts);
+	instant("transfer", tid, ts);
+	put("\"from\":\"%s\",\"to\":\"%s\",\"ptr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64
+	    ",\"device\":%d}}", handle_name(ev->origin, ev->device), handle_name(ev->to, ev->device),
+	    ev->ptr, ev->bytes, ev->device);
+}
+
+static void reserve(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts,
+		    const char *name)
+{
+	unsigned slot = curesv_handle_slot(ev->origin);
+	if (slot == 0 || slot > CURESV_MAX_RESERVATIONS || !device_ok(ev->device) || !name)
+		return;
+	struct res_book *r = &w.res[slot];
+	*r = (struct res_book){ .handle = ev->origin, .live = true, .device = ev->device,
+				.size = ev->bytes };
+	r->a.len = (size_t)snprintf(r->a.name, sizeof r->a.name, "%s", name);
+	if (!w.chrome)
+		return;
+	counter2(r->device, &r->a, NULL, ts);
+	instant("reserve", tid, ts);
+	put("\"reservation\":\"%s\",\"device\":%d,\"size\":%" PRIu64 "}}", r->a.name, r->device,
+	    r->size);
+}
+
+/* Its live bytes move to its device's orphan tier; later events on its pointers land there. */
+static void release(uint32_t tid, uint64_t ts, const char *name)
+{
+	struct res_book *r = NULL;
+	for (int i = 1; i <= CURESV_MAX_RESERVATIONS && !r && name; i++)
+		if (w.res[i].live && strcmp(w.res[i].a.name, name) == 0)
+			r = &w.res[i];
+	if (!r)
+		return;
+	int64_t moved = r->a.bytes;
+	struct account *orphan = &w.dev[r->device].orphan;
+	orphan->bytes += moved;
+	r->a.bytes = 0;
+	r->live = false;
+	if (!w.chrome)
+		return;
+	counter2(r->device, &r->a, orphan, ts);
+	instant("release", tid, ts);
+	put("\"reservation\":\"%s\",\"device\":%d,\"orphaned\":%" PRId64 "}}", r->a.name, r->device,
+	    moved);
+}
+
+static void show_capacity(int d, uint32_t tid, uint64_t ts)
+{
+	instant("capacity", tid, ts);
+	put("\"device\":%d,\"capacity\":%" PRIu64 "}}", d, w.dev[d].capacity);
+}
+
+/* A capacity set for every device (CURESV_CAPACITY=SIZE) is shown for the devices in use only. */
+static void capacity(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
+{
+	if (!device_ok(ev->device))
+		return;
+	struct dev_book *d = &w.dev[ev->device];
+	d->capacity = ev->bytes;
+	d->capacity_known = true;
+	if (w.chrome && d->seen)
+		show_capacity(ev->device, tid, ts);
+}
+
+static void see_device(int d, uint32_t tid, uint64_t ts)
+{
+	if (!device_ok(d) || w.dev[d].seen)
+		return;
+	w.dev[d].seen = true;
+	if (w.chrome && w.dev[d].capacity_known)
+		show_capacity(d, tid, ts);
+}
+
+void curesv_trace_write_event(const struct curesv_trace_event *ev, uint32_t tid, const char *name)
+{
+	/* An event whose thread was descheduled between taking its time and publishing it reaches
+	 * the writer after events stamped later: it is written at the time of the row before it. */
+	uint64_t ts = ev->ts > w.last_ts ? ev->ts : w.last_ts;
+	w.last_ts = ts;
+	w.events++;
+	if (ev->action != CURESV_TRACE_CAPACITY && ev->action != CURESV_TRACE_RELEASE)
+		see_device(ev->device, tid, ts);
+	switch ((enum curesv_trace_action)ev->action) {
+	case CURESV_TRACE_ALLOC:
+	case CURESV_TRACE_FREE:
+	case CURESV_TRACE_UNFREE: alloc_free(ev, tid, ts); break;
+	case CURESV_TRACE_REFUSED:
+	case CURESV_TRACE_FAILED: refusal(ev, tid, ts); break;
+	case CURESV_TRACE_TRANSFER: transfer(ev, tid, ts); break;
+	case CURESV_TRACE_CAPACITY: capacity(ev, tid, ts); break;
+	case CURESV_TRACE_RESERVE: reserve(ev, tid, ts, name); break;
+	case CURESV_TRACE_RELEASE: release(tid, ts, name); break;
+	}
+}
+
+void curesv_trace_write_thread(uint32_t tid, const char *name)
+{
+	if (!w.chrome)
+		return;
+	put(",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%" PRIu32
+	    ",\"args\":{\"name\":", w.pid, tid);
+	put_json_string(name, CURESV_THREAD_NAME);
+	put("}}");
+}
+
+static void name_account(struct account *a, const char *name)
+{
+	a->len = (size_t)snprintf(a->name, sizeof a->name, "%s", name);
+}
+
+static void name_group(struct group *g, const char *name, long pid)
+{
+	g->len = (size_t)snprintf(g->text, sizeof g->text, ",\n{\"ph\":\"C\",\"name\":\"%s\","
+				  "\"pid\":%ld,\"ts\":", name, pid);
+}
+
+/* ---- start and end ---------------------------------------------------------------------------------- */
+
+void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
+{
+	memset(&w, 0, sizeof w);
+	w.fd = fd;
+	w.chrome = cfg->trace_format == CURESV_TRACE_CHROME;
+	w.pid = pid;
+	memcpy(w.rank, cfg->rank, sizeof w.rank);
+	memcpy(w.host, cfg->host, sizeof w.host);
+	name_group(&w.host_group, "pinned host", pid);
+	name_account(&w.host_acct, "(total)");
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		char name[32];
+		snprintf(name, sizeof name, "device %d", d);
+		name_group(&w.dev[d].group, name, pid);
+		name_account(&w.dev[d].shared, "(shared pool)");
+		name_account(&w.dev[d].orphan, "(orphan tier)");
+		name_account(&w.dev[d].total, "(total)");
+	}
+	struct timespec mono, wall;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &wall);
+	w.wall_offset = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
+			((int64_t)wall.tv_nsec - (int64_t)mono.tv_nsec);
+	if (!w.chrome) {
+		put("Thread,Time,Action,Pointer,Size,Stream\n");
+		return;
+	}
+	char label[128];
+	snprintf(label, sizeof label, "%s (pid %ld%s%s)", program_invocation_short_name, pid,
+		 w.rank[0] ? ", rank " : "", w.rank);
+	put("{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%ld,\"tid\":%ld,"
+	    "\"args\":{\"name\":", pid, pid);
+	put_json_string(label, sizeof label);
+	put("}}");
+}
+
+bool curesv_trace_write_end(void)
+{
+	if (w.chrome) {
+		put("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"curesv\":\"%s\",\"pid\":%ld,"
+		    "\"rank\":%s,\"host\":", CURESV_VERSION, w.pid, w.rank[0] ? w.rank : "null");
+		put_json_string(w.host, sizeof w.host);
+		put(",\"events\":%" PRIu64 "}}\n", w.events);
+	}
+	return curesv_trace_write_flush();
+}
