@@ -5,6 +5,7 @@
 #define CURESV_LEDGER_H
 
 #include "books/books.h"
+#include "books/moves.h"
 #include "base/lock.h"
 
 /* Initialises an empty ledger (no reservations, capacities unknown). Returns false when the cell

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include "books/books.h"
+#include "books/moves.h"
 
 #include <inttypes.h>
 #include <stdio.h>
