@@ -169,6 +169,7 @@ typedef struct curesv_ledger {
 	enum curesv_attribution attribution;
 	bool enforce;
 	struct curesv_thread_books *books;      /* [CURESV_SHARDS], mapped lazily */
+	bool cells_mapped;                      /* books is the ledger's own mapping */
 	struct curesv_device dev[CURESV_MAX_DEVICES];
 	struct curesv_reservation res[CURESV_MAX_RESERVATIONS + 1];  /* slot 0 unused */
 	pthread_mutex_t lock;

@@ -11,17 +11,32 @@ static void set_slack(struct curesv_device *d, int64_t capacity)
 	atomic_store_explicit(&d->shared.slack, curesv_slack_of(capacity), memory_order_relaxed);
 }
 
+size_t curesv_ledger_cells_bytes(void)
+{
+	return sizeof(struct curesv_thread_books) * CURESV_SHARDS;
+}
+
 bool curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr, bool enforce)
 {
-	memset(l, 0, sizeof *l);
-	l->attribution = attr;
-	l->enforce = enforce;
 	/* Fresh anonymous pages read as zero and cost memory only once a thread touches its cells. */
-	void *mem = mmap(NULL, sizeof(struct curesv_thread_books) * CURESV_SHARDS,
-			 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *mem = mmap(NULL, curesv_ledger_cells_bytes(), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (mem == MAP_FAILED)
 		return false;
-	l->books = mem;
+	curesv_ledger_init_in(l, attr, enforce, mem);
+	l->cells_mapped = true;
+	return true;
+}
+
+bool curesv_ledger_init_in(curesv_ledger *l, enum curesv_attribution attr, bool enforce,
+			   void *cells)
+{
+	memset(l, 0, sizeof *l);
+	if (!cells)
+		return false;
+	l->attribution = attr;
+	l->enforce = enforce;
+	l->books = cells;
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
 		curesv_account_init(&l->dev[d].shared);
 		set_slack(&l->dev[d], INT64_MAX);
@@ -35,8 +50,8 @@ bool curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr, bool enf
 
 void curesv_ledger_destroy(curesv_ledger *l)
 {
-	if (l->books)
-		munmap(l->books, sizeof(struct curesv_thread_books) * CURESV_SHARDS);
+	if (l->books && l->cells_mapped)
+		munmap(l->books, curesv_ledger_cells_bytes());
 	l->books = NULL;
 	pthread_mutex_destroy(&l->lock);
 }

@@ -8,6 +8,10 @@
 #include "books/moves.h"
 #include "base/lock.h"
 
+/* The same over `cells`: zeroed memory of curesv_ledger_cells_bytes() the caller owns. */
+bool curesv_ledger_init_in(curesv_ledger *l, enum curesv_attribution attr, bool enforce,
+			   void *cells);
+size_t curesv_ledger_cells_bytes(void);
 /* Initialises an empty ledger (no reservations, capacities unknown). Returns false when the cell
  * memory cannot be mapped. Not thread-safe. */
 bool curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr, bool enforce);

@@ -296,6 +296,11 @@ static bool parse_strict(const char *v, curesv_config *c, struct bad *bad)
 	return parse_bool(v, &c->strict, bad);
 }
 
+static bool parse_live(const char *v, curesv_config *c, struct bad *bad)
+{
+	return parse_bool(v, &c->live, bad);
+}
+
 /* Matches `v` case-insensitively against a NULL-terminated word list; returns its index or -1. */
 static int keyword(const char *v, const char *const *words)
 {
@@ -629,6 +634,8 @@ static const struct option options[] = {
 	/* not cosmetic: a trace in another format than asked is no use to the tool that reads it */
 	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, false, NULL, false },
 	{ "CURESV_STREAM_ATTACH", "off", parse_stream_attach, false, NULL, false },
+	/* a file, though not one the environment names: none under secure execution either */
+	{ "CURESV_LIVE", "0", parse_live, true, "0", true },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -1013,7 +1020,7 @@ unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv
 			value = path_value(envp, own, options[i].name, secure, &ignored);
 			if (options[i].parse == parse_trace)
 				ignored_trace = ignored;
-			else
+			else if (options[i].parse == parse_report_file)
 				ignored_report = ignored;
 		} else {
 			value = option_value(envp, options[i].name);

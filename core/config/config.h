@@ -71,6 +71,7 @@ typedef struct curesv_config {
 	char trace_file[CURESV_PATH_MAX];               /* CURESV_TRACE; "" = no trace */
 	enum curesv_trace_format trace_format;          /* CURESV_TRACE_FORMAT */
 	enum curesv_stream_attach stream_attach;        /* CURESV_STREAM_ATTACH */
+	bool live;                                      /* CURESV_LIVE: publish the books */
 	/* The process's place in a multi-process job: the first of RANK, OMPI_COMM_WORLD_RANK,
 	 * PMI_RANK, SLURM_PROCID that is set to a non-negative integer ("" when none), and the host
 	 * name (gethostname, '/' and control characters replaced by '_'). */

@@ -11,26 +11,53 @@
 #include "base/units.h"
 #include "trace/trace.h"
 
-bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
+size_t curesv_engine_bytes(const curesv_config *cfg)
 {
-	memset(e, 0, sizeof *e);
-	e->cfg = *cfg;
-	if (!curesv_table_init(&e->table, cfg->table_slots)) {
+	return curesv_region_pages(curesv_table_bytes(cfg->table_slots)) +
+	       curesv_region_pages(curesv_streams_bytes()) +
+	       curesv_region_pages(curesv_ledger_cells_bytes());
+}
+
+/* The origin table, the stream table and the ledger's cells: each its own mapping, or carved from
+ * region r. */
+static bool init_tables(curesv_engine *e, const curesv_config *cfg, struct curesv_region *r)
+{
+	bool enforce = cfg->mode == CURESV_MODE_ENFORCE;
+	if (r ? !curesv_table_init_in(&e->table, cfg->table_slots,
+				     curesv_region_take(r, curesv_table_bytes(cfg->table_slots)))
+	      : !curesv_table_init(&e->table, cfg->table_slots)) {
 		curesv_log(CURESV_LOG_ERROR, "cannot allocate the origin table (%" PRIu64 " slots)",
 			   cfg->table_slots);
 		return false;
 	}
-	if (!curesv_streams_init(&e->streams)) {
+	if (r ? !curesv_streams_init_in(&e->streams, curesv_region_take(r, curesv_streams_bytes()))
+	      : !curesv_streams_init(&e->streams)) {
 		curesv_log(CURESV_LOG_ERROR, "cannot allocate the stream table");
 		curesv_table_destroy(&e->table);
 		return false;
 	}
-	if (!curesv_ledger_init(&e->ledger, cfg->attribution, cfg->mode == CURESV_MODE_ENFORCE)) {
+	if (r ? !curesv_ledger_init_in(&e->ledger, cfg->attribution, enforce,
+				      curesv_region_take(r, curesv_ledger_cells_bytes()))
+	      : !curesv_ledger_init(&e->ledger, cfg->attribution, enforce)) {
 		curesv_log(CURESV_LOG_ERROR, "cannot map the ledger's per-thread cells");
 		curesv_streams_destroy(&e->streams);
 		curesv_table_destroy(&e->table);
 		return false;
 	}
+	return true;
+}
+
+bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
+{
+	return curesv_engine_init_in(e, cfg, NULL);
+}
+
+bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct curesv_region *r)
+{
+	memset(e, 0, sizeof *e);
+	e->cfg = *cfg;
+	if (!init_tables(e, cfg, r))
+		return false;
 	curesv_vmm_init(&e->vmm);
 	curesv_graphs_init(&e->graphs, &e->table);
 	curesv_trace_open(cfg);
@@ -40,13 +67,14 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 	/* Reservations first, capacities after: CURESV_RESERVATIONS past a configured capacity are all
 	 * kept with one warning (the configuration's), as they are when the capacity is the driver's. */
 	for (unsigned i = 0; i < cfg->n_reservations; i++) {
-		const struct curesv_reservation_spec *r = &cfg->reservations[i];
+		const struct curesv_reservation_spec *spec = &cfg->reservations[i];
 		uint32_t h = 0;
 		curesv_trace_hold();
-		curesv_status st = curesv_ledger_reserve(&e->ledger, r->name, r->size, r->device, &h);
-		curesv_trace_reserved(st, h, r->name, r->size, r->device);
+		curesv_status st = curesv_ledger_reserve(&e->ledger, spec->name, spec->size,
+							 spec->device, &h);
+		curesv_trace_reserved(st, h, spec->name, spec->size, spec->device);
 		if (st != CURESV_OK)
-			curesv_log(CURESV_LOG_ERROR, "CURESV_RESERVATIONS: '%s': %s", r->name,
+			curesv_log(CURESV_LOG_ERROR, "CURESV_RESERVATIONS: '%s': %s", spec->name,
 				   curesv_strerror(st));
 	}
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
@@ -57,7 +85,7 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 		curesv_ledger_set_capacity(&e->ledger, d, cap, true);
 		CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)d, .bytes = cap);
 	}
-	curesv_attach_configure(&e->ledger, cfg->rules, cfg->n_rules);
+	curesv_attach_configure(&e->ledger, cfg->rules, cfg->n_rules, &e->attach);
 	return true;
 }
 

@@ -16,6 +16,7 @@
 #include "payers/attach.h"
 #include "config/config.h"
 #include "base/hot.h"
+#include "base/region.h"
 #include "tables/graph_registry.h"
 #include "books/ledger.h"
 #include "payers/streams.h"
@@ -28,6 +29,7 @@ typedef struct curesv_engine {
 	curesv_table table;
 	curesv_streams streams;
 	curesv_vmm vmm;                         /* VMM handles and mappings (vmm.h) */
+	struct curesv_attach_state attach;      /* rule counts and thread names (attach.h) */
 	curesv_graphs graphs;                   /* graphs and their allocations (graph_registry.h) */
 	_Atomic uint64_t unknown_frees;         /* frees of non-NULL pointers the table did not hold */
 	_Atomic uint64_t untracked_allocs;      /* allocations recorded nowhere (table full, or over */
@@ -48,6 +50,11 @@ typedef struct curesv_engine {
  * creates CURESV_RESERVATIONS, installs CURESV_ATTACH rules. Returns false (with one error line
  * logged) when the table cannot be allocated. Not thread-safe. */
 bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg);
+/* The same with the tables and the ledger's cells carved from region r (base/region.h), of at
+ * least curesv_engine_bytes(cfg) bytes left: one mapping that another process can read
+ * (CURESV_LIVE). */
+bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct curesv_region *r);
+size_t curesv_engine_bytes(const curesv_config *cfg);
 void curesv_engine_destroy(curesv_engine *e);
 
 /* What a thread is in the middle of between its begin and end calls, published for fork

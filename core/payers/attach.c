@@ -13,7 +13,6 @@
 static curesv_ledger *ledger;
 static unsigned n_rules;
 static struct curesv_attach_rule rules[CURESV_MAX_ATTACH_RULES];
-static _Atomic uint64_t rule_matches[CURESV_MAX_ATTACH_RULES];
 
 static _Atomic uint32_t next_serial = 1;
 /* Bumped when any thread is renamed or a reservation is created: rules may now match otherwise. */
@@ -28,24 +27,27 @@ static _Thread_local struct {
 	bool warned_device;     /* told that this attachment's device is not the one in use */
 } self;
 
-/* Names by serial, seqlocked by the serial word: a reader keeps a name only if the serial it read
- * before and after is the one it wanted. Two threads whose serials collide modulo the size may
- * leave one's name under the other's serial: a cosmetic mislabel in the leak list, nothing more. */
-#define REGISTRY 4096
-struct name_cell {
-	_Atomic uint32_t serial;
-	_Atomic uint64_t name[2];
-};
-static struct name_cell registry[REGISTRY];
+/* What the report reads (attach.h): in the engine once configured, here until then. */
+static struct curesv_attach_state unconfigured;
+static struct curesv_attach_state *state = &unconfigured;
 
-void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *r, unsigned n)
+void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *r, unsigned n,
+			     struct curesv_attach_state *s)
 {
 	ledger = l;
 	n_rules = n < CURESV_MAX_ATTACH_RULES ? n : CURESV_MAX_ATTACH_RULES;
 	memcpy(rules, r, n_rules * sizeof *r);
+	state = s;
 	for (unsigned i = 0; i < CURESV_MAX_ATTACH_RULES; i++)
-		atomic_store_explicit(&rule_matches[i], 0, memory_order_relaxed);
+		atomic_store_explicit(&s->rule_matches[i], 0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&curesv_rename_epoch_, 1, memory_order_relaxed);
+}
+
+void curesv_attach_view(struct curesv_attach_state *s, unsigned rules_configured)
+{
+	state = s;
+	n_rules = rules_configured < CURESV_MAX_ATTACH_RULES ? rules_configured
+							     : CURESV_MAX_ATTACH_RULES;
 }
 
 _Thread_local uint32_t curesv_thread_serial_;
@@ -62,7 +64,7 @@ static void registry_store(uint32_t serial, const char *name)
 {
 	uint64_t w[2] = { 0, 0 };
 	memcpy(w, name, strnlen(name, CURESV_THREAD_NAME - 1));
-	struct name_cell *e = &registry[serial % REGISTRY];
+	struct curesv_name_cell *e = &state->names[serial % CURESV_NAME_REGISTRY];
 	atomic_store_explicit(&e->serial, 0, memory_order_relaxed);
 	/* release fence: a reader that sees any new name word also sees serial 0 */
 	atomic_thread_fence(memory_order_release);
@@ -74,7 +76,7 @@ static void registry_store(uint32_t serial, const char *name)
 
 bool curesv_thread_name(uint32_t serial, char out[CURESV_THREAD_NAME])
 {
-	struct name_cell *e = &registry[serial % REGISTRY];
+	struct curesv_name_cell *e = &state->names[serial % CURESV_NAME_REGISTRY];
 	uint64_t w[2];
 	out[0] = '\0';
 	if (serial == 0 || atomic_load_explicit(&e->serial, memory_order_acquire) != serial)
@@ -131,7 +133,7 @@ static void match_rules(const char *name)
 		if (fnmatch(rules[i].glob, name, 0) != 0)
 			continue;
 		warn_main_thread(&rules[i], name);
-		atomic_fetch_add_explicit(&rule_matches[i], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&state->rule_matches[i], 1, memory_order_relaxed);
 		curesv_ref h;
 		bool found = curesv_ledger_find_ref(ledger, rules[i].name, &h) == CURESV_OK;
 		set_attachment(found ? h : CURESV_SHARED, found ? rules[i].name : NULL);
@@ -220,7 +222,7 @@ void curesv_thread_wrong_device(curesv_ref ref, int device)
 
 uint64_t curesv_attach_rule_matches(unsigned i)
 {
-	return i < n_rules ? atomic_load_explicit(&rule_matches[i], memory_order_relaxed) : 0;
+	return i < n_rules ? atomic_load_explicit(&state->rule_matches[i], memory_order_relaxed) : 0;
 }
 
 void curesv_attach_invalidate(void)

@@ -19,8 +19,28 @@
 
 #define CURESV_THREAD_NAME 16   /* as pthread_getname_np: 15 characters + NUL */
 
-/* Sets the ledger and rules used from now on (rules are copied). Not thread-safe: call at init. */
-void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *rules, unsigned n);
+/* What the report reads of attachment: how often each CURESV_ATTACH rule matched, and the names of
+ * the 4096 most recent thread serials (seqlocked by the serial word: a reader keeps a name only if
+ * the serial it read before and after is the one it wanted; two threads whose serials collide
+ * modulo the size may leave one's name under the other's serial, a cosmetic mislabel in the leak
+ * list). Fixed-size, no pointers: it lives in the engine, so that a reader of the engine's books
+ * (CURESV_LIVE) sees it too. */
+#define CURESV_NAME_REGISTRY 4096
+struct curesv_name_cell {
+	_Atomic uint32_t serial;
+	_Atomic uint64_t name[2];
+};
+struct curesv_attach_state {
+	_Atomic uint64_t rule_matches[CURESV_MAX_ATTACH_RULES];
+	struct curesv_name_cell names[CURESV_NAME_REGISTRY];
+};
+
+/* Sets the ledger, rules (copied) and state used from now on. Not thread-safe: call at init. */
+void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *rules, unsigned n,
+			     struct curesv_attach_state *s);
+/* A reader of another process's books: the rule counts and names are read from `s`, for
+ * `rules_configured` rules. */
+void curesv_attach_view(struct curesv_attach_state *s, unsigned rules_configured);
 
 /* The calling thread's serial number (1, 2, ... in order of first use; never 0). */
 extern _Thread_local uint32_t curesv_thread_serial_;

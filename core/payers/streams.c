@@ -28,6 +28,18 @@ bool curesv_streams_init(curesv_streams *s)
 	return curesv_table_init(&s->map, CURESV_STREAM_SLOTS);
 }
 
+size_t curesv_streams_bytes(void)
+{
+	return curesv_table_bytes(CURESV_STREAM_SLOTS);
+}
+
+bool curesv_streams_init_in(curesv_streams *s, void *mem)
+{
+	atomic_init(&s->epoch, 1);
+	pthread_mutex_init(&s->lock, NULL);
+	return curesv_table_init_in(&s->map, CURESV_STREAM_SLOTS, mem);
+}
+
 void curesv_streams_destroy(curesv_streams *s)
 {
 	curesv_table_destroy(&s->map);

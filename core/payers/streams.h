@@ -99,6 +99,9 @@ typedef struct curesv_streams {
 } curesv_streams;
 
 bool curesv_streams_init(curesv_streams *s);
+/* The same over `mem`: zeroed memory of curesv_streams_bytes() the caller owns. */
+bool curesv_streams_init_in(curesv_streams *s, void *mem);
+size_t curesv_streams_bytes(void);
 void curesv_streams_destroy(curesv_streams *s);
 
 /* Takes the lock that changes are made under; with `wait` false, returns false at once when

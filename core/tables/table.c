@@ -52,21 +52,34 @@ const char *curesv_kind_name(enum curesv_kind kind)
 	return (unsigned)kind < CURESV_KINDS && names[kind] ? names[kind] : "unknown";
 }
 
+size_t curesv_table_bytes(uint64_t slots)
+{
+	return slots * sizeof(struct curesv_slot) + CURESV_SHARDS * sizeof(struct curesv_table_stripe);
+}
+
 bool curesv_table_init(curesv_table *t, uint64_t slots)
 {
-	memset(t, 0, sizeof *t);
 	if (slots < 8 || (slots & (slots - 1)) || slots > (UINT64_C(1) << 30))
 		return false;
 	/* Fresh anonymous pages read as zero (all slots FREE) and cost memory only once touched: a
 	 * large CURESV_TABLE_SLOTS reserves address space, not resident memory. */
-	size_t bytes = slots * sizeof *t->slots + CURESV_SHARDS * sizeof *t->stripes;
+	size_t bytes = curesv_table_bytes(slots);
 	void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 			 -1, 0);
 	if (mem == MAP_FAILED)
 		return false;
+	curesv_table_init_in(t, slots, mem);
+	t->mapped = bytes;
+	return true;
+}
+
+bool curesv_table_init_in(curesv_table *t, uint64_t slots, void *mem)
+{
+	memset(t, 0, sizeof *t);
+	if (!mem || slots < 8 || (slots & (slots - 1)) || slots > (UINT64_C(1) << 30))
+		return false;
 	t->slots = mem;
 	t->stripes = (struct curesv_table_stripe *)(t->slots + slots);
-	t->mapped = bytes;
 	t->mask = slots - 1;
 	t->probe_limit = slots;
 	t->batch = slots / 1024 < 64 ? (int64_t)(slots / 1024) : 64;
@@ -75,7 +88,7 @@ bool curesv_table_init(curesv_table *t, uint64_t slots)
 
 void curesv_table_destroy(curesv_table *t)
 {
-	if (t->slots)
+	if (t->slots && t->mapped)
 		munmap(t->slots, t->mapped);
 	t->slots = NULL;
 }

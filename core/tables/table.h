@@ -110,7 +110,11 @@ typedef struct curesv_table_stats {
 /* Allocates a table of `slots` entries (a power of two >= 8); the only allocation the table makes.
  * Returns false when `slots` is invalid or memory is short. Not thread-safe. */
 bool curesv_table_init(curesv_table *t, uint64_t slots);
-/* Frees the table's memory. Not thread-safe: nothing else may use the table. */
+/* The same over `mem`: zeroed memory of curesv_table_bytes(slots) the caller owns (a region's). */
+bool curesv_table_init_in(curesv_table *t, uint64_t slots, void *mem);
+size_t curesv_table_bytes(uint64_t slots);
+/* Frees the table's memory (not memory the caller gave). Not thread-safe: nothing else may use
+ * the table. */
 void curesv_table_destroy(curesv_table *t);
 
 /* Adds an entry. Returns false, counting a full event, when no free slot is found; false without
