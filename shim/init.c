@@ -17,7 +17,9 @@
 
 enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
 
-static curesv_engine engine;
+/* The engine: here, or in the live file's mapping (CURESV_LIVE). */
+static curesv_engine engine_storage;
+static curesv_engine *engine = &engine_storage;
 static _Atomic int state = UNINIT;
 static _Atomic int reported;
 /* The process whose books these are: a forked child adopts them only once it makes a CUDA call. */
@@ -45,15 +47,17 @@ static void before_fork(void)
 		curesv_shard_fork_prepare();
 	curesv_trace_fork_prepare();
 	if (fork_locked)
-		curesv_report_fork_prepare(&engine);
+		curesv_report_fork_prepare(engine);
+	curesv_shim_live_fork_prepare();
 }
 
 static void after_fork_parent(void)
 {
 	if (fork_unguarded)
 		return;
+	curesv_shim_live_fork_parent();
 	if (fork_locked)
-		curesv_report_fork_done(&engine);
+		curesv_report_fork_done(engine);
 	curesv_trace_fork_parent();
 	if (fork_locked)
 		curesv_shard_fork_parent();
@@ -62,14 +66,16 @@ static void after_fork_parent(void)
 static void after_fork_child(void)
 {
 	if (fork_unguarded) {
+		curesv_shim_live_fork_child();
 		curesv_trace_fork_orphan();
 		return; /* `owner` stays the parent: the child never writes the report */
 	}
+	curesv_shim_live_fork_child();
 	if (fork_locked)
-		curesv_report_fork_done(&engine);
+		curesv_report_fork_done(engine);
 	curesv_trace_fork_child();
 	if (fork_locked)
-		curesv_engine_fork_child(&engine);
+		curesv_engine_fork_child(engine);
 	/* A thread that was initialising the engine does not exist in the child: start again. */
 	int busy = INITIALISING;
 	atomic_compare_exchange_strong_explicit(&state, &busy, UNINIT, memory_order_relaxed,
@@ -157,14 +163,14 @@ static bool cuda_failed_unseen(void)
 /* After the exit report: should the process end with CURESV_ERROR_EXITCODE? */
 static void judge_exit(void)
 {
-	if (!engine.cfg.error_exitcode)
+	if (!engine->cfg.error_exitcode)
 		return;
 	curesv_findings f;
-	curesv_report_findings(&engine, &f);
+	curesv_report_findings(engine, &f);
 	if (!f.leaks && !f.refusals && !f.over_budget)
 		return;
 	findings = f;
-	wanted_status = engine.cfg.error_exitcode;
+	wanted_status = engine->cfg.error_exitcode;
 	/* loaded with dlopen after the program's start-up: its exit hook ran already */
 	if (atomic_load_explicit(&exit_hook_ran, memory_order_relaxed))
 		exit_as_judged(-1);
@@ -190,7 +196,10 @@ static int init_state(void)
 	}
 	if (!cfg.enable)
 		return DISABLED;
-	if (!curesv_engine_init(&engine, &cfg))
+	curesv_engine *live = cfg.live ? curesv_shim_live_engine(&cfg) : NULL;
+	if (live)
+		engine = live;
+	else if (!curesv_engine_init(engine, &cfg))
 		return DISABLED;
 	curesv_shard_init();
 	atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
@@ -210,8 +219,8 @@ curesv_engine *curesv_shim_engine_slow(void)
 		if (atomic_load_explicit(&owner, memory_order_relaxed) == 0)
 			atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
 		/* release: a thread that reads it sees the engine built (and this process its owner) */
-		atomic_store_explicit(&curesv_shim_ready, &engine, memory_order_release);
-		return &engine;
+		atomic_store_explicit(&curesv_shim_ready, engine, memory_order_release);
+		return engine;
 	}
 	if (s == DISABLED)
 		return NULL;
@@ -235,13 +244,21 @@ bool curesv_shim_report_now(void)
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE)
 		return false;
 	curesv_trace_flush();
-	return curesv_report_emit(&engine, (long)getpid(), false) == CURESV_OK;
+	return curesv_report_emit(engine, (long)getpid(), false) == CURESV_OK;
 }
 
 /* The exit report and the end of the trace: written once, by the process that owns the books, even while other threads are
  * still allocating (the report reads everything atomically). Runs after the program's own
  * destructors that were initialised later, so their frees are counted. */
-__attribute__((destructor)) static void report_at_exit(void)
+static void report_at_exit(void);
+
+__attribute__((destructor)) static void at_exit(void)
+{
+	report_at_exit();
+	curesv_shim_live_end();
+}
+
+static void report_at_exit(void)
 {
 	/* A program whose CUDA calls all failed gets its report too: it says no driver answered. */
 	if (atomic_load_explicit(&state, memory_order_acquire) == UNINIT && cuda_failed_unseen())
@@ -250,18 +267,18 @@ __attribute__((destructor)) static void report_at_exit(void)
 	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
 	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
 		return;
-	if (engine.cfg.report == CURESV_REPORT_OFF && !engine.cfg.error_exitcode &&
-	    !engine.cfg.trace_file[0])
+	if (engine->cfg.report == CURESV_REPORT_OFF && !engine->cfg.error_exitcode &&
+	    !engine->cfg.trace_file[0])
 		return;
 	/* exit() called from a signal handler that interrupted curesv on this very thread: its locks
 	 * are held below us, and waiting for them would hang the exit. */
 	if (curesv_locks_held()) {
 		curesv_log(CURESV_LOG_ERROR, "exit() interrupted curesv itself (from a signal handler?): "
-			   "no report%s", engine.cfg.trace_file[0] ? ", and the trace is cut short" : "");
+			   "no report%s", engine->cfg.trace_file[0] ? ", and the trace is cut short" : "");
 		return;
 	}
 	curesv_trace_close();
-	if (engine.cfg.report != CURESV_REPORT_OFF)
-		curesv_report_emit(&engine, (long)getpid(), true);
+	if (engine->cfg.report != CURESV_REPORT_OFF)
+		curesv_report_emit(engine, (long)getpid(), true);
 	judge_exit();
 }

@@ -7,6 +7,11 @@
  *                                exit status 0 when clean, 1 with warnings only, 2 with errors.
  *                                A problem with variable VAR is said of LABEL instead: the launcher
  *                                names the option the user typed (CURESV_RESERVATIONS=--reserve)
+ *     libcuresv.so --stat FILE [--json]
+ *                                the report of a running process's live books (CURESV_LIVE) from
+ *                                its live file, as the process would write it: exit status 0, 1
+ *                                when the file is not one of this user's that this build reads, 3
+ *                                when its process has ended (curesv-stat removes such files)
  *
  * The launcher's --version and --check (and its check before starting a program) come here, so
  * what they say is what the preloaded library will do. Only write(2) and _exit(2): the C library
@@ -21,6 +26,7 @@
 #include "config/config.h"
 #include "curesv.h"
 #include "base/log.h"
+#include "report/stat.h"
 #include "shim.h"
 
 #ifndef CURESV_INTERP
@@ -89,6 +95,17 @@ static int check(char **envp, char **labels)
 	return all ? 2 : diag.warnings ? 1 : 0;
 }
 
+/* libcuresv.so --stat: one line on stderr naming the file when it cannot be read. */
+static int stat_file(const char *path, bool json)
+{
+	char why[160];
+	enum curesv_stat_result r = curesv_stat_file(path, json ? CURESV_REPORT_JSON
+								 : CURESV_REPORT_TEXT, 1, why, sizeof why);
+	if (r != CURESV_STAT_OK)
+		curesv_log(CURESV_LOG_ERROR, "%s: %s", path, why);
+	return r == CURESV_STAT_OK ? 0 : r == CURESV_STAT_ENDED ? 3 : 1;
+}
+
 static bool labels_valid(char **labels)
 {
 	for (; *labels; labels++)
@@ -112,7 +129,10 @@ void curesv_main(long *stack)
 	}
 	if (argc >= 2 && strcmp(argv[1], "--check") == 0 && labels_valid(argv + 2))
 		_exit(check(envp, argv + 2));
-	say(2, "usage: libcuresv.so --version | --check [CURESV_VAR=LABEL...]\n"
+	if ((argc == 3 || (argc == 4 && strcmp(argv[3], "--json") == 0)) &&
+	    strcmp(argv[1], "--stat") == 0)
+		_exit(stat_file(argv[2], argc == 4));
+	say(2, "usage: libcuresv.so --version | --check [CURESV_VAR=LABEL...] | --stat FILE [--json]\n"
 	       "libcuresv.so is preloaded into CUDA programs (LD_PRELOAD, or the curesv launcher);\n"
 	       "run as a program it prints its version or checks the CURESV_* environment.\n");
 	_exit(2);

@@ -156,6 +156,14 @@ CURESV_HIDDEN void *curesv_substitute_symbol(const char *symbol, void *fn);
 /* The dlsym trampoline's question (dlsym.c): a driver entry point's hook, or NULL to forward. */
 CURESV_HIDDEN void *curesv_dlsym_answer(void *handle, const char *name);
 
+/* The live books (live.c, CURESV_LIVE): the engine built in the live file's mapping (NULL: none,
+ * with one warning; build it as usual); the file ended and removed at exit; fork's handlers. */
+CURESV_HIDDEN curesv_engine *curesv_shim_live_engine(const curesv_config *cfg);
+CURESV_HIDDEN void curesv_shim_live_end(void);
+CURESV_HIDDEN void curesv_shim_live_fork_prepare(void);
+CURESV_HIDDEN void curesv_shim_live_fork_parent(void);
+CURESV_HIDDEN void curesv_shim_live_fork_child(void);
+
 /* Writes the report now, as configured (init.c); false when off or it could not be written. */
 CURESV_HIDDEN bool curesv_shim_report_now(void);
 

@@ -56,6 +56,9 @@ static inline int curesv_shard_index(void)
 /* The highest index handed out so far, plus one: readers sum elements [0, count). At most the
  * most threads that held an index at once. */
 unsigned curesv_shard_count(void);
+/* From now on readers sum every element (a reader of another process's books: its count is not
+ * this process's). */
+void curesv_shard_count_all(void);
 
 /* Brackets a hot-path update of the books (see above). Never nests. Returns the calling thread's
  * control (NULL: a thread without a shard, which no fork waits for). */

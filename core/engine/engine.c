@@ -11,6 +11,19 @@
 #include "base/units.h"
 #include "trace/trace.h"
 
+uint64_t curesv_engine_layout(void)
+{
+	static const uint64_t sizes[] = {
+		sizeof(curesv_engine), sizeof(struct curesv_slot), sizeof(struct curesv_table_stripe),
+		sizeof(struct curesv_thread_books), sizeof(struct curesv_attach_state),
+		CURESV_SHARDS, CURESV_MAX_RESERVATIONS, CURESV_MAX_DEVICES, CURESV_STREAM_SLOTS,
+	};
+	uint64_t h = 0;
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+		h = curesv_hash64(h ^ sizes[i] ^ (i << 56));
+	return h;
+}
+
 size_t curesv_engine_bytes(const curesv_config *cfg)
 {
 	return curesv_region_pages(curesv_table_bytes(cfg->table_slots)) +

@@ -55,6 +55,9 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg);
  * (CURESV_LIVE). */
 bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct curesv_region *r);
 size_t curesv_engine_bytes(const curesv_config *cfg);
+/* A hash of the engine's structure sizes and bounds: a reader of another process's engine (live
+ * books) built otherwise must not read it. */
+uint64_t curesv_engine_layout(void);
 void curesv_engine_destroy(curesv_engine *e);
 
 /* What a thread is in the middle of between its begin and end calls, published for fork

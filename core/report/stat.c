@@ -1,0 +1,209 @@
+#include "report/stat.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "live/live.h"
+#include "report/report.h"
+
+static bool fits(uint64_t off, uint64_t bytes, uint64_t size)
+{
+	return off % 64 == 0 && off <= size && bytes <= size - off;
+}
+
+static bool header_ok(const struct curesv_live_header *h, size_t size, char *why, size_t n)
+{
+	const char *bad = NULL;
+	if (h->magic != CURESV_LIVE_MAGIC)
+		bad = "not a curesv live file";
+	else if (h->version != CURESV_LIVE_VERSION || h->header_bytes != CURESV_LIVE_HEADER ||
+		 h->layout != curesv_engine_layout())
+		bad = "written by another build of curesv";
+	else if (h->total_bytes != size)
+		bad = "its size is not the one its header says";
+	else if (h->table_slots < 8 || (h->table_slots & (h->table_slots - 1)) ||
+		 h->table_slots > (UINT64_C(1) << 30) ||
+		 !fits(h->engine_off, sizeof(curesv_engine), size) ||
+		 !fits(h->table_off, curesv_table_bytes(h->table_slots), size) ||
+		 !fits(h->streams_off, curesv_streams_bytes(), size) ||
+		 !fits(h->cells_off, curesv_ledger_cells_bytes(), size))
+		bad = "its header names places outside it";
+	if (bad)
+		snprintf(why, n, "%s", bad);
+	return !bad;
+}
+
+/* A string of `n` bytes that may hold anything: cut at its end. */
+#define TERMINATE(a) ((a)[sizeof(a) - 1] = '\0')
+
+static unsigned at_most(unsigned v, unsigned max)
+{
+	return v < max ? v : max;
+}
+
+/* The copied configuration, held to what its readers assume. */
+static void sane_config(curesv_config *c)
+{
+	c->n_rules = at_most(c->n_rules, CURESV_MAX_ATTACH_RULES);
+	c->n_reservations = at_most(c->n_reservations, CURESV_MAX_RESERVATIONS);
+	for (unsigned i = 0; i < CURESV_MAX_ATTACH_RULES; i++) {
+		TERMINATE(c->rules[i].glob);
+		TERMINATE(c->rules[i].name);
+	}
+	for (unsigned i = 0; i < CURESV_MAX_RESERVATIONS; i++) {
+		TERMINATE(c->reservations[i].name);
+		TERMINATE(c->reservations[i].size_text);
+	}
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
+		TERMINATE(c->capacity_text[d]);
+	TERMINATE(c->capacity_all_text);
+	TERMINATE(c->report_file);
+	TERMINATE(c->trace_file);
+	TERMINATE(c->rank);
+	TERMINATE(c->host);
+	c->mode = c->mode == CURESV_MODE_ENFORCE ? CURESV_MODE_ENFORCE : CURESV_MODE_OBSERVE;
+	c->attribution = c->attribution == CURESV_ATTRIBUTION_CALLER ? CURESV_ATTRIBUTION_CALLER
+								     : CURESV_ATTRIBUTION_ORIGIN;
+}
+
+static void point_table(curesv_table *t, unsigned char *base, uint64_t off, uint64_t slots)
+{
+	t->slots = (struct curesv_slot *)(base + off);
+	t->stripes = (struct curesv_table_stripe *)(t->slots + slots);
+	t->mask = slots - 1;
+	t->probe_limit = slots;
+	t->batch = slots / 1024 < 64 ? (int64_t)(slots / 1024) : 64;
+	t->mapped = 0;
+}
+
+/* The engine copied from the mapping, pointed at its tables, its locks its own, its counts held to
+ * their bounds. The vmm and graph registries' maps are not in the file: empty here (their figures
+ * are). */
+static void adopt(curesv_engine *e, unsigned char *base, const struct curesv_live_header *h)
+{
+	sane_config(&e->cfg);
+	point_table(&e->table, base, h->table_off, h->table_slots);
+	point_table(&e->streams.map, base, h->streams_off, CURESV_STREAM_SLOTS);
+	pthread_mutex_init(&e->streams.lock, NULL);
+	e->ledger.books = (struct curesv_thread_books *)(base + h->cells_off);
+	e->ledger.cells_mapped = false;
+	e->ledger.attribution = e->cfg.attribution;
+	e->ledger.enforce = e->cfg.mode == CURESV_MODE_ENFORCE;
+	pthread_mutex_init(&e->ledger.lock, NULL);
+	for (int i = 0; i <= CURESV_MAX_RESERVATIONS; i++) {
+		struct curesv_reservation *r = &e->ledger.res[i];
+		TERMINATE(r->name);
+		int d = atomic_load_explicit(&r->device, memory_order_relaxed);
+		if (d < 0 || d >= CURESV_MAX_DEVICES)
+			atomic_store_explicit(&r->device, 0, memory_order_relaxed);
+	}
+	pthread_mutex_init(&e->vmm.lock, NULL);
+	memset(&e->vmm.by_handle, 0, sizeof e->vmm.by_handle);
+	memset(&e->vmm.by_address, 0, sizeof e->vmm.by_address);
+	pthread_mutex_init(&e->graphs.lock, NULL);
+	e->graphs.table = &e->table;
+	memset(&e->graphs.graphs, 0, sizeof e->graphs.graphs);
+	memset(&e->graphs.records, 0, sizeof e->graphs.records);
+	memset(&e->graphs.execs, 0, sizeof e->graphs.execs);
+	memset(&e->graphs.addresses, 0, sizeof e->graphs.addresses);
+	memset(&e->graphs.captures, 0, sizeof e->graphs.captures);
+	int devices = atomic_load_explicit(&e->devices, memory_order_relaxed);
+	if (devices < 0 || devices > CURESV_MAX_DEVICES)
+		atomic_store_explicit(&e->devices, CURESV_MAX_DEVICES, memory_order_relaxed);
+	curesv_attach_view(&e->attach, e->cfg.n_rules);
+	/* every shard's part: the writer's count of them is not this process's */
+	curesv_shard_count_all();
+}
+
+enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size,
+					  enum curesv_report_format format, int out_fd, char *why,
+					  size_t n)
+{
+	struct curesv_live_header h;
+	if (size < CURESV_LIVE_HEADER) {
+		snprintf(why, n, "shorter than a live file's header");
+		return CURESV_STAT_BAD;
+	}
+	memcpy(&h, data, sizeof h);
+	if (!header_ok(&h, size, why, n))
+		return CURESV_STAT_BAD;
+	if (h.state != CURESV_LIVE_RUNNING) {
+		snprintf(why, n, "its process %s", h.state == CURESV_LIVE_ENDED ? "has ended"
+										 : "never started");
+		return CURESV_STAT_ENDED;
+	}
+	curesv_engine *e = aligned_alloc(64, (sizeof *e + 63) / 64 * 64);
+	if (!e) {
+		snprintf(why, n, "out of memory");
+		return CURESV_STAT_BAD;
+	}
+	memcpy(e, (const unsigned char *)data + h.engine_off, sizeof *e);
+	adopt(e, (unsigned char *)data, &h);
+	bool ok = curesv_report_write(e, out_fd, format == CURESV_REPORT_JSON ? CURESV_REPORT_JSON
+									     : CURESV_REPORT_TEXT,
+				      (long)h.pid);
+	free(e);
+	if (!ok) {
+		snprintf(why, n, "cannot write the report: %s", strerror(errno));
+		return CURESV_STAT_BAD;
+	}
+	return CURESV_STAT_OK;
+}
+
+static sigjmp_buf cut_short;
+static void on_sigbus(int sig)
+{
+	(void)sig;
+	siglongjmp(cut_short, 1);
+}
+
+enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_format format,
+					 int out_fd, char *why, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(why, n, "%s", errno == ELOOP ? "a symbolic link (not followed)"
+						      : strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return CURESV_STAT_BAD;
+	}
+	const char *bad = !S_ISREG(st.st_mode) ? "not a regular file"
+			  : st.st_uid != getuid() ? "not the user's own"
+			  : (st.st_mode & 0777) != 0600 ? "not mode 0600" : NULL;
+	if (bad) {
+		snprintf(why, n, "%s", bad);
+		close(fd);
+		return CURESV_STAT_BAD;
+	}
+	size_t size = (size_t)st.st_size;
+	void *map = size ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+	close(fd);
+	if (map == MAP_FAILED) {
+		snprintf(why, n, "%s", size ? strerror(errno) : "empty");
+		return CURESV_STAT_BAD;
+	}
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old);
+	enum curesv_stat_result r;
+	if (sigsetjmp(cut_short, 1) == 0) {
+		r = curesv_stat_bytes(map, size, format, out_fd, why, n);
+	} else {
+		snprintf(why, n, "cut short while it was read");
+		r = CURESV_STAT_BAD;
+	}
+	sigaction(SIGBUS, &old, NULL);
+	munmap(map, size);
+	return r;
+}
