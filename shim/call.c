@@ -221,6 +221,15 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 	if (!c->begun) {
 		int device = call_device(c);
 		learn_devices(c->e, device);
+		if (__builtin_expect(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
+				     (unsigned)device < CURESV_MAX_DEVICES &&
+				     c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN, 1)) {
+			bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind,
+							  ptr);
+			if (keep)
+				frame.depth--;
+			return keep;
+		}
 		curesv_alloc_begin_on(c->e, device, c->stream, c->bytes, c->kind, &c->op);
 	} else {
 		learn_devices(c->e, c->op.charge.device);

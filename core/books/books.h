@@ -40,22 +40,29 @@ void curesv_ledger_debit_slow(curesv_ledger *l, const curesv_entry *e, curesv_re
 void curesv_ledger_over_(curesv_ledger *l, curesv_charge *c);
 void curesv_ledger_peaks_(curesv_ledger *l, const curesv_charge *c, int64_t view, int64_t total);
 
-/* Who pays for `bytes` of `kind` on `device` charged to `origin` (CURESV_SHARED or the allocating
- * thread's or stream's attachment): the reservation while it is live and on that device, else that
- * device's shared pool (c->fell_back, c->wrong_device say why). Fills c; changes no books. */
-CURESV_HOT void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device,
-					uint64_t bytes, enum curesv_kind kind, curesv_charge *c)
+/* Who pays, as the allocation path carries it: the account charged, its cell index, the handle the
+ * origin table records and the reservation's serial (the shared pool's for a shared pool). */
+struct curesv_payer {
+	struct curesv_account *a;
+	unsigned account;
+	uint32_t handle;
+	uint64_t serial;
+};
+
+/* Who pays for an allocation on `device` charged to `origin` (CURESV_SHARED or the allocating
+ * thread's or stream's attachment), in the common case: the shared pool, or a live reservation on
+ * that device. False for anything else (released, on another device): curesv_ledger_target then
+ * decides, and says why. */
+CURESV_HOT bool curesv_ledger_payer(curesv_ledger *l, curesv_ref origin, int device,
+				    struct curesv_payer *p)
 {
-	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
 	struct curesv_device *d = &l->dev[device];
 	if (__builtin_expect(!atomic_load_explicit(&d->seen, memory_order_relaxed), 0))
 		atomic_store_explicit(&d->seen, 1, memory_order_relaxed);
 	if (origin == CURESV_SHARED) {
-		c->origin = CURESV_SHARED;
-		c->serial = CURESV_SHARED_SERIAL;
-		c->account = CURESV_ACCOUNT_SHARED0 + (unsigned)device;
-		c->acct = &d->shared;
-		return;
+		*p = (struct curesv_payer){ &d->shared, CURESV_ACCOUNT_SHARED0 + (unsigned)device,
+					    CURESV_SHARED, CURESV_SHARED_SERIAL };
+		return true;
 	}
 	unsigned slot = curesv_handle_slot(curesv_ref_handle(origin));
 	struct curesv_reservation *r = &l->res[slot];
@@ -64,51 +71,84 @@ CURESV_HOT void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int de
 	if (__builtin_expect(slot != 0 && curesv_ident_state(id) == CURESV_RES_ACTIVE &&
 			     curesv_ident_serial(id) == curesv_ref_serial(origin) &&
 			     atomic_load_explicit(&r->device, memory_order_relaxed) == device, 1)) {
-		c->origin = (uint32_t)slot << 16 | curesv_ident_gen(id);
-		c->serial = curesv_ident_serial(id);
-		c->account = slot;
-		c->acct = &r->acct;
+		*p = (struct curesv_payer){ &r->acct, slot, (uint32_t)slot << 16 | curesv_ident_gen(id),
+					    curesv_ident_serial(id) };
+		return true;
+	}
+	return false;
+}
+
+/* The charge record of payer p, for the general paths. */
+CURESV_HOT void curesv_payer_charge(const struct curesv_payer *p, int device, uint64_t bytes,
+				    enum curesv_kind kind, curesv_charge *c)
+{
+	*c = (curesv_charge){ .origin = p->handle, .serial = p->serial, .account = p->account,
+			      .acct = p->a, .device = device, .bytes = bytes, .kind = (uint8_t)kind };
+}
+
+/* Who pays for `bytes` of `kind` on `device` charged to `origin`: the reservation while it is live
+ * and on that device, else that device's shared pool (c->fell_back, c->wrong_device say why).
+ * Fills c; changes no books. */
+CURESV_HOT void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int device,
+				     uint64_t bytes, enum curesv_kind kind, curesv_charge *c)
+{
+	struct curesv_payer p;
+	if (__builtin_expect(curesv_ledger_payer(l, origin, device, &p), 1)) {
+		curesv_payer_charge(&p, device, bytes, kind, c);
 		return;
 	}
+	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
 	curesv_ledger_target_slow(l, origin, device, c);
 }
 
 /* Observe mode under origin attribution, once the allocation is in the origin table: charges and
- * counts what curesv_ledger_target resolved, peaks included, in one pass. A reservation released
- * since keeps the bytes in its orphan tier (its entry names it). Returns 0, changing nothing, when
- * the account cannot count that much more (2^47 bytes): the caller passes it through untracked.
- * The common case: device memory, the thread's cell already carrying the account's serial, and
- * its lease and its share of the device's total covering the bytes. */
+ * counts `bytes` of device memory to payer p, peaks included, in one pass, in the common case: the
+ * thread's cell already carrying the account's serial, and its lease and its share of the device's
+ * total covering the bytes. False, changing nothing, for anything else: curesv_ledger_charge_now. */
+CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv_payer *p,
+					   int device, uint64_t bytes, int shard)
+{
+	struct curesv_thread_books *tb = &l->books[shard];
+	struct curesv_cell *cell = &tb->cell[p->account];
+	int64_t b = (int64_t)bytes;
+	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
+	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[device]) + b;
+	if (__builtin_expect(curesv_cell_serial(v) != p->serial || share > 0 ||
+			     !curesv_cell_set(l, cell, v, p->serial, n, -curesv_load64(&p->a->slack)), 0))
+		return false;
+	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
+	curesv_own_add(&cell->view, b);
+	curesv_own_bump(&cell->allocs);
+	int64_t view = curesv_word_bytes(atomic_load_explicit(&p->a->word[0], memory_order_relaxed)) + n;
+	int64_t budget = p->handle == CURESV_SHARED ? curesv_pool_budget(l, device)
+						    : (int64_t)curesv_loadu(&l->res[p->account].size);
+	struct curesv_device *d = &l->dev[device];
+	int64_t total = curesv_load64(&d->allocated) + share;
+	if (__builtin_expect(view > budget ||
+			     view > curesv_tagged_bytes(&p->a->view_peak, curesv_handle_gen(p->handle)) ||
+			     total > curesv_load64(&d->view_peak), 0)) {
+		curesv_charge c;
+		curesv_payer_charge(p, device, bytes, CURESV_KIND_DEVICE, &c);
+		c.cell = cell;
+		c.books = view;
+		c.budget = budget;
+		if (view > budget)
+			curesv_ledger_over_(l, &c);
+		curesv_ledger_peaks_(l, &c, view, total);
+	}
+	return true;
+}
+
+/* The same for a charge record (curesv_ledger_target's): returns 0, changing nothing, when the
+ * account cannot count that much more (2^47 bytes): the caller passes it through untracked. */
 CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
 {
 	int shard = curesv_shard_index();
-	if (__builtin_expect(shard < 0 || curesv_kind_host(c->kind), 0))
-		return curesv_ledger_charge_now_slow(l, c, shard);
-	struct curesv_thread_books *tb = &l->books[shard];
-	struct curesv_cell *cell = &tb->cell[c->account];
-	struct curesv_account *a = c->acct;
-	int64_t b = (int64_t)c->bytes;
-	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
-	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[c->device]) + b;
-	if (__builtin_expect(curesv_cell_serial(v) != c->serial || share > 0 ||
-			     !curesv_cell_set(l, cell, v, c->serial, n, -curesv_load64(&a->slack)), 0))
-		return curesv_ledger_charge_now_slow(l, c, shard);
-	atomic_store_explicit(&tb->device[c->device], share, memory_order_relaxed);
-	curesv_own_add(&cell->view, b);
-	curesv_own_bump(&cell->allocs);
-	c->cell = cell;
-	int64_t view = curesv_word_bytes(atomic_load_explicit(&a->word[0], memory_order_relaxed)) + n;
-	c->books = view;
-	c->budget = c->origin == CURESV_SHARED ? curesv_pool_budget(l, c->device)
-					       : (int64_t)curesv_loadu(&l->res[c->account].size);
-	if (__builtin_expect(view > c->budget, 0))
-		curesv_ledger_over_(l, c);
-	struct curesv_device *d = &l->dev[c->device];
-	int64_t total = curesv_load64(&d->allocated) + share;
-	if (__builtin_expect(view > curesv_tagged_bytes(&a->view_peak, curesv_handle_gen(c->origin)) ||
-			     total > curesv_load64(&d->view_peak), 0))
-		curesv_ledger_peaks_(l, c, view, total);
-	return 1;
+	struct curesv_payer p = { c->acct, c->account, c->origin, c->serial };
+	if (__builtin_expect(shard >= 0 && !curesv_kind_host(c->kind), 1) &&
+	    curesv_ledger_charge_payer(l, &p, c->device, c->bytes, shard))
+		return 1;
+	return curesv_ledger_charge_now_slow(l, c, shard);
 }
 
 /* A free of `e`: debits its origin (the orphan tier when the origin was released) and, for

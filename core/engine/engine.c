@@ -129,21 +129,29 @@ static inline void resolve_origin(curesv_engine *e, curesv_alloc_op *op)
 			     : curesv_thread_origin();
 }
 
-static __attribute__((noinline)) void fell_back(curesv_engine *e, curesv_alloc_op *op)
+/* The warnings of a charge whose reservation (`origin`, the stream's when `via_stream`) was found
+ * released, or on another device than the allocation's. */
+static __attribute__((noinline)) void warn_fallback(curesv_engine *e, const curesv_charge *c,
+						    curesv_ref origin, bool via_stream,
+						    uint64_t stream)
 {
-	if (op->charge.fell_back) {
-		if (op->via_stream)
-			curesv_engine_stream_fell_back(e, op->stream, op->origin);
+	if (c->fell_back) {
+		if (via_stream)
+			curesv_engine_stream_fell_back(e, stream, origin);
 		else
-			curesv_thread_fell_back(op->origin);
+			curesv_thread_fell_back(origin);
 	}
-	if (op->charge.wrong_device) {
-		if (op->via_stream)
-			curesv_engine_stream_wrong_device(e, op->stream, op->origin,
-							  op->charge.device);
+	if (c->wrong_device) {
+		if (via_stream)
+			curesv_engine_stream_wrong_device(e, stream, origin, c->device);
 		else
-			curesv_thread_wrong_device(op->origin, op->charge.device);
+			curesv_thread_wrong_device(origin, c->device);
 	}
+}
+
+static void fell_back(curesv_engine *e, curesv_alloc_op *op)
+{
+	warn_fallback(e, &op->charge, op->origin, op->via_stream, op->stream);
 }
 
 static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
@@ -310,19 +318,19 @@ static void untracked(curesv_engine *e, uint64_t bytes)
 
 /* A table with no free slot: the allocation is failed (CURESV_TABLE_FULL=fail: false) or passed
  * through untracked. */
-static bool table_full(curesv_engine *e, const curesv_alloc_op *op)
+static __attribute__((noinline)) bool table_full(curesv_engine *e, const curesv_entry *want,
+						      uint64_t stream)
 {
-	const curesv_charge *c = &op->charge;
 	if (e->cfg.table_full == CURESV_TABLE_FULL_FAIL) {
 		atomic_fetch_add_explicit(&e->table_full_failures, 1, memory_order_relaxed);
-		CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes, .device = (int16_t)c->device,
-			     .kind = c->kind, .origin = c->origin, .stream = curesv_op_stream(op->stream));
+		CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = want->bytes, .device = want->device,
+			     .kind = want->kind, .origin = want->origin, .stream = curesv_op_stream(stream));
 		CURESV_LOG_ONCE(CURESV_LOG_ERROR, "origin table full (%" PRIu64 " slots): failing "
 				"allocations (CURESV_TABLE_FULL=fail); raise CURESV_TABLE_SLOTS",
 				e->table.mask + 1);
 		return false;
 	}
-	untracked(e, c->bytes);
+	untracked(e, want->bytes);
 	CURESV_LOG_ONCE(CURESV_LOG_WARN, "origin table full (%" PRIu64 " slots): further allocations "
 			"are not tracked%s; raise CURESV_TABLE_SLOTS, or set CURESV_TABLE_FULL=fail",
 			e->table.mask + 1, enforcing(e) ? " nor held to any budget" : "");
@@ -338,30 +346,85 @@ static inline curesv_entry entry_of(const curesv_alloc_op *op, uint64_t ptr)
 							  ? 0 : curesv_stream_tag(op->stream) };
 }
 
-/* Observe mode under origin attribution: who pays is decided now, the entry made, then the books
- * charged and counted in one pass (nothing to undo if the table is full). */
-static bool alloc_now(curesv_engine *e, curesv_alloc_op *op, uint64_t ptr)
+/* What alloc_observed does when its common case does not hold: the payer decided by the general
+ * path (with its warnings), the charge by the general path. Called inside the section. */
+static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device, uint64_t stream,
+						    uint64_t bytes, enum curesv_kind kind,
+						    uint64_t ptr, int shard, bool have_payer,
+						    const struct curesv_payer *payer)
 {
-	curesv_charge *c = &op->charge;
-	resolve_origin(e, op);
-	curesv_ledger_target(&e->ledger, op->origin, c->device, c->bytes, c->kind, c);
-	if (__builtin_expect(c->fell_back || c->wrong_device, 0))
-		fell_back(e, op);
-	curesv_entry entry = entry_of(op, ptr), stale;
-	if (!curesv_table_insert_replacing(&e->table, &entry, &stale))
-		return table_full(e, op);
-	if (stale.ptr)
-		settle_stale(e, &stale);
-	if (!curesv_ledger_charge_now(&e->ledger, c)) {
+	curesv_charge c;
+	bool via_stream = false;
+	curesv_ref origin = stream != CURESV_NO_STREAM
+				    ? curesv_engine_stream_origin(e, stream, &via_stream)
+				    : curesv_thread_origin();
+	if (have_payer)
+		curesv_payer_charge(payer, device, bytes, kind, &c);
+	else
+		curesv_ledger_target(&e->ledger, origin, device, bytes, kind, &c);
+	if (__builtin_expect(c.fell_back || c.wrong_device, 0))
+		warn_fallback(e, &c, origin, via_stream, stream);
+	curesv_entry entry = { .ptr = ptr, .bytes = bytes, .origin = c.origin,
+			       .thread = curesv_thread_serial(), .device = (int16_t)device,
+			       .kind = (uint8_t)kind, .stream = stream == CURESV_NO_STREAM
+								  ? 0 : curesv_stream_tag(stream) },
+		     stale;
+	if (!have_payer) {
+		if (!curesv_table_insert_replacing(&e->table, &entry, &stale))
+			return table_full(e, &entry, stream);
+		if (stale.ptr)
+			settle_stale(e, &stale);
+	}
+	if (!(shard >= 0 ? curesv_ledger_charge_now_slow(&e->ledger, &c, shard)
+			 : curesv_ledger_charge_now(&e->ledger, &c))) {
 		/* more than the account can count: passed through, as an allocation over 64 TiB */
 		curesv_table_remove(&e->table, ptr, &stale);
-		untracked(e, c->bytes);
+		untracked(e, bytes);
 		return true;
 	}
-	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
-		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
-		     .stream = curesv_op_stream(op->stream));
+	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = bytes, .device = (int16_t)device,
+		     .kind = (uint8_t)kind, .origin = c.origin, .stream = curesv_op_stream(stream));
 	return true;
+}
+
+/* Observe mode under origin attribution, the allocation made: who pays is decided now, the entry
+ * made, then the books charged and counted, in one pass (nothing to undo if the table is full).
+ * Called inside the section. */
+static inline bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
+				  enum curesv_kind kind, uint64_t ptr, int shard)
+{
+	curesv_ledger *l = &e->ledger;
+	bool via_stream = false;
+	curesv_ref origin = stream != CURESV_NO_STREAM
+				    ? curesv_engine_stream_origin(e, stream, &via_stream)
+				    : curesv_thread_origin();
+	struct curesv_payer p;
+	if (__builtin_expect(shard < 0 || curesv_kind_host(kind) ||
+			     !curesv_ledger_payer(l, origin, device, &p), 0))
+		return observed_slow(e, device, stream, bytes, kind, ptr, shard, false, NULL);
+	curesv_entry entry = { .ptr = ptr, .bytes = bytes, .origin = p.handle,
+			       .thread = curesv_thread_serial(), .device = (int16_t)device,
+			       .kind = (uint8_t)kind, .stream = stream == CURESV_NO_STREAM
+								  ? 0 : curesv_stream_tag(stream) },
+		     stale;
+	if (__builtin_expect(!curesv_table_insert_replacing(&e->table, &entry, &stale), 0))
+		return table_full(e, &entry, stream);
+	if (__builtin_expect(stale.ptr != 0, 0))
+		settle_stale(e, &stale);
+	if (__builtin_expect(!curesv_ledger_charge_payer(l, &p, device, bytes, shard), 0))
+		return observed_slow(e, device, stream, bytes, kind, ptr, shard, true, &p);
+	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = bytes, .device = (int16_t)device,
+		     .kind = (uint8_t)kind, .origin = p.handle, .stream = curesv_op_stream(stream));
+	return true;
+}
+
+bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
+			   enum curesv_kind kind, uint64_t ptr)
+{
+	struct curesv_shard_ctl *ctl = curesv_section_enter();
+	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+	curesv_section_leave(ctl);
+	return keep;
 }
 
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
@@ -390,7 +453,8 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		return true;
 	}
 	if (!op->charged && e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN)
-		return alloc_now(e, op, ptr);
+		return alloc_observed(e, c->device, op->stream, c->bytes, c->kind, ptr,
+				      curesv_shard_index());
 	if (!op->charged)
 		resolve_origin(e, op);
 	if (!op->charged && !charge(e, op, c->device, c->bytes, c->kind, false)) {
@@ -401,7 +465,7 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 	curesv_entry entry = entry_of(op, ptr), stale;
 	if (!curesv_table_insert_replacing(&e->table, &entry, &stale)) {
 		curesv_ledger_uncharge(&e->ledger, c);
-		return table_full(e, op);
+		return table_full(e, &entry, op->stream);
 	}
 	if (stale.ptr)
 		settle_stale(e, &stale);

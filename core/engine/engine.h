@@ -102,6 +102,11 @@ CURESV_HOT bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t str
 		return true;
 	return curesv_alloc_begin_slow_(e, device, bytes, kind, op);
 }
+/* Observe mode's whole allocation, once `ptr` exists: `bytes` of `kind` on `device`, stream-ordered
+ * on `stream` (CURESV_NO_STREAM: not) and within curesv's bounds (1 byte to 64 TiB, a device of
+ * curesv's). The same as curesv_alloc_begin_on then curesv_alloc_end(ok, ptr), in one call. */
+bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
+			   enum curesv_kind kind, uint64_t ptr);
 /* The allocation turned out to be `bytes` long (a pitched allocation's pitch * height, known only
  * after the call): call between the real allocation and curesv_alloc_end. False in enforce mode
  * when `bytes` do not fit the budget: the refusal is counted and the operation over (no
