@@ -17,19 +17,16 @@
  * so each series' samples are its running sum in time order. */
 #include "trace/trace_write.h"
 
-#include "base/escape.h"
-
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "payers/attach.h"
 #include "books/ledger.h"
 #include "tables/table.h"
+#include "trace/trace_out.h"
 
 /* A counter's running sum and its name, the key of its series in its device's counter event
  * (reservation names need no JSON escaping: the ledger allows letters, digits and "_.-" only). */
@@ -61,9 +58,7 @@ struct dev_book {
 };
 
 static struct {
-	int fd;
-	bool chrome, failed;
-	int err;
+	bool chrome;
 	long pid;
 	char rank[CURESV_RANK_MAX + 1];
 	char host[CURESV_HOST_MAX];
@@ -78,156 +73,11 @@ static struct {
 	struct dev_book dev[CURESV_MAX_DEVICES];
 	struct group host_group;
 	struct account host_acct;
-	size_t n;
-	char buf[64 * 1024];
 } w;
-
-/* ---- output ------------------------------------------------------------------------------------- */
-
-static void emit_raw(const char *p, size_t len)
-{
-	while (len > 0 && !w.failed) {
-		ssize_t k = write(w.fd, p, len);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			w.failed = true;
-			w.err = k < 0 ? errno : ENOSPC;
-			break;
-		}
-		p += k;
-		len -= (size_t)k;
-	}
-}
 
 bool curesv_trace_write_flush(void)
 {
-	emit_raw(w.buf, w.n);
-	w.n = 0;
-	errno = w.err;
-	return !w.failed;
-}
-
-/* Room for `n` more bytes at the end of the buffer; the caller then calls done(). */
-static char *room(size_t n)
-{
-	if (sizeof w.buf - w.n < n)
-		curesv_trace_write_flush();
-	return w.buf + w.n;
-}
-
-static void done(char *end)
-{
-	w.n = (size_t)(end - w.buf);
-}
-
-/* Hand-rolled formatting: the drain formats every event, and printf would cost more than
- * recording it. */
-#define LIT(p, s) (memcpy((p), (s), sizeof(s) - 1), (p) + sizeof(s) - 1)
-
-static char *str(char *p, const char *s)
-{
-	size_t k = strlen(s);
-	memcpy(p, s, k);
-	return p + k;
-}
-
-static const char pairs[201] =
-	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-	"8081828384858687888990919293949596979899";
-
-/* Two digits a step, right to left into t[], then copied. */
-static char *dec32(char *p, uint32_t v)
-{
-	char t[10];
-	int n = 10;
-	while (v >= 100) {
-		memcpy(t + (n -= 2), pairs + 2 * (v % 100), 2);
-		v /= 100;
-	}
-	if (v >= 10)
-		memcpy(t + (n -= 2), pairs + 2 * v, 2);
-	else
-		t[--n] = (char)('0' + v);
-	memcpy(p, t + n, (size_t)(10 - n));
-	return p + 10 - n;
-}
-
-/* 64-bit division is slow: most values fit 32 bits. */
-static char *dec(char *p, uint64_t v)
-{
-	if (v <= UINT32_MAX)
-		return dec32(p, (uint32_t)v);
-	char t[20];
-	int n = 0;
-	do
-		t[n++] = (char)('0' + v % 10);
-	while (v /= 10);
-	while (n)
-		*p++ = t[--n];
-	return p;
-}
-
-/* `v` (< 10^digits) in exactly `digits` digits. */
-static char *fixed(char *p, uint32_t v, int digits)
-{
-	int i = digits;
-	for (; i >= 2; i -= 2, v /= 100)
-		memcpy(p + i - 2, pairs + 2 * (v % 100), 2);
-	if (i)
-		p[0] = (char)('0' + v % 10);
-	return p + digits;
-}
-
-static char *sdec(char *p, int64_t v)
-{
-	if (v >= 0)
-		return dec(p, (uint64_t)v);
-	*p++ = '-';
-	return dec(p, (uint64_t)0 - (uint64_t)v);
-}
-
-static char *hex(char *p, uint64_t v)
-{
-	char t[16];
-	int n = 16;
-	do
-		t[--n] = "0123456789abcdef"[v & 15];
-	while (v >>= 4);
-	memcpy(p, t + n, (size_t)(16 - n));
-	return p + 16 - n;
-}
-
-/* Appends one formatted piece (at most 1 KiB), for the rare events. */
-static void put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void put(const char *fmt, ...)
-{
-	char *p = room(1024);
-	va_list ap;
-	va_start(ap, fmt);
-	int k = vsnprintf(p, 1024, fmt, ap);
-	va_end(ap);
-	if (k > 0)
-		done(p + ((size_t)k < 1024 ? (size_t)k : 1023));
-}
-
-/* A JSON string of at most `max` bytes of `s` (escape.h: curesv_json_char; thread names are
- * arbitrary bytes). */
-static void put_json_string(const char *s, size_t max)
-{
-	char out[6 * 64 + 3];
-	size_t o = 0, left = strnlen(s, max < 64 ? max : 64);
-	out[o++] = '"';
-	while (left > 0) {
-		size_t used;
-		o += curesv_json_char(s, left, out + o, &used);
-		s += used;
-		left -= used;
-	}
-	out[o++] = '"';
-	out[o] = '\0';
-	put("%s", out);
+	return curesv_trace_out_flush();
 }
 
 /* ---- the books -------------------------------------------------------------------------------- */
@@ -278,18 +128,18 @@ static char *ts_chars(char *p, uint64_t mono)
 	uint64_t ns = mono + (uint64_t)w.wall_offset, sec = ns / 1000000000u;
 	if (sec != w.epoch_second || !w.epoch_digits[0]) {
 		w.epoch_second = sec;
-		*dec(w.epoch_digits, sec) = '\0';
+		*curesv_trace_out_dec(w.epoch_digits, sec) = '\0';
 	}
 	uint32_t in_second = (uint32_t)(ns - sec * 1000000000u);
-	p = str(p, w.epoch_digits);
-	p = fixed(p, in_second / 1000, 6);
+	p = curesv_trace_out_str(p, w.epoch_digits);
+	p = curesv_trace_out_fixed(p, in_second / 1000, 6);
 	*p++ = '.';
-	return fixed(p, in_second % 1000, 3);
+	return curesv_trace_out_fixed(p, in_second % 1000, 3);
 }
 
 static void put_ts(uint64_t mono)
 {
-	done(ts_chars(room(32), mono));
+	curesv_trace_out_done(ts_chars(curesv_trace_out_room(32), mono));
 }
 
 /* An event's time, formatted once for the counters it moves. */
@@ -307,19 +157,19 @@ static void stamp_of(struct stamp *st, uint64_t ts)
 static void counters(const struct group *g, const struct stamp *st, const struct account *a,
 		     const struct account *b)
 {
-	char *p = room(sizeof g->text + sizeof st->text + 2 * sizeof a->name + 64);
+	char *p = curesv_trace_out_room(sizeof g->text + sizeof st->text + 2 * sizeof a->name + 64);
 	memcpy(p, g->text, g->len);
 	p += g->len;
 	memcpy(p, st->text, st->len);
 	p += st->len;
 	for (int i = 0; i < 2 && a; i++, a = b, b = NULL) {
-		p = i ? LIT(p, ",\"") : LIT(p, ",\"args\":{\"");
+		p = i ? CURESV_TRACE_LIT(p, ",\"") : CURESV_TRACE_LIT(p, ",\"args\":{\"");
 		memcpy(p, a->name, a->len);
 		p += a->len;
-		p = LIT(p, "\":");
-		p = sdec(p, a->bytes);
+		p = CURESV_TRACE_LIT(p, "\":");
+		p = curesv_trace_out_sdec(p, a->bytes);
 	}
-	done(LIT(p, "}}"));
+	curesv_trace_out_done(CURESV_TRACE_LIT(p, "}}"));
 }
 
 static void counter2(int device, const struct account *a, const struct account *b, uint64_t ts)
@@ -332,18 +182,19 @@ static void counter2(int device, const struct account *a, const struct account *
 /* The opening of an instant event; the caller adds its args and closes it with "}}". */
 static void instant(const char *what, uint32_t tid, uint64_t ts)
 {
-	put(",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"curesv\",\"name\":\"%s\",\"pid\":%ld,\"tid\":%"
-	    PRIu32 ",\"ts\":", what, w.pid, tid);
+	curesv_trace_out_put(",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"curesv\",\"name\":\"%s\","
+			     "\"pid\":%ld,\"tid\":%" PRIu32 ",\"ts\":", what, w.pid, tid);
 	put_ts(ts);
-	put(",\"args\":{");
+	curesv_trace_out_put(",\"args\":{");
 }
 
 static void chrome_refusal(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
 {
 	instant(ev->action == CURESV_TRACE_REFUSED ? "refused" : "allocation failed", tid, ts);
-	put("\"account\":\"%s\",\"device\":%d,\"bytes\":%" PRIu64 ",\"kind\":\"%s\",\"stream\":\"0x%"
-	    PRIx64 "\"}}", handle_name(ev->origin, ev->device), ev->device, ev->bytes,
-	    curesv_kind_name((enum curesv_kind)ev->kind), ev->stream);
+	curesv_trace_out_put("\"account\":\"%s\",\"device\":%d,\"bytes\":%" PRIu64 ",\"kind\":\"%s\","
+			     "\"stream\":\"0x%" PRIx64 "\"}}", handle_name(ev->origin, ev->device),
+			     ev->device, ev->bytes, curesv_kind_name((enum curesv_kind)ev->kind),
+			     ev->stream);
 }
 
 /* ---- RMM --------------------------------------------------------------------------------------- */
@@ -369,24 +220,25 @@ static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const cha
 		    uint64_t ts)
 {
 	rmm_clock(ts);
-	char *p = room(160);
-	p = dec(p, tid);
+	char *p = curesv_trace_out_room(160);
+	p = curesv_trace_out_dec(p, tid);
 	*p++ = ',';
-	p = str(p, w.hms);
+	p = curesv_trace_out_str(p, w.hms);
 	uint64_t ns = ts + (uint64_t)w.wall_offset;
 	*p++ = '.';
-	p = fixed(p, (uint32_t)(ns - (uint64_t)w.hms_second * 1000000000u) / 1000, 6);
+	p = curesv_trace_out_fixed(p, (uint32_t)(ns - (uint64_t)w.hms_second * 1000000000u) / 1000, 6);
 	*p++ = ',';
-	p = str(p, action);
+	p = curesv_trace_out_str(p, action);
 	if (ev->ptr)
-		p = hex(LIT(p, ",0x"), ev->ptr);
+		p = curesv_trace_out_hex(CURESV_TRACE_LIT(p, ",0x"), ev->ptr);
 	else
-		p = LIT(p, ",(nil)");
+		p = CURESV_TRACE_LIT(p, ",(nil)");
 	*p++ = ',';
-	p = dec(p, ev->bytes);
+	p = curesv_trace_out_dec(p, ev->bytes);
 	/* as RMM streams a cudaStream_t: 0 for the default stream, else 0x-hex */
-	p = ev->stream ? hex(LIT(p, ",0x"), ev->stream) : LIT(p, ",0");
-	done(LIT(p, "\n"));
+	p = ev->stream ? curesv_trace_out_hex(CURESV_TRACE_LIT(p, ",0x"), ev->stream)
+		       : CURESV_TRACE_LIT(p, ",0");
+	curesv_trace_out_done(CURESV_TRACE_LIT(p, "\n"));
 }
 
 /* ---- the events ---------------------------------------------------------------------------------- */
@@ -404,9 +256,10 @@ static void alloc_free(const struct curesv_trace_event *ev, uint32_t tid, uint64
 		return;
 	if (w.chrome && ev->action == CURESV_TRACE_UNFREE) {
 		instant("free failed", tid, ts);
-		put("\"account\":\"%s\",\"device\":%d,\"ptr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64
-		    ",\"kind\":\"%s\"}}", handle_name(ev->origin, ev->device), ev->device, ev->ptr,
-		    ev->bytes, curesv_kind_name((enum curesv_kind)ev->kind));
+		curesv_trace_out_put("\"account\":\"%s\",\"device\":%d,\"ptr\":\"0x%" PRIx64 "\","
+				     "\"bytes\":%" PRIu64 ",\"kind\":\"%s\"}}",
+				     handle_name(ev->origin, ev->device), ev->device, ev->ptr, ev->bytes,
+				     curesv_kind_name((enum curesv_kind)ev->kind));
 	}
 	if (curesv_kind_host(ev->kind)) {
 		w.host_acct.bytes += delta;
@@ -448,9 +301,9 @@ static void transfer(const struct curesv_trace_event *ev, uint32_t tid, uint64_t
 	if (device_tier)
 		counter2(ev->device, from, to, ts);
 	instant("transfer", tid, ts);
-	put("\"from\":\"%s\",\"to\":\"%s\",\"ptr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64
-	    ",\"device\":%d}}", handle_name(ev->origin, ev->device), handle_name(ev->to, ev->device),
-	    ev->ptr, ev->bytes, ev->device);
+	curesv_trace_out_put("\"from\":\"%s\",\"to\":\"%s\",\"ptr\":\"0x%" PRIx64 "\",\"bytes\":%"
+			     PRIu64 ",\"device\":%d}}", handle_name(ev->origin, ev->device),
+			     handle_name(ev->to, ev->device), ev->ptr, ev->bytes, ev->device);
 }
 
 static void reserve(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts,
@@ -467,8 +320,8 @@ static void reserve(const struct curesv_trace_event *ev, uint32_t tid, uint64_t 
 		return;
 	counter2(r->device, &r->a, NULL, ts);
 	instant("reserve", tid, ts);
-	put("\"reservation\":\"%s\",\"device\":%d,\"size\":%" PRIu64 "}}", r->a.name, r->device,
-	    r->size);
+	curesv_trace_out_put("\"reservation\":\"%s\",\"device\":%d,\"size\":%" PRIu64 "}}",
+			     r->a.name, r->device, r->size);
 }
 
 /* Its live bytes move to its device's orphan tier; later events on its pointers land there. */
@@ -489,14 +342,14 @@ static void release(uint32_t tid, uint64_t ts, const char *name)
 		return;
 	counter2(r->device, &r->a, orphan, ts);
 	instant("release", tid, ts);
-	put("\"reservation\":\"%s\",\"device\":%d,\"orphaned\":%" PRId64 "}}", r->a.name, r->device,
-	    moved);
+	curesv_trace_out_put("\"reservation\":\"%s\",\"device\":%d,\"orphaned\":%" PRId64 "}}",
+			     r->a.name, r->device, moved);
 }
 
 static void show_capacity(int d, uint32_t tid, uint64_t ts)
 {
 	instant("capacity", tid, ts);
-	put("\"device\":%d,\"capacity\":%" PRIu64 "}}", d, w.dev[d].capacity);
+	curesv_trace_out_put("\"device\":%d,\"capacity\":%" PRIu64 "}}", d, w.dev[d].capacity);
 }
 
 /* A capacity set for every device (CURESV_CAPACITY=SIZE) is shown for the devices in use only. */
@@ -546,10 +399,10 @@ void curesv_trace_write_thread(uint32_t tid, const char *name)
 {
 	if (!w.chrome)
 		return;
-	put(",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%" PRIu32
-	    ",\"args\":{\"name\":", w.pid, tid);
-	put_json_string(name, CURESV_THREAD_NAME);
-	put("}}");
+	curesv_trace_out_put(",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%" PRIu32
+			     ",\"args\":{\"name\":", w.pid, tid);
+	curesv_trace_out_json(name, CURESV_THREAD_NAME);
+	curesv_trace_out_put("}}");
 }
 
 static void name_account(struct account *a, const char *name)
@@ -568,7 +421,7 @@ static void name_group(struct group *g, const char *name, long pid)
 void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
 {
 	memset(&w, 0, sizeof w);
-	w.fd = fd;
+	curesv_trace_out_open(fd);
 	w.chrome = cfg->trace_format == CURESV_TRACE_CHROME;
 	w.pid = pid;
 	memcpy(w.rank, cfg->rank, sizeof w.rank);
@@ -589,25 +442,26 @@ void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
 	w.wall_offset = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
 			((int64_t)wall.tv_nsec - (int64_t)mono.tv_nsec);
 	if (!w.chrome) {
-		put("Thread,Time,Action,Pointer,Size,Stream\n");
+		curesv_trace_out_put("Thread,Time,Action,Pointer,Size,Stream\n");
 		return;
 	}
 	char label[128];
 	snprintf(label, sizeof label, "%s (pid %ld%s%s)", program_invocation_short_name, pid,
 		 w.rank[0] ? ", rank " : "", w.rank);
-	put("{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%ld,\"tid\":%ld,"
-	    "\"args\":{\"name\":", pid, pid);
-	put_json_string(label, sizeof label);
-	put("}}");
+	curesv_trace_out_put("{\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%ld,"
+			     "\"tid\":%ld,\"args\":{\"name\":", pid, pid);
+	curesv_trace_out_json(label, sizeof label);
+	curesv_trace_out_put("}}");
 }
 
 bool curesv_trace_write_end(void)
 {
 	if (w.chrome) {
-		put("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"curesv\":\"%s\",\"pid\":%ld,"
-		    "\"rank\":%s,\"host\":", CURESV_VERSION, w.pid, w.rank[0] ? w.rank : "null");
-		put_json_string(w.host, sizeof w.host);
-		put(",\"events\":%" PRIu64 "}}\n", w.events);
+		curesv_trace_out_put("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"curesv\":\"%s\","
+				     "\"pid\":%ld,\"rank\":%s,\"host\":", CURESV_VERSION, w.pid,
+				     w.rank[0] ? w.rank : "null");
+		curesv_trace_out_json(w.host, sizeof w.host);
+		curesv_trace_out_put(",\"events\":%" PRIu64 "}}\n", w.events);
 	}
 	return curesv_trace_write_flush();
 }

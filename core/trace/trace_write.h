@@ -1,7 +1,7 @@
 /* The trace's writer (internal to core/trace.c): turns events, in the order it is given them, into
- * RMM CSV lines or Chrome trace events, keeps the Chrome counters' running sums, and buffers its
- * output (64 KiB) for the file descriptor it was given. One writer per process; not thread-safe
- * (trace.c calls it under its lock). */
+ * RMM CSV lines or Chrome trace events and keeps the Chrome counters' running sums; its output
+ * goes through trace_out.h's buffer (64 KiB) to the file descriptor it was given. One writer per
+ * process; not thread-safe (trace.c calls it under its lock). */
 #ifndef CURESV_TRACE_WRITE_H
 #define CURESV_TRACE_WRITE_H
 

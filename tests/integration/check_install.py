@@ -6,7 +6,7 @@
 - the installed launcher finds the installed library (--version, --check, a program under it) and
   lets the program import the installed Python module;
 - the man pages render without a warning (groff -ww; mandoc -Tlint when it is there) and list
-  every variable of core/config.c's table, as does README.md;
+  every variable of core/config/config.c's table, as does README.md;
 - the tools that read curesv's output (curesv-plot, curesv-merge, curesv-export) are installed
   beside the
   launcher, run from there, and curesv(1) names them;
@@ -86,8 +86,8 @@ def header_version():
 
 
 def config_variables():
-    """The CURESV_* names of core/config.c's descriptor table."""
-    with open(os.path.join(ROOT, "core", "config.c")) as f:
+    """The CURESV_* names of core/config/config.c's descriptor table."""
+    with open(os.path.join(ROOT, "core", "config", "config.c")) as f:
         text = f.read()
     table = text[text.index("options[] = {"):]
     table = table[:table.index("};")]
@@ -239,7 +239,7 @@ def man_pages(stage):
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()
     names = config_variables()
-    check("core/config.c's table has the variables", len(names) >= 13, repr(names))
+    check("core/config/config.c's table has the variables", len(names) >= 13, repr(names))
     for name in names:
         check("curesv(1) documents %s" % name, re.search(r"^\.BR %s " % name, page1, re.M) is not None)
         check("README.md documents %s" % name, "| `%s` |" % name in readme)

@@ -1,0 +1,75 @@
+/* What a loaded configuration says about a device: its capacity, and reservations past it. */
+#include "config/settings.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "base/units.h"
+
+uint64_t curesv_config_capacity(const curesv_config *cfg, int device, bool *set)
+{
+	*set = false;
+	if (device < 0 || device >= CURESV_MAX_DEVICES)
+		return 0;
+	if (cfg->capacity_set[device]) {
+		*set = true;
+		return cfg->capacity[device];
+	}
+	if (cfg->capacity_all_set) {
+		*set = true;
+		return cfg->capacity_all;
+	}
+	return 0;
+}
+
+/* "'scan=16M'" as written, or "'scan' (16777216 bytes)" when the text was too long to keep. */
+static void shown_entry(const struct curesv_reservation_spec *r, char *out, size_t n)
+{
+	if (r->size_text[0])
+		snprintf(out, n, "'%s=%s'", r->name, r->size_text);
+	else
+		snprintf(out, n, "'%s' (%" PRIu64 " bytes)", r->name, r->size);
+}
+
+bool curesv_config_overcommit(const curesv_config *c, int device, uint64_t capacity,
+			      const char *capacity_shown, char *out, size_t n)
+{
+	uint64_t total = 0;
+	int first = -1;
+	unsigned after = 0;
+	for (unsigned i = 0; i < c->n_reservations; i++) {
+		if (c->reservations[i].device != device)
+			continue;
+		total += c->reservations[i].size;
+		if (total <= capacity)
+			continue;
+		if (first < 0)
+			first = (int)i;
+		else
+			after++;
+	}
+	if (first < 0)
+		return false;
+	char tot[32], entry[CURESV_NAME_MAX + 48], rest[48] = "";
+	shown_entry(&c->reservations[first], entry, sizeof entry);
+	if (after)
+		snprintf(rest, sizeof rest, " and the %u after it", after);
+	snprintf(out, n, "CURESV_RESERVATIONS: device %d: reservations total %s (%" PRIu64 " bytes), "
+		 "more than its capacity of %s: %s%s do%s not fit; all are kept, the shared pool is "
+		 "empty", device, curesv_format_bytes((int64_t)total, tot), total, capacity_shown, entry,
+		 rest, after ? "" : "es");
+	return true;
+}
+
+bool curesv_config_capacity_shown(const curesv_config *c, int device, char *out, size_t n)
+{
+	bool set;
+	uint64_t cap = curesv_config_capacity(c, device, &set);
+	if (!set)
+		return false;
+	const char *text = c->capacity_set[device] ? c->capacity_text[device] : c->capacity_all_text;
+	char fmt[32];
+	snprintf(out, n, "%s (%" PRIu64 " bytes, CURESV_CAPACITY)",
+		 text[0] ? text : curesv_format_bytes((int64_t)cap, fmt), cap);
+	return true;
+}
