@@ -593,6 +593,24 @@ static bool parse_error_exitcode(const char *v, curesv_config *c, struct bad *ba
 	return true;
 }
 
+/* How many return addresses to keep of each allocation's stack: 0 (off) .. CURESV_BACKTRACE_MAX. */
+static bool parse_backtrace(const char *v, curesv_config *c, struct bad *bad)
+{
+	size_t len = strlen(v);
+	unsigned n = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9' || i == 3)
+			return failf(bad, v, len, "expected a number of frames 0..%d (0 = off)",
+				     CURESV_BACKTRACE_MAX);
+		n = n * 10 + (unsigned)(v[i] - '0');
+	}
+	if (len == 0 || n > CURESV_BACKTRACE_MAX)
+		return failf(bad, v, len, "expected a number of frames 0..%d (0 = off)",
+			     CURESV_BACKTRACE_MAX);
+	c->backtrace = n;
+	return true;
+}
+
 static bool parse_report_file(const char *v, curesv_config *c, struct bad *bad)
 {
 	return parse_path(v, c->report_file, bad);
@@ -629,6 +647,8 @@ static const struct option options[] = {
 	/* not cosmetic: a trace in another format than asked is no use to the tool that reads it */
 	{ "CURESV_TRACE_FORMAT", "rmm", parse_trace_format, false, NULL, false },
 	{ "CURESV_STREAM_ATTACH", "off", parse_stream_attach, false, NULL, false },
+	/* cosmetic: stacks only shape what the report and the trace show */
+	{ "CURESV_BACKTRACE", "0", parse_backtrace, true, "0: no stacks", false },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 

@@ -34,6 +34,7 @@ enum curesv_stream_attach { CURESV_STREAM_ATTACH_OFF, CURESV_STREAM_ATTACH_CREAT
 
 #define CURESV_RANK_MAX 20              /* digits of a rank (RANK, OMPI_COMM_WORLD_RANK, ...) */
 #define CURESV_HOST_MAX 65              /* host name, NUL included (HOST_NAME_MAX + 1) */
+#define CURESV_BACKTRACE_MAX 64         /* CURESV_BACKTRACE's largest value */
 
 struct curesv_reservation_spec {
 	char name[CURESV_NAME_MAX];
@@ -71,6 +72,8 @@ typedef struct curesv_config {
 	char trace_file[CURESV_PATH_MAX];               /* CURESV_TRACE; "" = no trace */
 	enum curesv_trace_format trace_format;          /* CURESV_TRACE_FORMAT */
 	enum curesv_stream_attach stream_attach;        /* CURESV_STREAM_ATTACH */
+	unsigned backtrace;                             /* CURESV_BACKTRACE: frames kept per allocation,
+						   0..64 (CURESV_BACKTRACE_MAX); 0 = off */
 	/* The process's place in a multi-process job: the first of RANK, OMPI_COMM_WORLD_RANK,
 	 * PMI_RANK, SLURM_PROCID that is set to a non-negative integer ("" when none), and the host
 	 * name (gethostname, '/' and control characters replaced by '_'). */
@@ -81,9 +84,9 @@ typedef struct curesv_config {
 /* Diagnostics gathered while parsing: at most CURESV_DIAG_LINES lines, each "VAR: 'text': reason"
  * (the log adds the "curesv: " prefix). Warnings do not make the configuration invalid: unknown
  * CURESV_* names and names in another case (curesv_mode), cosmetic variables (CURESV_LOG,
- * CURESV_REPORT, CURESV_REPORT_FILE, CURESV_TRACE) with a bad value (kept at their default), a
- * CURESV_TRACE_FORMAT with no CURESV_TRACE, rules naming an undeclared reservation, reservations
- * past a capacity. */
+ * CURESV_REPORT, CURESV_REPORT_FILE, CURESV_TRACE, CURESV_BACKTRACE) with a bad value (kept at
+ * their default), a CURESV_TRACE_FORMAT with no CURESV_TRACE, rules naming an undeclared
+ * reservation, reservations past a capacity. */
 #define CURESV_DIAG_LINES 64
 #define CURESV_DIAG_WIDTH 256
 typedef struct curesv_diag {

@@ -32,7 +32,11 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 	}
 	curesv_vmm_init(&e->vmm);
 	curesv_graphs_init(&e->graphs, &e->table);
-	curesv_trace_open(cfg);
+	if (cfg->backtrace && !curesv_stacks_init(&e->stacks, &e->table, cfg->backtrace,
+						  CURESV_STACKS_MAX))
+		curesv_log(CURESV_LOG_WARN, "CURESV_BACKTRACE: cannot map the stack table; no stacks "
+			   "are recorded");
+	curesv_trace_open(cfg, &e->stacks);
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
 		for (int i = 0; i < 4; i++)
 			atomic_init(&e->graph_mem[d][i], -1);
@@ -63,6 +67,7 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 void curesv_engine_destroy(curesv_engine *e)
 {
 	curesv_trace_close();
+	curesv_stacks_destroy(&e->stacks);
 	curesv_streams_destroy(&e->streams);
 	curesv_table_destroy(&e->table);
 	curesv_ledger_destroy(&e->ledger);
@@ -322,12 +327,31 @@ static bool alloc_now(curesv_engine *e, curesv_alloc_op *op, uint64_t ptr)
 	return true;
 }
 
+/* CURESV_BACKTRACE: the allocation's stack, captured before it is booked, is what its trace row
+ * carries (curesv_trace_stack) and, once booked, its entry's note. */
+static __attribute__((noinline)) void stack_captured(curesv_engine *e, bool ok, uint64_t ptr)
+{
+	curesv_trace_stack = ok && ptr ? curesv_stacks_capture(&e->stacks) : 0;
+}
+
+static __attribute__((noinline)) void stack_noted(curesv_engine *e, const curesv_alloc_op *op,
+						  bool keep, uint64_t ptr)
+{
+	if (curesv_trace_stack && keep && !op->untracked)
+		curesv_stacks_note(&e->stacks, ptr, curesv_trace_stack);
+	curesv_trace_stack = 0;
+}
+
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
+	if (__builtin_expect(e->table.notes != NULL, 0))
+		stack_captured(e, ok, ptr);
 	struct curesv_shard_ctl *shard = curesv_section_enter();
 	bool keep = alloc_end(e, op, ok, ptr);
 	alloc_retired(shard, op);
 	curesv_section_leave(shard);
+	if (__builtin_expect(e->table.notes != NULL, 0))
+		stack_noted(e, op, keep, ptr);
 	return keep;
 }
 

@@ -2,6 +2,8 @@
 
 #include <inttypes.h>
 
+#include "base/frames.h"
+
 static void json_stats(curesv_out *o, const curesv_stats_t *st, const curesv_stream_stats_t *ss)
 {
 	curesv_print(o, "\"size\": %" PRId64 ", \"allocated\": %" PRId64 ", \"peak\": %" PRId64
@@ -115,6 +117,42 @@ static void json_shared(curesv_out *o, const curesv_snapshot *s)
 		   frees, crossed, view, denied);
 }
 
+/* A string, or null when there is none. */
+static void json_string_or_null(curesv_out *o, const char *str)
+{
+	if (str)
+		curesv_print_json(o, str);
+	else
+		curesv_print(o, "null");
+}
+
+/* Where an allocation was made (CURESV_BACKTRACE): its frames, innermost first. */
+static void json_frames(curesv_out *o, const uintptr_t *pcs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		curesv_frame_info f;
+		curesv_frames_symbolize(pcs[i], &f);
+		curesv_print(o, "%s{\"pc\": \"0x%" PRIxPTR "\", \"object\": ", i ? ", " : "", f.pc);
+		json_string_or_null(o, f.object);
+		if (f.object)
+			curesv_print(o, ", \"object_offset\": %" PRIuPTR ", \"symbol\": ",
+				     f.object_offset);
+		else
+			curesv_print(o, ", \"object_offset\": null, \"symbol\": ");
+		json_string_or_null(o, f.symbol);
+		if (f.symbol && f.symbol_offset != CURESV_FRAME_NO_OFFSET)
+			curesv_print(o, ", \"symbol_offset\": %" PRIuPTR ", \"file\": ",
+				     f.symbol_offset);
+		else
+			curesv_print(o, ", \"symbol_offset\": null, \"file\": ");
+		json_string_or_null(o, f.file);
+		if (f.file)
+			curesv_print(o, ", \"line\": %u}", f.line);
+		else
+			curesv_print(o, ", \"line\": null}");
+	}
+}
+
 static void json_leaks(curesv_engine *e, curesv_out *o, const curesv_snapshot *s)
 {
 	const curesv_leaks *lk = &s->leaks;
@@ -136,7 +174,9 @@ static void json_leaks(curesv_engine *e, curesv_out *o, const curesv_snapshot *s
 			curesv_print_json(o, curesv_report_leak_owner(e, x->origin, res));
 		curesv_print(o, ", \"thread\": ");
 		curesv_print_json(o, thread);
-		curesv_print(o, ", \"thread_serial\": %" PRIu32 "}", x->thread);
+		curesv_print(o, ", \"thread_serial\": %" PRIu32 ", \"frames\": [", x->thread);
+		json_frames(o, lk->frames[i], lk->nframes[i]);
+		curesv_print(o, "]}");
 	}
 	curesv_print(o, "%s]}\n", lk->listed ? "\n  " : "");
 }
@@ -192,6 +232,10 @@ void curesv_report_json(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 		   PRIu64 "},\n", s->table.slots, s->table.live, s->table.high_water,
 		   s->table.full_events, s->table.probe_max, s->table.bound_max);
 	json_vmm(o, &s->vmm);
+	curesv_print(o, "  \"backtrace\": {\"depth\": %u, \"stacks\": %" PRIu32 ", \"capacity\": %"
+		     PRIu32 ", \"unrecorded\": %" PRIu64 ", \"lines\": %s},\n", s->backtrace.depth,
+		     s->backtrace.stacks, s->backtrace.capacity, s->backtrace.unrecorded,
+		     curesv_frames_lines() ? "true" : "false");
 	json_leaks(e, o, s);
 	curesv_print(o, "}\n");
 }

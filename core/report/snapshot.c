@@ -78,6 +78,22 @@ const curesv_row *curesv_snapshot_retired_row(const curesv_snapshot *s, int d)
 	return NULL;
 }
 
+_Static_assert(CURESV_BACKTRACE_MAX <= CURESV_FRAMES_MAX, "a stack keeps CURESV_BACKTRACE frames");
+
+/* Where the listed allocations were made: their entries' stacks, when CURESV_BACKTRACE is set. An
+ * allocation freed since the walk (the report races other threads) has none. */
+static void gather_stacks(curesv_engine *e, curesv_snapshot *s)
+{
+	curesv_stacks *st = &e->stacks;
+	curesv_leaks *lk = &s->leaks;
+	for (unsigned i = 0; i < lk->listed; i++)
+		lk->nframes[i] = curesv_stacks_frames(st, curesv_stacks_of(st, lk->top[i].ptr),
+						      lk->frames[i]);
+	s->backtrace = (curesv_backtrace_stats){
+		.depth = st->depth, .stacks = curesv_stacks_count(st), .capacity = st->capacity,
+		.unrecorded = atomic_load_explicit(&st->unrecorded, memory_order_relaxed) };
+}
+
 static bool device_seen(curesv_engine *e, int d)
 {
 	return atomic_load_explicit(&e->ledger.dev[d].seen, memory_order_relaxed);
@@ -107,6 +123,7 @@ void curesv_snapshot_gather(curesv_engine *e, curesv_snapshot *s)
 		s->orphan_frees += s->dev[d].orphan_frees;
 	}
 	curesv_table_walk(&e->table, leak_visit, &s->leaks);
+	gather_stacks(e, s);
 	curesv_table_stats(&e->table, &s->table);
 	curesv_vmm_stats(&e->vmm, &s->vmm);
 	s->ncachers = curesv_caching_allocators(s->cachers);

@@ -34,7 +34,17 @@ typedef struct curesv_leaks {
 	uint64_t count, bytes;
 	unsigned listed;
 	curesv_entry top[CURESV_LEAKS_LISTED];  /* the largest, largest first */
+	/* CURESV_BACKTRACE: the return addresses of each one's stack, innermost first */
+	unsigned nframes[CURESV_LEAKS_LISTED];
+	uintptr_t frames[CURESV_LEAKS_LISTED][CURESV_BACKTRACE_MAX];
 } curesv_leaks;
+
+/* CURESV_BACKTRACE's stack table (stacks.h). */
+typedef struct curesv_backtrace_stats {
+	unsigned depth;                 /* frames kept per stack; 0: off */
+	uint32_t stacks, capacity;      /* distinct stacks recorded, and at most */
+	uint64_t unrecorded;            /* allocations left without one: the table was full */
+} curesv_backtrace_stats;
 
 typedef struct curesv_snapshot {
 	unsigned nrows;
@@ -47,6 +57,7 @@ typedef struct curesv_snapshot {
 	int64_t orphan, orphan_host;
 	uint64_t orphan_frees;
 	curesv_vmm_stats_t vmm;
+	curesv_backtrace_stats backtrace;
 } curesv_snapshot;
 
 /* Fills *s from the engine. The s->rows of each device seen: its reservations (live and

@@ -5,7 +5,8 @@
  * "%H:%M:%S.%f"), Action allocate, free or "allocate failure", Pointer as printf's %p ("(nil)" for
  * a failure), Stream as RMM prints a cudaStream_t ("0" for the default stream, else 0x-hex). RMM
  * has no word for transfers, reservations or releases, and logs device memory only: those, and
- * pinned host memory, are left out of the CSV.
+ * pinned host memory, are left out of the CSV. With CURESV_BACKTRACE a seventh column, Frames,
+ * holds each allocation's stack (rmm_frames).
  *
  * Chrome: {"traceEvents": [...]}. Counter events ("ph": "C") are named "device N" (or "pinned
  * host") and carry one series per account, in bytes: each reservation's name, "(shared pool)",
@@ -29,6 +30,8 @@
 
 #include "payers/attach.h"
 #include "books/ledger.h"
+#include "base/frames.h"
+#include "tables/stacks.h"
 #include "tables/table.h"
 
 /* A counter's running sum and its name, the key of its series in its device's counter event
@@ -78,6 +81,8 @@ static struct {
 	struct dev_book dev[CURESV_MAX_DEVICES];
 	struct group host_group;
 	struct account host_acct;
+	bool frames;            /* RMM: the Frames column (CURESV_BACKTRACE) */
+	const curesv_stacks *stacks;    /* what an allocation's stack id names */
 	size_t n;
 	char buf[64 * 1024];
 } w;
@@ -364,6 +369,45 @@ static void rmm_clock(uint64_t mono)
 		snprintf(w.hms, sizeof w.hms, "00:00:00");
 }
 
+/* A frame's object path in the Frames column: printable ASCII but for the CSV's and the list's
+ * separators, the escape and space; every other byte \xNN. */
+static char *frame_path(char *p, const char *path)
+{
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+		if (*c > ' ' && *c < 0x7f && !strchr(",;\"\\", *c)) {
+			*p++ = (char)*c;
+			continue;
+		}
+		p = LIT(p, "\\x");
+		*p++ = "0123456789abcdef"[*c >> 4];
+		*p++ = "0123456789abcdef"[*c & 15];
+	}
+	return p;
+}
+
+/* The Frames column (CURESV_BACKTRACE): the allocation's stack, innermost first, each frame
+ * OBJECT+0xOFFSET (as addr2line -e OBJECT reads it) or, where no object holds it, its address;
+ * ';' between them. Objects are found without the loader's lock (frames.h): the writer runs
+ * inside hooks. */
+static void rmm_frames(uint32_t stack)
+{
+	uintptr_t pcs[CURESV_FRAMES_MAX];
+	unsigned n = w.stacks ? curesv_stacks_frames(w.stacks, stack, pcs) : 0;
+	for (unsigned i = 0; i < n; i++) {
+		const char *object;
+		uintptr_t offset;
+		bool found = curesv_frames_locate(pcs[i], &object, &offset);
+		char *p = room((found ? 4 * strlen(object) : 0) + 24);
+		if (i)
+			*p++ = ';';
+		if (found)
+			p = hex(LIT(frame_path(p, object), "+0x"), offset);
+		else
+			p = hex(LIT(p, "0x"), pcs[i]);
+		done(p);
+	}
+}
+
 /* Thread,Time,Action,Pointer,Size,Stream; the time is `ts`, the event's as the writer orders it */
 static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const char *action,
 		    uint64_t ts)
@@ -386,6 +430,11 @@ static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const cha
 	p = dec(p, ev->bytes);
 	/* as RMM streams a cudaStream_t: 0 for the default stream, else 0x-hex */
 	p = ev->stream ? hex(LIT(p, ",0x"), ev->stream) : LIT(p, ",0");
+	if (w.frames) {
+		done(LIT(p, ","));
+		rmm_frames(ev->action == CURESV_TRACE_ALLOC ? ev->to : 0);
+		p = room(1);
+	}
 	done(LIT(p, "\n"));
 }
 
@@ -589,7 +638,10 @@ void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
 	w.wall_offset = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
 			((int64_t)wall.tv_nsec - (int64_t)mono.tv_nsec);
 	if (!w.chrome) {
-		put("Thread,Time,Action,Pointer,Size,Stream\n");
+		/* by name, as RMM's replay and pandas read it: a seventh column leaves the six alone */
+		w.frames = cfg->backtrace > 0;
+		put(w.frames ? "Thread,Time,Action,Pointer,Size,Stream,Frames\n"
+			     : "Thread,Time,Action,Pointer,Size,Stream\n");
 		return;
 	}
 	char label[128];
@@ -599,6 +651,11 @@ void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
 	    "\"args\":{\"name\":", pid, pid);
 	put_json_string(label, sizeof label);
 	put("}}");
+}
+
+void curesv_trace_write_stacks(const curesv_stacks *stacks)
+{
+	w.stacks = stacks && stacks->depth ? stacks : NULL;
 }
 
 bool curesv_trace_write_end(void)
