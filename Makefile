@@ -37,7 +37,19 @@ else ifeq ($(VARIANT),tsan)
 else
   $(error VARIANT must be plain, asan or tsan, not '$(VARIANT)')
 endif
-CFLAGS_ALL := $(BASE) $(FLAVOUR) $(CFLAGS)
+# File and line of the frames CURESV_BACKTRACE records: libbacktrace, which comes with gcc
+# (libgcc-N-dev); where the compiler has none, frames are named by dladdr alone. Linked into
+# libcuresv.so with its names hidden, so that a program's own copy stays its own.
+BT_LIB := $(shell $(CC) -print-file-name=libbacktrace.a)
+BT_OK := $(if $(filter /%,$(BT_LIB)),$(shell printf '\043include <backtrace.h>\nint main(void)\
+	{return backtrace_create_state(0,1,0,0)==0;}\n' | $(CC) -x c - -x none $(BT_LIB) -o /dev/null \
+	>/dev/null 2>&1 && echo yes))
+ifeq ($(BT_OK),yes)
+  BT_CFLAGS := -DCURESV_LIBBACKTRACE
+  BT_LIBS := $(BT_LIB)
+  BT_HIDE := -Wl,--exclude-libs,libbacktrace.a
+endif
+CFLAGS_ALL := $(BASE) $(FLAVOUR) $(BT_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL := -pthread $(filter -fsanitize=%,$(FLAVOUR)) $(LDFLAGS)
 
 CUDA_INC := $(CUDA_HOME)/include
@@ -94,8 +106,8 @@ $(O)/shim/%.o: shim/%.S Makefile
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(O)/libcuresv.so: $(SHIM_OBJ) $(CORE_OBJ)
-	$(CC) -shared $(LDFLAGS_ALL) $(LINK_LTO) -Wl,-soname,libcuresv.so -Wl,-z,now -Wl,-e,curesv_entry $^ -ldl \
-		-o $@
+	$(CC) -shared $(LDFLAGS_ALL) $(LINK_LTO) -Wl,-soname,libcuresv.so -Wl,-z,now -Wl,-e,curesv_entry $^ \
+		$(BT_LIBS) $(BT_HIDE) -ldl -o $@
 
 $(O)/libcuresv_core.a: $(CORE_OBJ)
 	@rm -f $@
@@ -103,7 +115,7 @@ $(O)/libcuresv_core.a: $(CORE_OBJ)
 
 # ---- unit tests (Criterion, no CUDA) ---------------------------------------------------------------
 $(O)/unit: $(UNIT_OBJ) $(O)/libcuresv_core.a
-	$(CC) $(LDFLAGS_ALL) $^ -lcriterion -o $@
+	$(CC) $(LDFLAGS_ALL) $^ $(BT_LIBS) -lcriterion -o $@
 
 # Sanitizer runs get fewer iterations where a test scales them (test_scale in tests/unit/helpers.h
 # divides them by CURESV_TEST_VARIANT).
@@ -124,7 +136,7 @@ IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds fam
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
 	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff reload two_runtimes \
-	libcudaplugin12.so slow_free churn no_alloc orphans live_hold)
+	libcudaplugin12.so slow_free churn no_alloc orphans live_hold leak_sites)
 
 $(IT)/%: tests/integration/%.c core/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -272,7 +284,7 @@ check-install: $(O)/libcuresv.so sim
 # under the shim.
 check-tools: $(O)/libcuresv.so sim
 	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline \
-		$(IT_BIN)/exit_status $(IT_BIN)/streams $(IT_BIN)/orphans
+		$(IT_BIN)/exit_status $(IT_BIN)/streams $(IT_BIN)/orphans $(IT_BIN)/leak_sites
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/export.py \
@@ -355,10 +367,10 @@ $(O)/tests/bench/peers.o: tests/bench/peers.cc tests/bench/peers.h Makefile
 	$(CXX) -std=c++17 -O2 -g -pthread -c $< -o $@
 
 $(O)/table_bench: tests/bench/table_bench.c $(O)/tests/bench/peers.o $(O)/libcuresv_core.a
-	$(CC) $(CFLAGS_ALL) -Itests/bench $^ $(LDFLAGS_ALL) -lstdc++ -o $@
+	$(CC) $(CFLAGS_ALL) -Itests/bench $^ $(BT_LIBS) $(LDFLAGS_ALL) -lstdc++ -o $@
 
 $(O)/trace_bench: tests/bench/trace_bench.c $(O)/libcuresv_core.a
-	$(CC) $(CFLAGS_ALL) $^ $(LDFLAGS_ALL) -o $@
+	$(CC) $(CFLAGS_ALL) $^ $(BT_LIBS) $(LDFLAGS_ALL) -o $@
 
 $(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LINKS)
 	$(IT_CC) $< $(IT_DYN) -o $@

@@ -102,6 +102,8 @@ static const struct option options[] = {
 	{ "CURESV_STREAM_ATTACH", "off", parse_stream_attach, false, NULL, false },
 	/* a file, though not one the environment names: none under secure execution either */
 	{ "CURESV_LIVE", "0", parse_live, true, "0", true },
+	/* cosmetic: stacks only shape what the report and the trace show */
+	{ "CURESV_BACKTRACE", "0", curesv_parse_backtrace, true, "0: no stacks", false },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 

@@ -11,9 +11,9 @@
 /* Diagnostics gathered while parsing: at most CURESV_DIAG_LINES lines, each "VAR: 'text': reason"
  * (the log adds the "curesv: " prefix). Warnings do not make the configuration invalid: unknown
  * CURESV_* names and names in another case (curesv_mode), cosmetic variables (CURESV_LOG,
- * CURESV_REPORT, CURESV_REPORT_FILE, CURESV_TRACE) with a bad value (kept at their default), a
- * CURESV_TRACE_FORMAT with no CURESV_TRACE, rules naming an undeclared reservation, reservations
- * past a capacity. */
+ * CURESV_REPORT, CURESV_REPORT_FILE, CURESV_TRACE, CURESV_LIVE, CURESV_BACKTRACE) with a bad value
+ * (kept at their default), a CURESV_TRACE_FORMAT with no CURESV_TRACE, rules naming an undeclared
+ * reservation, reservations past a capacity. */
 #define CURESV_DIAG_LINES 64
 #define CURESV_DIAG_WIDTH 256
 typedef struct curesv_diag {

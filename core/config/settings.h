@@ -27,6 +27,7 @@ enum curesv_stream_attach { CURESV_STREAM_ATTACH_OFF, CURESV_STREAM_ATTACH_CREAT
 
 #define CURESV_RANK_MAX 20              /* digits of a rank (RANK, OMPI_COMM_WORLD_RANK, ...) */
 #define CURESV_HOST_MAX 65              /* host name, NUL included (HOST_NAME_MAX + 1) */
+#define CURESV_BACKTRACE_MAX 64         /* CURESV_BACKTRACE's largest value */
 
 struct curesv_reservation_spec {
 	char name[CURESV_NAME_MAX];
@@ -65,6 +66,8 @@ typedef struct curesv_config {
 	enum curesv_trace_format trace_format;          /* CURESV_TRACE_FORMAT */
 	enum curesv_stream_attach stream_attach;        /* CURESV_STREAM_ATTACH */
 	bool live;                                      /* CURESV_LIVE: publish the books */
+	unsigned backtrace;                             /* CURESV_BACKTRACE: frames kept per allocation,
+						   0..64 (CURESV_BACKTRACE_MAX); 0 = off */
 	/* The process's place in a multi-process job: the first of RANK, OMPI_COMM_WORLD_RANK,
 	 * PMI_RANK, SLURM_PROCID that is set to a non-negative integer ("" when none), and the host
 	 * name (gethostname, '/' and control characters replaced by '_'). */

@@ -3,8 +3,10 @@
  * "VAR: 'text': reason". A list reports each bad entry on its own and keeps the good ones. */
 #include "config/values.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -140,21 +142,36 @@ bool curesv_parse_table_slots(const char *v, curesv_config *c, struct curesv_bad
 	return true;
 }
 
+/* A plain decimal 0..max (max < 1000), at most three digits: no sign, space or base prefix. */
+static bool small_number(const char *v, unsigned max, unsigned *out)
+{
+	if (*v < '0' || *v > '9' || strlen(v) > 3)
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (*end || errno || n > max)
+		return false;
+	*out = (unsigned)n;
+	return true;
+}
+
 /* compute-sanitizer's --error-exitcode: a process exit status, 0 meaning none. */
 bool curesv_parse_error_exitcode(const char *v, curesv_config *c, struct curesv_bad *bad)
 {
-	size_t len = strlen(v);
-	int n = 0;
-	if (len == 0 || len > 3)
-		return curesv_bad_fail(bad, v, len, "expected an exit status 0..255 (0 = none)");
-	for (size_t i = 0; i < len; i++) {
-		if (v[i] < '0' || v[i] > '9')
-			return curesv_bad_fail(bad, v, len, "expected an exit status 0..255 (0 = none)");
-		n = n * 10 + (v[i] - '0');
-	}
-	if (n > 255)
-		return curesv_bad_fail(bad, v, len, "expected an exit status 0..255 (0 = none)");
-	c->error_exitcode = n;
+	unsigned n;
+	if (!small_number(v, 255, &n))
+		return curesv_bad_fail(bad, v, strlen(v), "expected an exit status 0..255 (0 = none)");
+	c->error_exitcode = (int)n;
+	return true;
+}
+
+/* How many return addresses to keep of each allocation's stack: 0 (off) .. CURESV_BACKTRACE_MAX. */
+bool curesv_parse_backtrace(const char *v, curesv_config *c, struct curesv_bad *bad)
+{
+	if (!small_number(v, CURESV_BACKTRACE_MAX, &c->backtrace))
+		return curesv_bad_failf(bad, v, strlen(v), "expected a number of frames 0..%d (0 = off)",
+					CURESV_BACKTRACE_MAX);
 	return true;
 }
 

@@ -48,6 +48,7 @@ bool curesv_parse_attach(const char *v, curesv_config *c, struct curesv_bad *bad
 bool curesv_parse_table_slots(const char *v, curesv_config *c, struct curesv_bad *bad);
 /* CURESV_ERROR_EXITCODE: 0..255 */
 bool curesv_parse_error_exitcode(const char *v, curesv_config *c, struct curesv_bad *bad);
+bool curesv_parse_backtrace(const char *v, curesv_config *c, struct curesv_bad *bad);
 
 /* The names of CURESV_RESERVATIONS entries refused since the last curesv_refused_forget (and of
  * entries without '=', which name one meant to be declared): a rule naming one is not warned

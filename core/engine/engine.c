@@ -73,7 +73,11 @@ bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct cu
 		return false;
 	curesv_vmm_init(&e->vmm);
 	curesv_graphs_init(&e->graphs, &e->table);
-	curesv_trace_open(cfg);
+	if (cfg->backtrace && !curesv_stacks_init(&e->stacks, &e->table, cfg->backtrace,
+						  CURESV_STACKS_MAX))
+		curesv_log(CURESV_LOG_WARN, "CURESV_BACKTRACE: cannot map the stack table; no stacks "
+			   "are recorded");
+	curesv_trace_open(cfg, &e->stacks);
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
 		for (int i = 0; i < 4; i++)
 			atomic_init(&e->graph_mem[d][i], -1);
@@ -105,6 +109,7 @@ bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct cu
 void curesv_engine_destroy(curesv_engine *e)
 {
 	curesv_trace_close();
+	curesv_stacks_destroy(&e->stacks);
 	curesv_streams_destroy(&e->streams);
 	curesv_table_destroy(&e->table);
 	curesv_ledger_destroy(&e->ledger);
@@ -418,9 +423,38 @@ static inline bool alloc_observed(curesv_engine *e, int device, uint64_t stream,
 	return true;
 }
 
+/* CURESV_BACKTRACE: the allocation's stack, captured before it is booked, is what its trace row
+ * carries (curesv_trace_stack) and, once booked, its entry's note (a no-op for a pointer the table
+ * did not take). */
+static __attribute__((noinline)) void stack_captured(curesv_engine *e, bool ok, uint64_t ptr)
+{
+	curesv_trace_stack = ok && ptr ? curesv_stacks_capture(&e->stacks) : 0;
+}
+
+static __attribute__((noinline)) void stack_noted(curesv_engine *e, bool booked, uint64_t ptr)
+{
+	if (curesv_trace_stack && booked)
+		curesv_stacks_note(&e->stacks, ptr, curesv_trace_stack);
+	curesv_trace_stack = 0;
+}
+
+static __attribute__((noinline)) bool observed_with_stack(curesv_engine *e, int device,
+							  uint64_t stream, uint64_t bytes,
+							  enum curesv_kind kind, uint64_t ptr)
+{
+	stack_captured(e, true, ptr);
+	struct curesv_shard_ctl *ctl = curesv_section_enter();
+	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+	curesv_section_leave(ctl);
+	stack_noted(e, keep, ptr);
+	return keep;
+}
+
 bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
 			   enum curesv_kind kind, uint64_t ptr)
 {
+	if (__builtin_expect(e->table.notes != NULL, 0))
+		return observed_with_stack(e, device, stream, bytes, kind, ptr);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
 	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
 	curesv_section_leave(ctl);
@@ -429,10 +463,14 @@ bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64
 
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
+	if (__builtin_expect(e->table.notes != NULL, 0))
+		stack_captured(e, ok, ptr);
 	struct curesv_shard_ctl *shard = curesv_section_enter();
 	bool keep = alloc_end(e, op, ok, ptr);
 	alloc_retired(shard, op);
 	curesv_section_leave(shard);
+	if (__builtin_expect(e->table.notes != NULL, 0))
+		stack_noted(e, keep && !op->untracked, ptr);
 	return keep;
 }
 

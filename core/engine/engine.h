@@ -20,6 +20,7 @@
 #include "tables/graph_registry.h"
 #include "books/ledger.h"
 #include "payers/streams.h"
+#include "tables/stacks.h"
 #include "tables/table.h"
 #include "tables/vmm.h"
 
@@ -44,6 +45,7 @@ typedef struct curesv_engine {
 	/* cuDeviceGetGraphMemAttribute, as last read (after a launch, a capture's end, a trim or an
 	 * executable graph's destroy): used and reserved, current and high; -1 never read */
 	_Atomic int64_t graph_mem[CURESV_MAX_DEVICES][4];
+	curesv_stacks stacks;                   /* CURESV_BACKTRACE: where allocations were made */
 } curesv_engine;
 
 /* Builds the engine from a parsed configuration: allocates the table, sets configured capacities,

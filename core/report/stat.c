@@ -83,6 +83,7 @@ static void point_table(curesv_table *t, unsigned char *base, uint64_t off, uint
 	t->probe_limit = slots;
 	t->batch = slots / 1024 < 64 ? (int64_t)(slots / 1024) : 64;
 	t->mapped = 0;
+	t->notes = NULL;        /* the allocations' stacks live in the process's memory alone */
 }
 
 /* The engine copied from the mapping, pointed at its tables, its locks its own, its counts held to
@@ -120,6 +121,9 @@ static void adopt(curesv_engine *e, unsigned char *base, const struct curesv_liv
 	if (devices < 0 || devices > CURESV_MAX_DEVICES)
 		atomic_store_explicit(&e->devices, CURESV_MAX_DEVICES, memory_order_relaxed);
 	curesv_attach_view(&e->attach, e->cfg.n_rules);
+	/* CURESV_BACKTRACE's stacks are not in the file: the report shows none */
+	memset(&e->stacks, 0, sizeof e->stacks);
+	e->cfg.backtrace = 0;
 	/* every shard's part: the writer's count of them is not this process's */
 	curesv_shard_count_all();
 }

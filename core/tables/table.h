@@ -83,6 +83,9 @@ typedef struct curesv_table {
 	uint64_t probe_limit;           /* insert gives up (table full) after this many probes */
 	int64_t batch;                  /* a stripe moves its count to `live` past this */
 	size_t mapped;                  /* bytes of the mapping */
+	/* One word per slot beside the 32-byte slots, for what only some entries carry (stacks.h:
+	 * the allocation's stack); NULL unless its owner mapped it. The table never reads it. */
+	_Atomic uint64_t *notes;
 	/* Written once per `batch` inserts or removes of a thread (or each one of a thread without a
 	 * shard), and read only then: a line of its own. */
 	_Alignas(64) _Atomic int64_t live;      /* entries now, less what stripes hold */

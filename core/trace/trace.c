@@ -32,6 +32,7 @@
 #include "trace/trace_write.h"
 
 _Atomic int curesv_trace_on;
+_Thread_local uint32_t curesv_trace_stack;
 
 struct ring {
 	_Alignas(64) _Atomic uint64_t head;     /* next slot its thread fills */
@@ -231,6 +232,8 @@ static void record_direct(const struct curesv_trace_event *ev)
 {
 	struct curesv_trace_event e = *ev;
 	e.thread = curesv_thread_serial();
+	if (e.action == CURESV_TRACE_ALLOC)
+		e.to = curesv_trace_stack;
 	curesv_lock(&lock);
 	drain_locked(false);
 	if (open_) {
@@ -265,6 +268,8 @@ void curesv_trace_record(const struct curesv_trace_event *ev)
 	struct curesv_trace_event *slot = &r->ev[h % CURESV_TRACE_BUFFER];
 	*slot = *ev;
 	slot->thread = r->serial;
+	if (ev->action == CURESV_TRACE_ALLOC)
+		slot->to = curesv_trace_stack;
 	slot->ts = now_ns();
 	/* release: the drainer that sees the new head sees the slot */
 	atomic_store_explicit(&r->head, h + 1, memory_order_release);
@@ -272,7 +277,7 @@ void curesv_trace_record(const struct curesv_trace_event *ev)
 
 /* ---- lifecycle ------------------------------------------------------------------------------------- */
 
-void curesv_trace_open(const curesv_config *cfg)
+void curesv_trace_open(const curesv_config *cfg, const curesv_stacks *stacks)
 {
 	if (!cfg->trace_file[0] || open_)
 		return;
@@ -300,6 +305,7 @@ void curesv_trace_open(const curesv_config *cfg)
 	out_fd = fd;
 	open_ = true;
 	curesv_trace_write_begin(fd, cfg, (long)getpid());
+	curesv_trace_write_stacks(stacks);
 	curesv_unlock(&lock);
 	atomic_store_explicit(&curesv_trace_on, 1, memory_order_release);
 }

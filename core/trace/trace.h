@@ -24,6 +24,7 @@
 
 #include "config/config.h"
 #include "curesv.h"
+#include "tables/stacks.h"
 #include "trace/trace_event.h"
 
 #define CURESV_TRACE_BUFFER 1024        /* events per thread buffer (48 KiB) */
@@ -31,11 +32,16 @@
 /* Non-zero while events are being recorded. */
 extern _Atomic int curesv_trace_on;
 
+/* The stack of the allocation the calling thread is booking (stacks.h; 0: none): the engine sets
+ * it around the booking under CURESV_BACKTRACE, and the allocation's event carries it. */
+extern _Thread_local uint32_t curesv_trace_stack;
+
 /* Opens cfg->trace_file (%p, %r, %h expanded; created or truncated, mode 0644, a regular file
  * only, never through a symbolic link) and starts recording in cfg->trace_format. Without
  * CURESV_TRACE it does nothing; when the file cannot be opened it logs one warning and the
- * program runs on untraced. Not thread-safe: call before any event (the engine's init). */
-void curesv_trace_open(const curesv_config *cfg);
+ * program runs on untraced. `stacks`: the table the allocations' stack ids name (CURESV_BACKTRACE,
+ * RMM's Frames column). Not thread-safe: call before any event (the engine's init). */
+void curesv_trace_open(const curesv_config *cfg, const curesv_stacks *stacks);
 
 /* Drains every buffer and closes the file (the Chrome trace gets its closing lines). Events that
  * other threads record from then on are dropped. Thread-safe; idempotent. */

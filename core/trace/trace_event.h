@@ -26,7 +26,8 @@ struct curesv_trace_event {
 	uint64_t stream;        /* the CUstream of a stream-ordered call; 0 when none */
 	uint64_t ts;            /* CLOCK_MONOTONIC, ns: filled in by the trace */
 	uint32_t origin;        /* reservation handle charged (ledger.h; CURESV_SHARED: the pool) */
-	uint32_t to;            /* transfer: the new origin */
+	uint32_t to;            /* transfer: the new origin; alloc: its stack (stacks.h), filled in by
+				   the trace from curesv_trace_stack (0: none) */
 	uint32_t thread;        /* curesv_thread_serial(): filled in by the trace */
 	int16_t device;
 	uint8_t action;         /* enum curesv_trace_action */

@@ -5,7 +5,8 @@
  * "%H:%M:%S.%f"), Action allocate, free or "allocate failure", Pointer as printf's %p ("(nil)" for
  * a failure), Stream as RMM prints a cudaStream_t ("0" for the default stream, else 0x-hex). RMM
  * has no word for transfers, reservations or releases, and logs device memory only: those, and
- * pinned host memory, are left out of the CSV.
+ * pinned host memory, are left out of the CSV. With CURESV_BACKTRACE a seventh column, Frames,
+ * holds each allocation's stack (rmm_frames).
  *
  * Chrome: {"traceEvents": [...]}. Counter events ("ph": "C") are named "device N" (or "pinned
  * host") and carry one series per account, in bytes: each reservation's name, "(shared pool)",
@@ -25,6 +26,8 @@
 
 #include "payers/attach.h"
 #include "books/ledger.h"
+#include "base/frames.h"
+#include "tables/stacks.h"
 #include "tables/table.h"
 #include "trace/trace_out.h"
 
@@ -73,6 +76,8 @@ static struct {
 	struct dev_book dev[CURESV_MAX_DEVICES];
 	struct group host_group;
 	struct account host_acct;
+	bool frames;            /* RMM: the Frames column (CURESV_BACKTRACE) */
+	const curesv_stacks *stacks;    /* what an allocation's stack id names */
 } w;
 
 bool curesv_trace_write_flush(void)
@@ -215,6 +220,45 @@ static void rmm_clock(uint64_t mono)
 		snprintf(w.hms, sizeof w.hms, "00:00:00");
 }
 
+/* A frame's object path in the Frames column: printable ASCII but for the CSV's and the list's
+ * separators, the escape and space; every other byte \xNN. */
+static char *frame_path(char *p, const char *path)
+{
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+		if (*c > ' ' && *c < 0x7f && !strchr(",;\"\\", *c)) {
+			*p++ = (char)*c;
+			continue;
+		}
+		p = CURESV_TRACE_LIT(p, "\\x");
+		*p++ = "0123456789abcdef"[*c >> 4];
+		*p++ = "0123456789abcdef"[*c & 15];
+	}
+	return p;
+}
+
+/* The Frames column (CURESV_BACKTRACE): the allocation's stack, innermost first, each frame
+ * OBJECT+0xOFFSET (as addr2line -e OBJECT reads it) or, where no object holds it, its address;
+ * ';' between them. Objects are found without the loader's lock (frames.h): the writer runs
+ * inside hooks. */
+static void rmm_frames(uint32_t stack)
+{
+	uintptr_t pcs[CURESV_FRAMES_MAX];
+	unsigned n = w.stacks ? curesv_stacks_frames(w.stacks, stack, pcs) : 0;
+	for (unsigned i = 0; i < n; i++) {
+		const char *object;
+		uintptr_t offset;
+		bool found = curesv_frames_locate(pcs[i], &object, &offset);
+		char *p = curesv_trace_out_room((found ? 4 * strlen(object) : 0) + 24);
+		if (i)
+			*p++ = ';';
+		if (found)
+			p = curesv_trace_out_hex(CURESV_TRACE_LIT(frame_path(p, object), "+0x"), offset);
+		else
+			p = curesv_trace_out_hex(CURESV_TRACE_LIT(p, "0x"), pcs[i]);
+		curesv_trace_out_done(p);
+	}
+}
+
 /* Thread,Time,Action,Pointer,Size,Stream; the time is `ts`, the event's as the writer orders it */
 static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const char *action,
 		    uint64_t ts)
@@ -238,6 +282,11 @@ static void rmm_row(const struct curesv_trace_event *ev, uint32_t tid, const cha
 	/* as RMM streams a cudaStream_t: 0 for the default stream, else 0x-hex */
 	p = ev->stream ? curesv_trace_out_hex(CURESV_TRACE_LIT(p, ",0x"), ev->stream)
 		       : CURESV_TRACE_LIT(p, ",0");
+	if (w.frames) {
+		curesv_trace_out_done(CURESV_TRACE_LIT(p, ","));
+		rmm_frames(ev->action == CURESV_TRACE_ALLOC ? ev->to : 0);
+		p = curesv_trace_out_room(1);
+	}
 	curesv_trace_out_done(CURESV_TRACE_LIT(p, "\n"));
 }
 
@@ -442,7 +491,10 @@ void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
 	w.wall_offset = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
 			((int64_t)wall.tv_nsec - (int64_t)mono.tv_nsec);
 	if (!w.chrome) {
-		curesv_trace_out_put("Thread,Time,Action,Pointer,Size,Stream\n");
+		/* by name, as RMM's replay and pandas read it: a seventh column leaves the six alone */
+		w.frames = cfg->backtrace > 0;
+		curesv_trace_out_put(w.frames ? "Thread,Time,Action,Pointer,Size,Stream,Frames\n"
+					      : "Thread,Time,Action,Pointer,Size,Stream\n");
 		return;
 	}
 	char label[128];
@@ -452,6 +504,11 @@ void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
 			     "\"tid\":%ld,\"args\":{\"name\":", pid, pid);
 	curesv_trace_out_json(label, sizeof label);
 	curesv_trace_out_put("}}");
+}
+
+void curesv_trace_write_stacks(const curesv_stacks *stacks)
+{
+	w.stacks = stacks && stacks->depth ? stacks : NULL;
 }
 
 bool curesv_trace_write_end(void)

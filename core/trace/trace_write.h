@@ -9,10 +9,17 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "tables/stacks.h"
 #include "trace/trace_event.h"
 
-/* Starts a trace on `fd` (the CSV header, or the Chrome preamble and process name). */
+/* Starts a trace on `fd` (the CSV header, with a Frames column when cfg->backtrace is set, or the
+ * Chrome preamble and process name). */
 void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid);
+
+/* The stack table whose ids CURESV_TRACE_ALLOC events carry (`to`), for the RMM CSV's Frames
+ * column, there when CURESV_BACKTRACE is set; NULL or a table not mapped: the column stays empty.
+ * Call after curesv_trace_write_begin. */
+void curesv_trace_write_stacks(const curesv_stacks *stacks);
 
 /* One event, done by OS thread `tid`. `name`: the reservation's, for CURESV_TRACE_RESERVE and
  * CURESV_TRACE_RELEASE (NULL otherwise). */

@@ -1,8 +1,8 @@
 /* libFuzzer harness: the text and JSON report writers, and every log line written on the way.
  *
  * The input's first bytes choose a configuration (mode, attribution, table size and policy,
- * capacity, reservations and CURESV_ATTACH rules whose patterns are raw fuzzed bytes), which goes
- * through curesv_config_load like the environment would, so the engine is always built from a
+ * capacity, CURESV_BACKTRACE, reservations and CURESV_ATTACH rules whose patterns are raw fuzzed
+ * bytes), which goes through curesv_config_load like the environment would, so the engine is always built from a
  * valid configuration. The rest is a program: allocations and frees (known, unknown, failing),
  * renames (prctl and pthread_setname_np, with raw fuzzed names), reserve/release/attach/transfer
  * with fuzzed names through the control functions of core/engine.h, device totals and counts, and
@@ -94,6 +94,8 @@ static void load_config(struct input *in, curesv_config *cfg)
 	static const char *const caps[] = { NULL, "1M", "0=256K,1=64K", "16M" };
 	if (caps[b >> 3 & 3])
 		snprintf(env[n++], sizeof env[0], "CURESV_CAPACITY=%s", caps[b >> 3 & 3]);
+	if (b & 0x20) /* where each allocation was made: the reports' frames */
+		snprintf(env[n++], sizeof env[0], "CURESV_BACKTRACE=4");
 	int k = snprintf(env[n], sizeof env[0], "CURESV_RESERVATIONS=");
 	for (unsigned i = 0, count = byte(in) % 4; i < count; i++) {
 		char name[48];

@@ -85,7 +85,9 @@ def check_entry(e, where):
     for key in ("addr", "size", "stream") + (("time_us",) if "time_us" in e else ()):
         if not is_count(e[key]):
             raise AssertionError("%s: %s is %r" % (where, key, e[key]))
-    if e["frames"] != [] and not all(set(f) >= {"filename", "line", "name"} for f in e["frames"]):
+    # _memory_viz.py's _frame_fmt: filename:line:name, strings and an integer
+    if not all(type(f.get("filename")) is str and type(f.get("line")) is int and
+               type(f.get("name")) is str for f in e["frames"]):
         raise AssertionError("%s: frames %r" % (where, e["frames"]))
     for key in ("category", "user_metadata"):
         if key in e and type(e[key]) is not str:
@@ -224,6 +226,30 @@ def rmm_leak(args, tmp):
     return "leak at 0x%x" % seg["address"]
 
 
+def rmm_frames(args, tmp):
+    """CURESV_BACKTRACE: each allocation of the RMM log carries its stack's frames, and the leak's
+    segment the frames the report names: object and offset, innermost first."""
+    trace, out, report = (os.path.join(tmp, x) for x in ("f.csv", "f.pickle", "f.report.json"))
+    run_shim(args, [os.path.join(args.bin, "leak_sites")],
+             {"CURESV_BACKTRACE": "8", "CURESV_TRACE": trace, "CURESV_REPORT": "json",
+              "CURESV_REPORT_FILE": report})
+    p = export(trace, out)
+    expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
+    snap = validate(out)
+    with open(report) as f:
+        largest = json.load(f)["leaks"]["largest"]
+    a = allocs(snap)
+    expect("allocations with frames", sum(1 for e in a if e["frames"]), len(a))
+    by_addr = {seg["address"]: seg["blocks"][0]["frames"] for seg in snap["segments"]}
+    for leak in largest:
+        want = [{"filename": f["object"], "line": 0,
+                 "name": "%s+0x%x" % (f["object"].rsplit("/", 1)[-1], f["object_offset"])}
+                for f in leak["frames"]]
+        expect("the frames of the leak at %s" % leak["ptr"], by_addr.get(int(leak["ptr"], 16)),
+               want)
+    return "%d allocations, frames of %d leaks as the report's" % (len(a), len(largest))
+
+
 def chrome_transfer_and_release(args, tmp):
     """Timelines 3 (release while live: the orphan tier) and 4 (transfer): nothing lost."""
     got = []
@@ -345,6 +371,13 @@ HOSTILE = [
      "line 2: 5 columns, not 6"),
     ("an RMM action with a newline", b"Thread,Time,Action,Pointer,Size,Stream\n"
      b"1,00:00:00.000000,alloc\x1bate,0x10,4,0\n", "action alloc\\x1bate is not"),
+    ("RMM frames without their column", b"Thread,Time,Action,Pointer,Size,Stream\n"
+     b"1,00:00:00.000000,allocate,0x10,4,0,/bin/x+0x10\n", "line 2: 7 columns, not 6"),
+    ("RMM frames not OBJECT+0xOFFSET", b"Thread,Time,Action,Pointer,Size,Stream,Frames\n"
+     b"1,00:00:00.000000,allocate,0x10,4,0,/bin/x+10;/lib/y+0x2\n",
+     "line 2: frames /bin/x+10;/lib/y+0x2 are not OBJECT+0xOFFSET"),
+    ("RMM frames with a raw space", b"Thread,Time,Action,Pointer,Size,Stream,Frames\n"
+     b"1,00:00:00.000000,allocate,0x10,4,0,/my dir/x+0x10\n", "are not OBJECT+0xOFFSET"),
 ]
 
 
@@ -382,6 +415,7 @@ def hostile_input(args, tmp):
 CASES = [
     ("curesv-export: Chrome trace, reservations as categories", chrome_handoff),
     ("curesv-export: RMM log, the leak's segment at its address", rmm_leak),
+    ("curesv-export: RMM log with CURESV_BACKTRACE, frames as the report's", rmm_frames),
     ("curesv-export: transfer and release (Chrome)", chrome_transfer_and_release),
     ("curesv-export: 16000 allocations, both formats, as the report", stress_both_formats),
     ("curesv-export: two devices", two_devices),

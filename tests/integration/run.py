@@ -771,11 +771,14 @@ def check_lines(*lines):
 
 
 def check_has(*lines, then=None):
-    """These lines among the output, then `then` on the report."""
+    """These lines among the output (a compiled pattern: a line it matches whole), then `then` on
+    the report."""
     def check(report, out):
         for line in lines:
-            if line not in out.splitlines():
-                raise AssertionError("no line %r in %r" % (line, out[-600:]))
+            if not (any(line.fullmatch(l) for l in out.splitlines()) if hasattr(line, "fullmatch")
+                    else line in out.splitlines()):
+                raise AssertionError("no line %r in %r" % (getattr(line, "pattern", line),
+                                                           out[-600:]))
         return then(report, out) if then else ("-", "-", "-")
     return check
 
@@ -1270,6 +1273,23 @@ def cases(stack, bindir, sanitized=False):
                     env=HANDOFF_ENV, trace="chrome"))
     out.append(Case("trace: hand-off in RMM CSV", [b("handoff")], check_handoff("device"),
                     env=HANDOFF_ENV, trace="rmm"))
+    out.append(backtrace_case(b))
+    lines = leak_lines()
+    out.append(Case("CURESV_BACKTRACE: the text report's leak frames",
+                    [b("leak_sites")], check_has(
+                        "curesv: stacks (CURESV_BACKTRACE=2): 3 distinct recorded, at most 16384",
+                        re.compile(r"curesv:       #0 leak_site_for_backtrace\+0x[0-9a-f]+ at "
+                                   r"\S*leak_sites\.c:%d \(/\S+/leak_sites\+0x[0-9a-f]+\)" %
+                                   lines["runtime"]),
+                        re.compile(r"curesv:       #1 main\+0x[0-9a-f]+ at \S*leak_sites\.c:\d+ \(.*\)"),
+                        re.compile(r"curesv:       #0 driver_leak_site_for_backtrace\+0x.*")),
+                    env={"CURESV_BACKTRACE": "2"}, report="text"))
+    out.append(Case("CURESV_BACKTRACE: a bad value is a warning, and no stacks",
+                    [b("leak_sites")], check_has(
+                        "curesv: CURESV_BACKTRACE: '65': expected a number of frames 0..64 (0 = "
+                        "off); using the default (0: no stacks)",
+                        then=check_no_frames),
+                    env={"CURESV_BACKTRACE": "65"}))
     threads, rounds = (8, 20000) if stack == "sim" else (8, 1000)
     out.append(Case("trace: stress %dx%d in RMM CSV" % (threads, rounds),
                     [b("stress"), str(threads), str(rounds)], check_stress(threads, rounds),
@@ -1533,6 +1553,77 @@ def check_orphans_text(cycles):
     return check
 
 
+def leak_lines():
+    """The source lines of leak_sites.c's leaking calls, by their LEAK_LINE comments."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "leak_sites.c")
+    with open(path) as f:
+        return {l.split("LEAK_LINE ")[1].split()[0]: n for n, l in enumerate(f, 1)
+                if "/* LEAK_LINE " in l}
+
+
+def expect_frame(what, frames, function, line):
+    """The innermost frame is in `function`, at the leaking call's `line` of leak_sites.c where
+    this build names lines (backtrace.lines), and lies in the program."""
+    if not frames:
+        raise AssertionError("%s: no frames" % what)
+    f = frames[0]
+    if not f["object"] or not f["object"].endswith("/leak_sites"):
+        raise AssertionError("%s: the innermost frame is not the program's: %r" % (what, f))
+    expect("%s: its symbol" % what, f["symbol"], function)
+    expect("%s: its place" % what, (f["file"].rsplit("/", 1)[-1], f["line"]),
+           ("leak_sites.c", line))
+
+
+def check_no_frames(report, out):
+    expect("frames", [l.get("frames") for l in report["leaks"]["largest"]], [[], []])
+    expect("the stack table's depth", report.get("backtrace", {}).get("depth"), 0)
+    return "-", "-", "-"
+
+
+def backtrace_case(b):
+    """CURESV_BACKTRACE=8: each leak's frames name the function and line that allocated it
+    (runtime and driver, two threads), 102 allocations make 3 stacks, and the RMM trace's Frames
+    column carries the same frames as object and offset."""
+    where = {}
+
+    def setup():
+        where["dir"] = tempfile.mkdtemp(prefix="curesv-frames-")
+        atexit.register(shutil.rmtree, where["dir"], True)
+        where["trace"] = os.path.join(where["dir"], "trace.csv")
+        return {"CURESV_TRACE": where["trace"], "CURESV_TRACE_FORMAT": "rmm"}
+
+    def check(report, out):
+        bt = report.get("backtrace")
+        if not isinstance(bt, dict):
+            raise AssertionError("no backtrace object in the report")
+        expect("the stack table", {k: bt[k] for k in ("depth", "stacks", "capacity", "unrecorded")},
+               {"depth": 8, "stacks": 3, "capacity": 16384, "unrecorded": 0})
+        if not bt["lines"]:
+            raise AssertionError("built without libbacktrace: no symbols of the program's own "
+                                 "symbol table, no lines (the Makefile finds it with gcc)")
+        lines = leak_lines()
+        largest = report["leaks"]["largest"]
+        expect("leaks", [l["bytes"] for l in largest], [1 << 20, 512 << 10])
+        expect_frame("the runtime's leak", largest[0]["frames"], "leak_site_for_backtrace",
+                     lines["runtime"])
+        expect("the runtime's leak: its caller", largest[0]["frames"][1]["symbol"], "main")
+        expect_frame("the driver's leak", largest[1]["frames"], "driver_leak_site_for_backtrace",
+                     lines["driver"])
+        problems = check_trace.check(where["trace"], report)
+        if problems:
+            raise AssertionError("trace: " + "; ".join(problems[:3]))
+        with open(where["trace"]) as f:
+            rows = [r.split(",") for r in f.read().splitlines()]
+        expect("the trace's header", rows[0][-1], "Frames")
+        for leak in largest:
+            row = [r for r in rows[1:] if r[2] == "allocate" and r[3] == leak["ptr"]]
+            want = ";".join("%s+0x%x" % (f["object"], f["object_offset"]) for f in leak["frames"])
+            expect("the trace's frames of %s" % leak["ptr"], [r[6] for r in row], [want])
+        return report["shared"]["allocs"], report["shared"]["frees"], "-"
+    return Case("CURESV_BACKTRACE: each leak's frames name where it was made", [b("leak_sites")],
+                check, env={"CURESV_BACKTRACE": "8"}, setup=setup)
+
+
 def check_memory_viz(report, out):
     if not out.startswith("pass: "):
         raise AssertionError(out.strip()[-300:])
@@ -1716,7 +1807,7 @@ def launcher_cases(launcher, b):
         Case("launcher: --option=VALUE for every option with a value",
              [launcher, "--capacity=400K", "--reserve=scan=100K", "--reserve=pipe=200K",
               "--attach=scan=scan", "--attach=pipe=pipe", "--mode=enforce", "--attribution=origin",
-              "--stream-attach=off", "--log=warn", "--error-exitcode=0",
+              "--stream-attach=off", "--log=warn", "--error-exitcode=0", "--backtrace=2",
               "--trace-format=rmm", "--json", "--", b("handoff")],
              check_handoff("device"), sanitized=False),
         Case("launcher --error-exitcode", [launcher, "--error-exitcode", "9", "--", b("exit_status"),

@@ -8,9 +8,11 @@ microseconds since the epoch, tid for instants, name, args); timestamps never go
 no counter ever goes negative; each counter's last value equals the report's figure (each
 reservation's `allocated`, each device's shared pool, orphan tier and total, pinned host bytes)
 and no counter is left unexplained; a counter series is "<event name> <arg>", as Perfetto names
-its tracks. RMM CSV: RMM's exact header and column formats; times never go backwards (but by half
-an hour or more: the local time at midnight or the end of summer time); every free matches a live
-allocation of its size; the bytes left live equal the report's device totals.
+its tracks. RMM CSV: RMM's exact header and column formats (and, with CURESV_BACKTRACE, the Frames
+column: OBJECT+0xOFFSET or 0xADDRESS frames separated by ';', on allocate rows only); times never
+go backwards (but by half an hour or more: the local time at midnight or the end of summer time);
+every free matches a live allocation of its size; the bytes left live equal the report's device
+totals.
 
 Exit status 0 when all holds; else 1, one line per problem on stderr. Importable: check(path,
 report) returns the list of problems.
@@ -21,6 +23,10 @@ import sys
 import time
 
 RMM_HEADER = "Thread,Time,Action,Pointer,Size,Stream"
+FRAMES_HEADER = RMM_HEADER + ",Frames"
+# a frame: its object's path (printable ASCII but , ; " \ and space, which read \xNN) and offset
+FRAME = r"(?:(?:[!#-+\--:<-\[\]-~]|\\x[0-9a-f]{2})+\+0x[0-9a-f]+|0x[0-9a-f]+)"
+FRAMES = re.compile(r"(?:%s(?:;%s)*)?" % (FRAME, FRAME))
 INSTANTS = {"refused", "allocation failed", "free failed", "transfer", "reserve", "release",
             "capacity"}
 
@@ -131,12 +137,17 @@ RMM_ROW = re.compile(r"^(\d+),(\d\d:\d\d:\d\d\.\d{6}),(allocate|free|allocate fa
 
 def check_rmm(text, report, errors, final):
     lines = text.split("\n")
-    if lines[0] != RMM_HEADER:
+    frames = lines[0] == FRAMES_HEADER
+    if lines[0] != RMM_HEADER and not frames:
         errors.append("header %r, RMM's is %r" % (lines[0], RMM_HEADER))
     if lines[-1] != "":
         errors.append("the last line is not terminated")
     live, last_us = {}, None
     for n, line in enumerate(lines[1:-1], 2):
+        if frames:
+            line, _, stack = line.rpartition(",")
+            if not FRAMES.fullmatch(stack) or (stack and not line.split(",")[2] == "allocate"):
+                errors.append("line %d: Frames %r" % (n, stack))
         m = RMM_ROW.match(line)
         if not m:
             errors.append("line %d: %r is not an RMM row" % (n, line))

@@ -28,6 +28,7 @@ static void assert_scalar_defaults(const curesv_config *c)
 	cr_assert_eq(c->log_level, CURESV_LOG_WARN);
 	cr_assert_not(c->strict);
 	cr_assert_eq(c->error_exitcode, 0);
+	cr_assert_eq(c->backtrace, 0);
 	cr_assert_str_eq(c->trace_file, "");
 	cr_assert_eq(c->trace_format, CURESV_TRACE_RMM);
 	cr_assert_str_eq(c->rank, "");
@@ -355,6 +356,30 @@ Test(config, error_exitcode)
 			 "(0 = none)", bads[i]);
 		bad(a, want);
 		cr_assert_eq(cfg.error_exitcode, 0);
+	}
+}
+
+Test(config, backtrace)
+{
+	good("CURESV_ENABLE=1");
+	cr_assert_eq(cfg.backtrace, 0, "off by default");
+	good("CURESV_BACKTRACE=8");
+	cr_assert_eq(cfg.backtrace, 8);
+	good("CURESV_BACKTRACE=64");
+	cr_assert_eq(cfg.backtrace, 64);
+	good("CURESV_BACKTRACE=0");
+	cr_assert_eq(cfg.backtrace, 0, "0: off");
+	good("CURESV_BACKTRACE=016");
+	cr_assert_eq(cfg.backtrace, 16);
+	/* cosmetic: only what the report and the trace show, so a warning and no stacks */
+	static const char *const bads[] = { "65", "-1", "", "x", "8x", " 8", "1000", "8K", "0064" };
+	for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+		char a[64], want[160];
+		snprintf(a, sizeof a, "CURESV_BACKTRACE=%s", bads[i]);
+		snprintf(want, sizeof want, "CURESV_BACKTRACE: '%s': expected a number of frames 0..64 "
+			 "(0 = off); using the default (0: no stacks)", bads[i]);
+		bad_cosmetic(a, want);
+		cr_assert_eq(cfg.backtrace, 0);
 	}
 }
 

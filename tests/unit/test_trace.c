@@ -3,6 +3,7 @@
  * release racing frees, buffers that wrap and drain at thread exit, and the failures (a file that
  * cannot be opened or written) that leave one warning and the program running. */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <regex.h>
 #include <sched.h>
@@ -18,6 +19,7 @@
 
 #include "engine_helpers.h"
 #include "report/report.h"
+#include "tables/stacks.h"
 #include "trace/trace.h"
 #include "trace/trace_write.h"
 
@@ -193,6 +195,81 @@ Test(trace, rmm_rows_never_go_back_in_time)
 	cr_assert_eq(strncmp(b, "2,", 2), 0, "%s", b);
 	cr_assert_eq(strncmp(a + 2, b + 2, 16), 0, "%s / %s: the late row's time goes back", a, b);
 	free(csv);
+}
+
+/* CURESV_BACKTRACE: a seventh column, Frames, holds each allocation's stack as OBJECT+0xOFFSET
+ * frames; its other rows leave it empty. An object's path with the CSV's or the list's separators
+ * in it (a copy of the C math library under "a,b;c d\\e") has them as \\xNN; an address no object
+ * holds is written as it is. */
+Test(trace, rmm_frames_column)
+{
+	char odd[256], cmd[512];
+	snprintf(odd, sizeof odd, "%s/a,b;c d\\e.so", dir);
+	snprintf(cmd, sizeof cmd, "cp \"$(%s -print-file-name=libm.so.6 2>/dev/null || echo "
+		 "/lib/x86_64-linux-gnu/libm.so.6)\" '%s' 2>/dev/null", "cc", odd);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	void *libm = dlopen(odd, RTLD_NOW | RTLD_LOCAL);
+	cr_assert_not_null(libm, "%s", dlerror());
+	uintptr_t in_libm = (uintptr_t)dlsym(libm, "cos") + 1;
+	curesv_table t;
+	curesv_stacks st;
+	cr_assert(curesv_table_init(&t, 64));
+	cr_assert(curesv_stacks_init(&st, &t, 4, 16));
+	uintptr_t here = (uintptr_t)slurp + 1;
+	uint32_t id = curesv_stacks_intern(&st, (uintptr_t[]){ here, in_libm, 0x10 }, 3);
+	cr_assert(id);
+
+	curesv_config cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.trace_format = CURESV_TRACE_RMM;
+	cfg.backtrace = 4;
+	int fd = open(trace_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0);
+	curesv_trace_write_begin(fd, &cfg, (long)getpid());
+	curesv_trace_write_stacks(&st);
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	uint64_t ts = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	struct curesv_trace_event ev[] = {
+		{ .action = CURESV_TRACE_ALLOC, .ptr = fake_ptr(1), .bytes = 4096, .ts = ts, .to = id },
+		{ .action = CURESV_TRACE_ALLOC, .ptr = fake_ptr(2), .bytes = 4096, .ts = ts },
+		{ .action = CURESV_TRACE_FREE, .ptr = fake_ptr(1), .bytes = 4096, .ts = ts, .to = id },
+		{ .action = CURESV_TRACE_REFUSED, .bytes = 8192, .ts = ts },
+	};
+	for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
+		curesv_trace_write_event(&ev[i], 1, NULL);
+	cr_assert(curesv_trace_write_end());
+	close(fd);
+	char *csv = slurp(trace_path, NULL);
+	cr_assert_str_eq(line_at(csv, 0), "Thread,Time,Action,Pointer,Size,Stream,Frames");
+
+	Dl_info self, m;
+	cr_assert(dladdr((void *)here, &self) && dladdr((void *)in_libm, &m));
+	char exe[512], want[2048];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	cr_assert_gt(n, 0);
+	exe[n] = '\0';
+	char escaped[1024] = "";
+	for (const char *c = m.dli_fname; *c; c++)
+		snprintf(escaped + strlen(escaped), sizeof escaped - strlen(escaped),
+			 strchr(",; \\", *c) ? "\\x%02x" : "%c", (unsigned char)*c);
+	snprintf(want, sizeof want, ",allocate,0x7f0000200000,4096,0,%s+0x%lx;%s+0x%lx;0x10", exe,
+		 (unsigned long)(here - (uintptr_t)self.dli_fbase), escaped,
+		 (unsigned long)(in_libm - (uintptr_t)m.dli_fbase));
+	const char *row = strchr(line_at(csv, 1) + 2, ',');
+	cr_assert_str_eq(row, want);
+	cr_assert_str_eq(m.dli_fname, odd);
+	cr_assert(strstr(row, "a\\x2cb\\x3bc\\x20d\\x5ce.so+0x"), "%s", row);
+	cr_assert(strstr(line_at(csv, 2), ",allocate,0x7f0000400000,4096,0,") &&
+		  line_at(csv, 2)[strlen(line_at(csv, 2)) - 1] == ',', "no stack: an empty field");
+	cr_assert(strstr(line_at(csv, 3), ",free,0x7f0000200000,4096,0,") &&
+		  line_at(csv, 3)[strlen(line_at(csv, 3)) - 1] == ',', "a free carries no frames");
+	cr_assert(strstr(line_at(csv, 4), ",allocate failure,(nil),8192,0,"), "%s", line_at(csv, 4));
+	free(csv);
+	curesv_stacks_destroy(&st);
+	curesv_table_destroy(&t);
+	dlclose(libm);
+	unlink(odd);
 }
 
 /* ---- Chrome ------------------------------------------------------------------------------------------ */

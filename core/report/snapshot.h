@@ -1,0 +1,85 @@
+/* What a report shows, gathered once from the engine: a row per account of each device (its
+ * reservations, retired ones, orphan tier, shared pool), the device totals, the live allocations
+ * with the largest listed, the origin table's and the virtual memory API's statistics. The text
+ * and JSON writers (text.h, json.h) read only this and the engine's counters.
+ * Gathering is safe while other threads allocate and free: every number is read atomically and
+ * the leak list from consistent table entries. */
+#ifndef CURESV_REPORT_SNAPSHOT_H
+#define CURESV_REPORT_SNAPSHOT_H
+
+#include <stddef.h>
+
+#include "base/caching.h"
+#include "engine/engine.h"
+
+#define CURESV_LEAKS_LISTED 10
+
+/* The row of a device's retired reservations (released, and their slots reused since), and the
+ * row of its orphan tier (live bytes of released reservations, and what drained them). */
+#define CURESV_RETIRED_ROW UINT32_MAX
+#define CURESV_ORPHAN_ROW (UINT32_MAX - 1)
+
+typedef struct curesv_row {
+	char name[CURESV_NAME_MAX];
+	uint32_t handle;        /* CURESV_SHARED for a device's shared pool, CURESV_RETIRED_ROW,
+				   CURESV_ORPHAN_ROW */
+	uint64_t retired;       /* CURESV_RETIRED_ROW: how many reservations it sums */
+	curesv_stats_t st;
+	curesv_stream_stats_t streams;
+	int64_t origin_bytes;   /* allocated under origin attribution, whatever the mode */
+} curesv_row;
+
+typedef struct curesv_leaks {
+	uint64_t graph, graph_bytes;    /* graphs' allocations (kind graph): no leaks, no memory */
+	uint64_t count, bytes;
+	unsigned listed;
+	curesv_entry top[CURESV_LEAKS_LISTED];  /* the largest, largest first */
+	/* CURESV_BACKTRACE: the return addresses of each one's stack, innermost first */
+	unsigned nframes[CURESV_LEAKS_LISTED];
+	uintptr_t frames[CURESV_LEAKS_LISTED][CURESV_BACKTRACE_MAX];
+} curesv_leaks;
+
+/* CURESV_BACKTRACE's stack table (stacks.h). */
+typedef struct curesv_backtrace_stats {
+	unsigned depth;                 /* frames kept per stack; 0: off */
+	uint32_t stacks, capacity;      /* distinct stacks recorded, and at most */
+	uint64_t unrecorded;            /* allocations left without one: the table was full */
+} curesv_backtrace_stats;
+
+typedef struct curesv_snapshot {
+	unsigned nrows;
+	curesv_row rows[CURESV_MAX_RESERVATIONS + 3 * CURESV_MAX_DEVICES];
+	curesv_device_stats_t dev[CURESV_MAX_DEVICES];
+	curesv_leaks leaks;
+	unsigned ncachers;      /* caching allocators loaded: live at exit is partly their cache */
+	struct curesv_cacher cachers[CURESV_CACHERS];
+	curesv_table_stats_t table;
+	int64_t orphan, orphan_host;
+	uint64_t orphan_frees;
+	curesv_vmm_stats_t vmm;
+	curesv_backtrace_stats backtrace;
+} curesv_snapshot;
+
+/* Fills *s from the engine. The s->rows of each device seen: its reservations (live and
+ * released), the retired ones', its orphan tier's, then its shared pool's. */
+void curesv_snapshot_gather(curesv_engine *e, curesv_snapshot *s);
+
+/* The row of device d's retired reservations, or NULL. */
+const curesv_row *curesv_snapshot_retired_row(const curesv_snapshot *s, int d);
+
+/* A counter of curesv_stats_t summed over every row: CURESV_SNAPSHOT_SUM(s, denied). */
+uint64_t curesv_snapshot_sum(const curesv_snapshot *s, size_t offset);
+#define CURESV_SNAPSHOT_SUM(s, field) curesv_snapshot_sum((s), offsetof(curesv_stats_t, field))
+
+/* CURESV_MODE and CURESV_ATTRIBUTION as the report names them. */
+const char *curesv_mode_name(const curesv_engine *e);
+const char *curesv_attribution_name(const curesv_engine *e);
+
+/* Where device d's capacity came from: "CURESV_CAPACITY", "driver" or "unknown". */
+const char *curesv_report_capacity_source(curesv_engine *e, int d);
+
+/* The reservation a leak is charged to, as the reports name it: "(shared pool)", its name, or
+ * "(released)" when its slot holds no name now. */
+const char *curesv_report_leak_owner(curesv_engine *e, uint32_t origin, char res[CURESV_NAME_MAX]);
+
+#endif
