@@ -390,7 +390,7 @@ static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device
 /* Observe mode under origin attribution, the allocation made: who pays is decided now, the entry
  * made, then the books charged and counted, in one pass (nothing to undo if the table is full).
  * Called inside the section. */
-static inline bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
+CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
 				  enum curesv_kind kind, uint64_t ptr, int shard)
 {
 	curesv_ledger *l = &e->ledger;
@@ -427,6 +427,14 @@ bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64
 	return keep;
 }
 
+/* alloc_observed for alloc_end's rare case, out of line. */
+static __attribute__((noinline)) bool observed_general(curesv_engine *e, int device, uint64_t stream,
+						       uint64_t bytes, enum curesv_kind kind,
+						       uint64_t ptr)
+{
+	return alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+}
+
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
 	struct curesv_shard_ctl *shard = curesv_section_enter();
@@ -453,8 +461,7 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		return true;
 	}
 	if (!op->charged && e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN)
-		return alloc_observed(e, c->device, op->stream, c->bytes, c->kind, ptr,
-				      curesv_shard_index());
+		return observed_general(e, c->device, op->stream, c->bytes, c->kind, ptr);
 	if (!op->charged)
 		resolve_origin(e, op);
 	if (!op->charged && !charge(e, op, c->device, c->bytes, c->kind, false)) {

@@ -74,6 +74,9 @@ struct curesv_table_stripe {
 	_Atomic int64_t pending;        /* read by curesv_table_stats */
 	int64_t live_seen;              /* `live` just after this thread last moved its count */
 	uint64_t high_water_seen;       /* `high_water` as this thread last read or raised it */
+	/* The most `pending` may rise to without a slow step: min(batch, high_water_seen -
+	 * live_seen), so that an insert makes one comparison. */
+	int64_t rise_limit;
 } __attribute__((aligned(64)));
 
 typedef struct curesv_table {

@@ -82,8 +82,8 @@ CURESV_HOT void curesv_table_count_(curesv_table *t, int delta)
 	if (__builtin_expect(i >= 0, 1)) {
 		struct curesv_table_stripe *mine = &t->stripes[i];
 		int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
-		if (__builtin_expect(n >= 0 && n <= t->batch &&
-				     (delta < 0 || mine->live_seen + n <= (int64_t)mine->high_water_seen), 1)) {
+		/* falling, pending stays within [0, batch] while it stays >= 0 */
+		if (__builtin_expect(delta < 0 ? n >= 0 : n <= mine->rise_limit, 1)) {
 			atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
 			return;
 		}
