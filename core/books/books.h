@@ -236,11 +236,11 @@ CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
  * is the freeing thread's serial (for cross_thread_frees); `cross_stream`: a stream-ordered free on
  * another stream than the allocation's. The common case in one pass: device memory of a live
  * account freed by the thread that allocated it, while attached to it, under origin attribution,
- * its cell and share of the device's total keeping the bytes as a lease. */
-CURESV_HOT void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
-				       uint32_t caller_thread, bool cross_stream)
+ * its cell and share of the device's total keeping the bytes as a lease. The _in form is given the
+ * calling thread's shard index. */
+CURESV_HOT void curesv_ledger_debit_in(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+					  uint32_t caller_thread, bool cross_stream, int shard)
 {
-	int shard = curesv_shard_index();
 	if (__builtin_expect(e->thread != caller_thread || curesv_ref_handle(caller) != e->origin ||
 			     cross_stream || shard < 0 || curesv_kind_host(e->kind) ||
 			     !curesv_device_ok(e->device) ||
@@ -277,6 +277,12 @@ CURESV_HOT void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, cur
 	return;
 slow:
 	curesv_ledger_debit_slow(l, e, caller, caller_thread, cross_stream, shard);
+}
+
+CURESV_HOT void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+				       uint32_t caller_thread, bool cross_stream)
+{
+	curesv_ledger_debit_in(l, e, caller, caller_thread, cross_stream, curesv_shard_index());
 }
 
 #endif

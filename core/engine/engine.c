@@ -407,7 +407,7 @@ CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, ui
 			       .kind = (uint8_t)kind, .stream = stream == CURESV_NO_STREAM
 								  ? 0 : curesv_stream_tag(stream) },
 		     stale;
-	if (__builtin_expect(!curesv_table_insert_replacing(&e->table, &entry, &stale), 0))
+	if (__builtin_expect(!curesv_table_insert_replacing_in(&e->table, &entry, &stale, shard), 0))
 		return table_full(e, &entry, stream);
 	if (__builtin_expect(stale.ptr != 0, 0))
 		settle_stale(e, &stale);
@@ -543,8 +543,9 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 		curesv_table_restore(&e->table, &op->ticket);
 		trace_entry(op, CURESV_TRACE_UNFREE);
 	} else {
-		curesv_table_commit(&e->table, &op->ticket);
-		curesv_ledger_debit(&e->ledger, &op->entry, caller, serial, cross_stream);
+		int index = curesv_shard_index();
+		curesv_table_commit_in(&e->table, &op->ticket, index);
+		curesv_ledger_debit_in(&e->ledger, &op->entry, caller, serial, cross_stream, index);
 	}
 	op->state = CURESV_OP_IDLE;
 	curesv_shard_publish(shard, NULL);

@@ -247,7 +247,7 @@ retry:;
 		uint32_t b = atomic_load_explicit(curesv_bound_of(t, home), memory_order_seq_cst);
 		if ((b & CURESV_BOUND_SCANNING) || (b & CURESV_BOUND_MASK) < d)
 			raise_bound(t, home, d);
-		curesv_table_count_(t, 1);
+		curesv_table_count_(t, curesv_shard_index(), 1);
 		if (d > atomic_load_explicit(&t->probe_max, memory_order_relaxed))
 			max_update(&t->probe_max, d);
 		return true;
