@@ -27,13 +27,12 @@ static inline uint64_t curesv_tag_of(uint32_t origin, uint16_t stream)
 	return (uint64_t)(origin & 0xffffffu) << 16 | stream;
 }
 
-/* A key's home slot: the top bits of its product with 2^64 / phi (Fibonacci hashing, Knuth 6.4),
- * which every bit of the key below them moves; the key's high half folded in first, so that keys
- * apart by a large power of two (2 MiB-aligned device addresses, 64 KiB strides) spread as evenly
- * as byte addresses. Three steps where curesv_hash64 takes five. */
+/* A key's home slot: one multiplication between two xor-shifts, which mixes 2 MiB-aligned device
+ * addresses (differing only above bit 21) and byte addresses as well as curesv_hash64's two. */
 static inline uint64_t curesv_home_of(const curesv_table *t, uint64_t key)
 {
-	return (key ^ key >> 29) * UINT64_C(0x9e3779b97f4a7c15) >> __builtin_clzll(t->mask);
+	uint64_t x = (key ^ key >> 32) * UINT64_C(0xd6e8feb86659fd93);
+	return (x ^ x >> 32) & t->mask;
 }
 
 static inline _Atomic uint32_t *curesv_bound_of(curesv_table *t, uint64_t home)

@@ -200,7 +200,8 @@ Test(table, hash_spreads_aligned_pointers)
 Test(table, homes_spread_strided_keys)
 {
 	/* Half a table of keys apart by any power of two from 1 byte to 1 TiB (byte, host and 2 MiB
-	 * device addresses, pool strides): no home slot holds more than a few. */
+	 * device addresses, pool strides): no home slot holds more than a random hash would put in
+	 * the fullest (about 6). */
 	enum { SLOTS = 4096 };
 	curesv_table t;
 	cr_assert(curesv_table_init(&t, SLOTS));
@@ -214,7 +215,7 @@ Test(table, homes_spread_strided_keys)
 			uint32_t c = ++count[home];
 			worst = c > worst ? c : worst;
 		}
-		cr_assert_leq(worst, 4, "stride 2^%u: fullest home holds %u of %d keys", s, worst,
+		cr_assert_leq(worst, 8, "stride 2^%u: fullest home holds %u of %d keys", s, worst,
 			      SLOTS / 2);
 	}
 	curesv_table_destroy(&t);
