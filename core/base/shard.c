@@ -102,9 +102,12 @@ static bool forking(void)
 	return atomic_load_explicit(&curesv_section_gate, memory_order_acquire) & CURESV_FORKING;
 }
 
+/* What a thread without a shard brackets its updates with: its own, which no fork waits for. */
+static _Thread_local struct curesv_shard_ctl unsharded;
+
 struct curesv_shard_ctl *curesv_section_enter_slow_(void)
 {
-	return curesv_shard_index() < 0 ? NULL : curesv_section_enter();
+	return curesv_shard_index() < 0 ? &unsharded : curesv_section_enter();
 }
 
 void curesv_section_gate_(struct curesv_shard_ctl *c)

@@ -61,7 +61,7 @@ unsigned curesv_shard_count(void);
 void curesv_shard_count_all(void);
 
 /* Brackets a hot-path update of the books (see above). Never nests. Returns the calling thread's
- * control (NULL: a thread without a shard, which no fork waits for). */
+ * control (never NULL: a thread without a shard gets one of its own, which no fork waits for). */
 static inline struct curesv_shard_ctl *curesv_section_enter(void)
 {
 	struct curesv_shard_ctl *c = curesv_shard_mine_;
@@ -79,17 +79,15 @@ static inline struct curesv_shard_ctl *curesv_section_enter(void)
 
 static inline void curesv_section_leave(struct curesv_shard_ctl *c)
 {
-	if (c)
-		/* release: the section's updates are visible to a forking thread that sees 0 */
-		atomic_store_explicit(&c->section, 0, memory_order_release);
+	/* release: the section's updates are visible to a forking thread that sees 0 */
+	atomic_store_explicit(&c->section, 0, memory_order_release);
 }
 
 /* Publishes (or, with NULL, withdraws) the operation the calling thread is in the middle of, for
  * a forked child to settle (curesv_shard_each_orphan_op). Call inside a section. */
 static inline void curesv_shard_publish(struct curesv_shard_ctl *c, void *op)
 {
-	if (c)
-		atomic_store_explicit(&c->op, op, memory_order_relaxed);
+	atomic_store_explicit(&c->op, op, memory_order_relaxed);
 }
 
 /* Fork handlers (pthread_atfork order): prepare waits for sections (at most about 2 s per thread

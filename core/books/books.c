@@ -241,8 +241,8 @@ HOT bool charge_fast(curesv_ledger *l, curesv_charge *c, int shard, bool enforce
 	return true;
 }
 
-bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
-			  enum curesv_kind kind, bool enforce, curesv_charge *c)
+__attribute__((noinline)) bool curesv_ledger_charge_slow_(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
+				enum curesv_kind kind, bool enforce, curesv_charge *c)
 {
 	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
 	if (!curesv_device_ok(device) || bytes > CURESV_SIZE_LIMIT)
@@ -372,7 +372,7 @@ HOT struct curesv_account *account_at(curesv_ledger *l, unsigned account)
 						 : &l->res[account].acct;
 }
 
-void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
+__attribute__((noinline)) void curesv_ledger_commit_slow_(curesv_ledger *l, const curesv_charge *c)
 {
 	int shard = curesv_shard_index();
 	struct curesv_account *a = c->acct;

@@ -17,12 +17,13 @@
  * when the account already counts so much (2^47 bytes) that it cannot count more: the allocation
  * is then the caller's to pass through untracked. Host allocations are recorded but never refused
  * and never touch device capacity. */
-bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
-			  enum curesv_kind kind, bool enforce, curesv_charge *c);
+CURESV_HOT bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device,
+				     uint64_t bytes, enum curesv_kind kind, bool enforce,
+				     curesv_charge *c);
 /* Who pays (curesv_ledger_target), the observe mode charge (curesv_ledger_charge_now) and the
  * debit of a free (curesv_ledger_debit) are inline, for the allocation path: books.h. */
-/* The allocation succeeded and is tracked: count it and update the peaks. */
-void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c);
+/* The allocation succeeded and is tracked: count it and update the peaks. Inline (below). */
+CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c);
 /* Undoes a charge whose allocation failed or was not tracked; counts nothing. */
 void curesv_ledger_uncharge(curesv_ledger *l, const curesv_charge *c);
 /* Counts a refusal made before any charge (a request past every budget): `denied` of `origin`'s
@@ -33,6 +34,9 @@ void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint6
 
 /* ---- the allocation path's fast paths (the slow halves are books.c's) ------------------------- */
 
+bool curesv_ledger_charge_slow_(curesv_ledger *l, curesv_ref origin, int device, uint64_t bytes,
+				enum curesv_kind kind, bool enforce, curesv_charge *c);
+void curesv_ledger_commit_slow_(curesv_ledger *l, const curesv_charge *c);
 void curesv_ledger_target_slow(curesv_ledger *l, curesv_ref origin, int device, curesv_charge *c);
 int curesv_ledger_charge_now_slow(curesv_ledger *l, curesv_charge *c, int shard);
 void curesv_ledger_debit_slow(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
@@ -139,6 +143,82 @@ CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv
 	return true;
 }
 
+/* curesv_ledger_charge's common case, payer p found: device memory under origin attribution, the
+ * thread's cell (of shard `shard`) already carrying p's serial, and its lease and its share of the
+ * device's total covering the bytes; in observe mode the books within the budget too. The bytes
+ * are then already counted in the account's word, so an enforced budget holds. Fills c; false,
+ * changing nothing, for anything else. */
+CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct curesv_payer *p,
+					    int device, uint64_t bytes, enum curesv_kind kind,
+					    bool enforce, int shard, curesv_charge *c)
+{
+	struct curesv_thread_books *tb = &l->books[shard];
+	struct curesv_cell *cell = &tb->cell[p->account];
+	int64_t b = (int64_t)bytes;
+	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
+	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[device]) + b;
+	if (curesv_cell_serial(v) != p->serial || share > 0)
+		return false;
+	int64_t books = curesv_word_bytes(atomic_load_explicit(&p->a->word[0], memory_order_relaxed)) + n;
+	int64_t budget = p->handle == CURESV_SHARED ? curesv_pool_budget(l, device)
+						    : (int64_t)curesv_loadu(&l->res[p->account].size);
+	/* observe mode past the budget: the general path marks it over (a merged read) */
+	if ((!enforce && books > budget) ||
+	    !curesv_cell_set(l, cell, v, p->serial, n, -curesv_load64(&p->a->slack)))
+		return false;
+	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
+	curesv_own_add(&cell->view, b);
+	*c = (curesv_charge){ .origin = p->handle, .serial = p->serial, .account = p->account,
+			      .acct = p->a, .cell = cell, .device = device, .bytes = bytes,
+			      .kind = (uint8_t)kind, .books = books, .budget = budget };
+	return true;
+}
+
+CURESV_HOT bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device,
+				     uint64_t bytes, enum curesv_kind kind, bool enforce,
+				     curesv_charge *c)
+{
+	int shard = curesv_shard_index();
+	struct curesv_payer p;
+	if (__builtin_expect(curesv_device_ok(device) && bytes <= CURESV_SIZE_LIMIT && shard >= 0 &&
+			     !curesv_kind_host(kind) && l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
+			     curesv_ledger_payer(l, origin, device, &p) &&
+			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard, c), 1))
+		return true;
+	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
+}
+
+/* The common commit: device memory of a charge from the thread's cell, not over its budget, the
+ * cell still carrying the account's serial; the peaks rise on the general path only when passed. */
+CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
+{
+	struct curesv_cell *cell = c->cell;
+	if (__builtin_expect(cell != NULL && !c->over && !curesv_kind_host(c->kind) &&
+			     l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
+			     curesv_cell_serial(atomic_load_explicit(&cell->books, memory_order_relaxed)) ==
+				     c->serial, 1)) {
+		curesv_own_bump(&cell->allocs);
+		/* With leases the charge came before the real allocation: the view is read again. */
+		int64_t books = c->books;
+		if (curesv_reclaimable(l))
+			books = curesv_word_bytes(atomic_load_explicit(&c->acct->word[0],
+								       memory_order_relaxed)) +
+				curesv_cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
+		if (books > c->budget)
+			books = c->budget;
+		/* a cell is its thread's shard's: the thread has one */
+		struct curesv_device *d = &l->dev[c->device];
+		int64_t total = curesv_load64(&d->allocated) +
+				curesv_load64(&l->books[curesv_shard_index()].device[c->device]);
+		if (__builtin_expect(books > curesv_tagged_bytes(&c->acct->view_peak,
+								 curesv_handle_gen(c->origin)) ||
+				     total > curesv_load64(&d->view_peak), 0))
+			curesv_ledger_peaks_(l, c, books, total);
+		return;
+	}
+	curesv_ledger_commit_slow_(l, c);
+}
+
 /* The same for a charge record (curesv_ledger_target's): returns 0, changing nothing, when the
  * account cannot count that much more (2^47 bytes): the caller passes it through untracked. */
 CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
@@ -156,11 +236,11 @@ CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
  * is the freeing thread's serial (for cross_thread_frees); `cross_stream`: a stream-ordered free on
  * another stream than the allocation's. The common case in one pass: device memory of a live
  * account freed by the thread that allocated it, while attached to it, under origin attribution,
- * its cell and share of the device's total keeping the bytes as a lease. */
-CURESV_HOT void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
-				       uint32_t caller_thread, bool cross_stream)
+ * its cell and share of the device's total keeping the bytes as a lease. The _in form is given the
+ * calling thread's shard index. */
+CURESV_HOT void curesv_ledger_debit_in(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+					  uint32_t caller_thread, bool cross_stream, int shard)
 {
-	int shard = curesv_shard_index();
 	if (__builtin_expect(e->thread != caller_thread || curesv_ref_handle(caller) != e->origin ||
 			     cross_stream || shard < 0 || curesv_kind_host(e->kind) ||
 			     !curesv_device_ok(e->device) ||
@@ -197,6 +277,12 @@ CURESV_HOT void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, cur
 	return;
 slow:
 	curesv_ledger_debit_slow(l, e, caller, caller_thread, cross_stream, shard);
+}
+
+CURESV_HOT void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+				       uint32_t caller_thread, bool cross_stream)
+{
+	curesv_ledger_debit_in(l, e, caller, caller_thread, cross_stream, curesv_shard_index());
 }
 
 #endif

@@ -395,7 +395,7 @@ static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device
 /* Observe mode under origin attribution, the allocation made: who pays is decided now, the entry
  * made, then the books charged and counted, in one pass (nothing to undo if the table is full).
  * Called inside the section. */
-static inline bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
+CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
 				  enum curesv_kind kind, uint64_t ptr, int shard)
 {
 	curesv_ledger *l = &e->ledger;
@@ -412,7 +412,7 @@ static inline bool alloc_observed(curesv_engine *e, int device, uint64_t stream,
 			       .kind = (uint8_t)kind, .stream = stream == CURESV_NO_STREAM
 								  ? 0 : curesv_stream_tag(stream) },
 		     stale;
-	if (__builtin_expect(!curesv_table_insert_replacing(&e->table, &entry, &stale), 0))
+	if (__builtin_expect(!curesv_table_insert_replacing_in(&e->table, &entry, &stale, shard), 0))
 		return table_full(e, &entry, stream);
 	if (__builtin_expect(stale.ptr != 0, 0))
 		settle_stale(e, &stale);
@@ -461,6 +461,14 @@ bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64
 	return keep;
 }
 
+/* alloc_observed for alloc_end's rare case, out of line. */
+static __attribute__((noinline)) bool observed_general(curesv_engine *e, int device, uint64_t stream,
+						       uint64_t bytes, enum curesv_kind kind,
+						       uint64_t ptr)
+{
+	return alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+}
+
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
 	if (__builtin_expect(e->table.notes != NULL, 0))
@@ -491,8 +499,7 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		return true;
 	}
 	if (!op->charged && e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN)
-		return alloc_observed(e, c->device, op->stream, c->bytes, c->kind, ptr,
-				      curesv_shard_index());
+		return observed_general(e, c->device, op->stream, c->bytes, c->kind, ptr);
 	if (!op->charged)
 		resolve_origin(e, op);
 	if (!op->charged && !charge(e, op, c->device, c->bytes, c->kind, false)) {
@@ -574,8 +581,9 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 		curesv_table_restore(&e->table, &op->ticket);
 		trace_entry(op, CURESV_TRACE_UNFREE);
 	} else {
-		curesv_table_commit(&e->table, &op->ticket);
-		curesv_ledger_debit(&e->ledger, &op->entry, caller, serial, cross_stream);
+		int index = curesv_shard_index();
+		curesv_table_commit_in(&e->table, &op->ticket, index);
+		curesv_ledger_debit_in(&e->ledger, &op->entry, caller, serial, cross_stream, index);
 	}
 	op->state = CURESV_OP_IDLE;
 	curesv_shard_publish(shard, NULL);

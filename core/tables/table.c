@@ -125,6 +125,8 @@ void curesv_table_count_slow_(curesv_table *t, int i, int64_t n, int delta)
 	int64_t seen = mine->live_seen + n;
 	if (delta > 0 && seen > 0 && (uint64_t)seen > mine->high_water_seen)
 		mine->high_water_seen = max_update(&t->high_water, (uint64_t)seen);
+	int64_t room = (int64_t)mine->high_water_seen - mine->live_seen;
+	mine->rise_limit = room < t->batch ? room : t->batch;
 }
 
 /* I1, I2: make bound[home] cover distance d, clearing any remover's scanning bit. The acq_rel RMW
@@ -245,7 +247,7 @@ retry:;
 		uint32_t b = atomic_load_explicit(curesv_bound_of(t, home), memory_order_seq_cst);
 		if ((b & CURESV_BOUND_SCANNING) || (b & CURESV_BOUND_MASK) < d)
 			raise_bound(t, home, d);
-		curesv_table_count_(t, 1);
+		curesv_table_count_(t, curesv_shard_index(), 1);
 		if (d > atomic_load_explicit(&t->probe_max, memory_order_relaxed))
 			max_update(&t->probe_max, d);
 		return true;

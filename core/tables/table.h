@@ -74,6 +74,9 @@ struct curesv_table_stripe {
 	_Atomic int64_t pending;        /* read by curesv_table_stats */
 	int64_t live_seen;              /* `live` just after this thread last moved its count */
 	uint64_t high_water_seen;       /* `high_water` as this thread last read or raised it */
+	/* The most `pending` may rise to without a slow step: min(batch, high_water_seen -
+	 * live_seen), so that an insert makes one comparison. */
+	int64_t rise_limit;
 } __attribute__((aligned(64)));
 
 typedef struct curesv_table {
@@ -130,6 +133,10 @@ bool curesv_table_insert(curesv_table *t, const curesv_entry *e);
 CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
 					     curesv_entry *old);
 
+/* The same, given the calling thread's shard index (shard.h), which the caller already has. */
+CURESV_HOT bool curesv_table_insert_replacing_in(curesv_table *t, const curesv_entry *e,
+						curesv_entry *old, int shard);
+
 /* Copies the live entry for `ptr` into *out (if not NULL). Returns false when there is none. */
 bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
 
@@ -141,6 +148,8 @@ bool curesv_table_lookup(curesv_table *t, uint64_t ptr, curesv_entry *out);
 CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
 				 curesv_ticket *ticket);
 CURESV_HOT void curesv_table_commit(curesv_table *t, const curesv_ticket *ticket);
+/* commit(), given the calling thread's shard index. */
+CURESV_HOT void curesv_table_commit_in(curesv_table *t, const curesv_ticket *ticket, int shard);
 void curesv_table_restore(curesv_table *t, const curesv_ticket *ticket);
 
 /* take() + commit(). */

@@ -27,9 +27,12 @@ static inline uint64_t curesv_tag_of(uint32_t origin, uint16_t stream)
 	return (uint64_t)(origin & 0xffffffu) << 16 | stream;
 }
 
+/* A key's home slot: one multiplication between two xor-shifts, which mixes 2 MiB-aligned device
+ * addresses (differing only above bit 21) and byte addresses as well as curesv_hash64's two. */
 static inline uint64_t curesv_home_of(const curesv_table *t, uint64_t key)
 {
-	return curesv_hash64(key) & t->mask;
+	uint64_t x = (key ^ key >> 32) * UINT64_C(0xd6e8feb86659fd93);
+	return (x ^ x >> 32) & t->mask;
 }
 
 static inline _Atomic uint32_t *curesv_bound_of(curesv_table *t, uint64_t home)
@@ -76,14 +79,13 @@ void curesv_table_raise_bound_(curesv_table *t, uint64_t home, uint64_t d);
 /* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
  * stays within [0, batch] and, rising, below the high water the thread last saw; the count moves
  * to `live` or the high water rises otherwise (table.c). */
-CURESV_HOT void curesv_table_count_(curesv_table *t, int delta)
+CURESV_HOT void curesv_table_count_(curesv_table *t, int i, int delta)
 {
-	int i = curesv_shard_index();
 	if (__builtin_expect(i >= 0, 1)) {
 		struct curesv_table_stripe *mine = &t->stripes[i];
 		int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
-		if (__builtin_expect(n >= 0 && n <= t->batch &&
-				     (delta < 0 || mine->live_seen + n <= (int64_t)mine->high_water_seen), 1)) {
+		/* falling, pending stays within [0, batch] while it stays >= 0 */
+		if (__builtin_expect(delta < 0 ? n >= 0 : n <= mine->rise_limit, 1)) {
 			atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
 			return;
 		}
@@ -91,8 +93,8 @@ CURESV_HOT void curesv_table_count_(curesv_table *t, int delta)
 	curesv_table_count_slow_(t, i, 0, delta);
 }
 
-CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
-					     curesv_entry *old)
+CURESV_HOT bool curesv_table_insert_replacing_in(curesv_table *t, const curesv_entry *e,
+						curesv_entry *old, int shard)
 {
 	old->ptr = 0;
 	uint64_t home = curesv_home_of(t, e->ptr);
@@ -110,10 +112,16 @@ CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entr
 		if (atomic_load_explicit(curesv_bound_of(t, home), memory_order_seq_cst) &
 		    CURESV_BOUND_SCANNING)
 			curesv_table_raise_bound_(t, home, 0);
-		curesv_table_count_(t, 1);
+		curesv_table_count_(t, shard, 1);
 		return true;
 	}
 	return curesv_table_insert_slow_(t, e, old);
+}
+
+CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entry *e,
+					     curesv_entry *old)
+{
+	return curesv_table_insert_replacing_in(t, e, old, curesv_shard_index());
 }
 
 CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
@@ -138,7 +146,7 @@ CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *o
 	return curesv_table_take_slow_(t, ptr, out, ticket);
 }
 
-CURESV_HOT void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
+CURESV_HOT void curesv_table_commit_in(curesv_table *t, const curesv_ticket *tk, int shard)
 {
 	/* Lower the bound while the slot is still BUSY, so no insert can reuse it mid-scan. */
 	if (__builtin_expect(tk->distance != 0, 0) &&
@@ -149,7 +157,12 @@ CURESV_HOT void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
 	atomic_store_explicit(&t->slots[tk->index].state,
 			      curesv_st_make(CURESV_PHASE_FREE, curesv_st_version(tk->state) + 1, 0),
 			      memory_order_release);
-	curesv_table_count_(t, -1);
+	curesv_table_count_(t, shard, -1);
+}
+
+CURESV_HOT void curesv_table_commit(curesv_table *t, const curesv_ticket *tk)
+{
+	curesv_table_commit_in(t, tk, curesv_shard_index());
 }
 
 #endif

@@ -1,6 +1,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 #include "helpers.h"
@@ -194,6 +195,30 @@ Test(table, hash_spreads_aligned_pointers)
 		worst = c > worst ? c : worst;
 	}
 	cr_assert_leq(worst, 10, "fullest bucket holds %u of %d keys", worst, BUCKETS);
+}
+
+Test(table, homes_spread_strided_keys)
+{
+	/* Half a table of keys apart by any power of two from 1 byte to 1 TiB (byte, host and 2 MiB
+	 * device addresses, pool strides): no home slot holds more than a random hash would put in
+	 * the fullest (about 6). */
+	enum { SLOTS = 4096 };
+	curesv_table t;
+	cr_assert(curesv_table_init(&t, SLOTS));
+	for (unsigned s = 0; s <= 40; s++) {
+		static uint32_t count[SLOTS];
+		memset(count, 0, sizeof count);
+		uint32_t worst = 0;
+		for (uint64_t i = 0; i < SLOTS / 2; i++) {
+			uint64_t home = curesv_home_of(&t, BASE + (i << s));
+			cr_assert_lt(home, SLOTS);
+			uint32_t c = ++count[home];
+			worst = c > worst ? c : worst;
+		}
+		cr_assert_leq(worst, 8, "stride 2^%u: fullest home holds %u of %d keys", s, worst,
+			      SLOTS / 2);
+	}
+	curesv_table_destroy(&t);
 }
 
 /* ---- concurrency ------------------------------------------------------------------------------ */
