@@ -1,0 +1,75 @@
+/* The free path: the entry leaves the table before the real free (curesv_free_begin*) and the
+ * origin it names is debited once that free succeeded, or the entry goes back (curesv_free_end). */
+#include "engine/engine.h"
+
+#include "books/books.h"
+#include "trace/trace.h"
+
+/* The free's entry in the trace, or the undoing of it. */
+static void trace_entry(const curesv_free_op *op, enum curesv_trace_action action)
+{
+	CURESV_TRACE(.action = (uint8_t)action, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
+		     .device = op->entry.device, .kind = op->entry.kind, .origin = op->entry.origin,
+		     .stream = curesv_op_stream(op->stream));
+}
+
+void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
+{
+	curesv_free_begin_on(e, ptr, CURESV_NO_STREAM, op);
+}
+
+void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, curesv_free_op *op)
+{
+	op->state = CURESV_OP_IDLE;
+	op->stream = stream;
+	if (ptr == 0) {
+		op->tracked = false;
+		return;
+	}
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	op->tracked = curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
+	bool graph = op->tracked && op->entry.kind == CURESV_KIND_GRAPH;
+	if (graph) {
+		/* the graph's: it stays while its graph may launch it again; nothing is debited */
+		curesv_graph_entry_freed(&e->table, &op->entry, &op->ticket);
+		op->tracked = false;
+		atomic_fetch_add_explicit(&e->graph_frees, 1, memory_order_relaxed);
+	}
+	if (op->tracked) {
+		op->state = CURESV_OP_TAKEN;
+		curesv_shard_publish(shard, op);
+		/* Recorded now, before the real free: the driver may hand the address to another
+		 * thread at once, whose allocation must follow this row. */
+		trace_entry(op, CURESV_TRACE_FREE);
+	}
+	curesv_section_leave(shard);
+	if (!op->tracked && !graph)
+		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
+}
+
+void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
+{
+	if (!op->tracked)
+		return;
+	/* Outside the section: after a rename this reads the thread's name and takes the ledger's
+	 * lock, which fork's prepare handler takes only once every section is left. A stream-ordered
+	 * free on an attached stream is the per-stream scheme's debit of the stream's reservation. */
+	bool stream_ordered = op->stream != CURESV_NO_STREAM, attached = false;
+	curesv_ref caller = stream_ordered ? curesv_engine_stream_origin(e, op->stream, &attached)
+					   : curesv_thread_origin();
+	uint32_t serial = curesv_thread_serial();
+	bool cross_stream = stream_ordered && op->entry.stream &&
+			    op->entry.stream != curesv_stream_tag(op->stream);
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	if (!ok) {
+		curesv_table_restore(&e->table, &op->ticket);
+		trace_entry(op, CURESV_TRACE_UNFREE);
+	} else {
+		int index = curesv_shard_index();
+		curesv_table_commit_in(&e->table, &op->ticket, index);
+		curesv_ledger_debit_in(&e->ledger, &op->entry, caller, serial, cross_stream, index);
+	}
+	op->state = CURESV_OP_IDLE;
+	curesv_shard_publish(shard, NULL);
+	curesv_section_leave(shard);
+}
