@@ -166,6 +166,35 @@ static void on_sigbus(int sig)
 	siglongjmp(cut_short, 1);
 }
 
+/* The file read-only, its data mapped over zero pages: a tmpfs file's holes (most of the ledger's
+ * cells, which only threads that ran touch) read as zero without this reader's page faults filling
+ * them, which would give each watched process the file's whole length in memory. A hole the
+ * program fills while this runs reads as it was. */
+static void *map_data(int fd, size_t size)
+{
+	unsigned char *base = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+				   -1, 0);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	for (off_t at = 0, pieces = 0; base != MAP_FAILED && (size_t)at < size; pieces++) {
+		off_t data = lseek(fd, at, SEEK_DATA);
+		off_t hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
+		if (data < 0 && errno == ENXIO)
+			break; /* holes to the end */
+		if (hole < 0 || pieces == 4096) /* no hole support, or pieces past counting: all of it */
+			data = 0, hole = (off_t)size;
+		data -= data % (off_t)page;
+		if ((size_t)hole > size)
+			hole = (off_t)size;
+		if (hole > data && mmap(base + data, (size_t)(hole - data), PROT_READ,
+					MAP_SHARED | MAP_FIXED, fd, data) == MAP_FAILED) {
+			munmap(base, size);
+			return MAP_FAILED;
+		}
+		at = hole > at ? hole : at + (off_t)page;
+	}
+	return base;
+}
+
 enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_format format,
 					 int out_fd, char *why, size_t n)
 {
@@ -187,7 +216,7 @@ enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_fo
 		return CURESV_STAT_BAD;
 	}
 	size_t size = (size_t)st.st_size;
-	void *map = size ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+	void *map = size ? map_data(fd, size) : MAP_FAILED;
 	close(fd);
 	if (map == MAP_FAILED) {
 		snprintf(why, n, "%s", size ? strerror(errno) : "empty");
