@@ -22,6 +22,8 @@
   curesv-top     in a tmux terminal: the processes, devices and reservations, over-budget marked,
                  s cycles the sort, q quits; plain text when stdout is not a terminal
   launcher       curesv --live publishes; --live=1 is refused
+  gpu driver     tests/gpu/torch_live.py, which gpu-check runs on a PyTorch job, on a job that
+                 allocates through ctypes
 
     live.py --lib build/plain/libcuresv.so --bin build/plain/it
 
@@ -975,6 +977,18 @@ def usage(ctx):
     return "one line each"
 
 
+def gpu_driver(ctx):
+    """scripts/gpu-check reads a PyTorch job with tests/gpu/torch_live.py; the same driver, its
+    job's allocations made through ctypes, on the simulated stack."""
+    r = subprocess.run([sys.executable, os.path.join(HERE, "..", "gpu", "torch_live.py"), "check",
+                        "--ctypes", "--lib", ctx.args.lib, "--scripts", SCRIPTS],
+                       capture_output=True, text=True, timeout=120, env=ctx.env())
+    if r.returncode != 0 or "torch_live: pass" not in r.stdout:
+        raise AssertionError("torch_live.py --ctypes: %d %s %s" % (r.returncode, r.stdout,
+                                                                  r.stderr[-500:]))
+    return "held and freed snapshots agree"
+
+
 CASES = [
     ("publish: 0600 file in a 0700 folder, removed at exit", publish),
     ("folder: $XDG_RUNTIME_DIR/curesv, else /dev/shm/curesv-UID", folder_rule),
@@ -990,6 +1004,7 @@ CASES = [
     ("curesv-top in tmux, and as plain text", top_tmux),
     ("launcher --live", launcher),
     ("usage and library errors", usage),
+    ("gpu-check's PyTorch driver, through ctypes", gpu_driver),
 ]
 
 
