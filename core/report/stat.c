@@ -70,6 +70,11 @@ static void sane_config(curesv_config *c)
 	TERMINATE(c->trace_file);
 	TERMINATE(c->rank);
 	TERMINATE(c->host);
+	/* the rank is written as a JSON number: digits, no leading zero (as the configuration keeps
+	 * it), else none */
+	size_t digits = strspn(c->rank, "0123456789");
+	if (c->rank[digits] != '\0' || (c->rank[0] == '0' && c->rank[1] != '\0'))
+		c->rank[0] = '\0';
 	c->mode = c->mode == CURESV_MODE_ENFORCE ? CURESV_MODE_ENFORCE : CURESV_MODE_OBSERVE;
 	c->attribution = c->attribution == CURESV_ATTRIBUTION_CALLER ? CURESV_ATTRIBUTION_CALLER
 								     : CURESV_ATTRIBUTION_ORIGIN;
