@@ -76,7 +76,8 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-layers check-unit check-integration check-install check-tools test deps deps-build \
+.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live test \
+	deps deps-build \
 	demo bench fuzz soak clean install uninstall
 all: $(O)/libcuresv.so
 
@@ -239,8 +240,9 @@ PYTHONDIR ?= $(LIBDIR)/python3/dist-packages
 VERSION := $(shell sed -n 's/^\#define CURESV_VERSION "\(.*\)"/\1/p' core/curesv.h)
 # `man curesv_reserve` & co. open curesv(3): every function its NAME section lists.
 MAN3_LINKS := $(shell sed -n '/^\.SH NAME/,/\\-/{/^\.SH/d;s/\\-.*//;s/,/ /g;p}' scripts/man/curesv.3)
-# The scripts that read curesv's output, installed beside the launcher.
-TOOLS := curesv-plot curesv-merge curesv-export
+# The scripts that read curesv's output, installed beside the launcher (curesv-top loads
+# curesv-stat from its own folder).
+TOOLS := curesv-plot curesv-merge curesv-export curesv-stat curesv-top
 INSTALLED := $(BINDIR)/curesv $(TOOLS:%=$(BINDIR)/%) $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
 	$(PKGCONFIGDIR)/curesv.pc $(MANDIR)/man1/curesv.1 $(MANDIR)/man3/curesv.3 \
 	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py
@@ -263,7 +265,10 @@ install:
 	sed -e 's|^installed_lib=$$|installed_lib=$(LIBDIR)/libcuresv.so|' \
 		-e 's|^installed_pydir=$$|installed_pydir=$(PYTHONDIR)|' scripts/curesv > $(BUILD)/curesv.sh
 	install -m 755 $(BUILD)/curesv.sh $(DESTDIR)$(BINDIR)/curesv
-	install -m 755 $(TOOLS:%=scripts/%) $(DESTDIR)$(BINDIR)/
+	sed -e 's|^INSTALLED_LIB = ""$$|INSTALLED_LIB = "$(LIBDIR)/libcuresv.so"|' scripts/curesv-stat \
+		> $(BUILD)/curesv-stat.py
+	install -m 755 $(filter-out scripts/curesv-stat,$(TOOLS:%=scripts/%)) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(BUILD)/curesv-stat.py $(DESTDIR)$(BINDIR)/curesv-stat
 	install -m 644 core/curesv.h $(DESTDIR)$(INCLUDEDIR)/curesv.h
 	install -m 644 $(BUILD)/curesv.pc $(DESTDIR)$(PKGCONFIGDIR)/curesv.pc
 	install -m 644 scripts/man/curesv.1 $(DESTDIR)$(MANDIR)/man1/curesv.1
@@ -276,7 +281,7 @@ uninstall:
 
 # make install into a staging folder, then use what it installed (tests/integration/check_install.py).
 check-install: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(IT_BIN)/handoff
+	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/live_hold
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/check_install.py \
 		--bin $(IT_BIN) --sim $(SIM_DIR)
 
@@ -288,6 +293,13 @@ check-tools: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/export.py \
+		--lib $(O)/libcuresv.so --bin $(IT_BIN)
+
+# The live books (CURESV_LIVE): curesv-stat and curesv-top on programs that run while they read
+# them (tests/integration/live.py; curesv-top in a tmux terminal).
+check-live: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(IT_BIN)/live_hold
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/live.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
 # ---- the demo ---------------------------------------------------------------------------------------
@@ -309,7 +321,8 @@ check-layers:
 
 test: deps
 	$(MAKE) check-layers
-	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools sim-selftest soak
+	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools check-live \
+		sim-selftest soak
 	$(MAKE) VARIANT=asan check-unit check-integration soak
 	$(MAKE) VARIANT=tsan check-unit check-integration
 	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)
@@ -322,7 +335,7 @@ test: deps
 FUZZ_CC ?= clang
 FUZZ_RUNS ?= 100000
 FUZZ := $(BUILD)/fuzz
-FUZZERS := config report
+FUZZERS := config report stat
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -Icore -Ishim \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
@@ -347,9 +360,12 @@ fuzz-scripts:
 		echo "scripts_fuzz failed (all of it: $(FUZZ)/scripts.log)"; exit 1; }
 	@tail -n 3 $(FUZZ)/scripts.log
 
+# fuzz_stat's inputs each read a whole report out of an 85 MiB live file: a fifth as many.
+FUZZ_RUNS_stat ?= $(shell expr $(FUZZ_RUNS) / 5)
+
 fuzz-%: $(FUZZ)/fuzz_%
 	@mkdir -p $(FUZZ)/corpus-$*
-	@$(FUZZ)/fuzz_$* -runs=$(FUZZ_RUNS) -timeout=60 -artifact_prefix=$(FUZZ)/ \
+	@$(FUZZ)/fuzz_$* -runs=$(or $(FUZZ_RUNS_$*),$(FUZZ_RUNS)) -timeout=60 -artifact_prefix=$(FUZZ)/ \
 		$(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) $(FUZZ_ARGS) \
 		$(FUZZ)/corpus-$* tests/fuzz/seeds/$* >$(FUZZ)/$*.log 2>&1 || \
 		{ tail -n 40 $(FUZZ)/$*.log; echo "fuzz_$* failed (all of it: $(FUZZ)/$*.log)"; exit 1; }

@@ -83,12 +83,14 @@ void curesv_shim_live_fork_parent(void)
 	handshake[0] = handshake[1] = -1;
 }
 
-/* Copies the parent's file's data (its holes stay holes) to the same offsets of file `to`, or, with
- * to < 0, of the memory at `mem`. */
+/* Copies the parent's file's data past its header (its holes stay holes) to the same offsets of
+ * file `to`, or, with to < 0, of the memory at `mem`. The header stays zero until the child
+ * publishes its own: a reader meanwhile sees a file not yet published, not one naming the
+ * parent. */
 static bool copy_data(int to, unsigned char *mem, size_t total)
 {
 	char buf[65536];
-	off_t at = 0;
+	off_t at = CURESV_LIVE_HEADER;
 	while ((size_t)at < total) {
 		off_t data = lseek(fd, at, SEEK_DATA);
 		if (data < 0)

@@ -83,6 +83,12 @@ void curesv_shard_count_all(void)
 	atomic_store_explicit(&handed_out, CURESV_SHARDS, memory_order_release);
 }
 
+void curesv_shard_count_set(unsigned n)
+{
+	atomic_store_explicit(&handed_out, n < CURESV_SHARDS ? n : CURESV_SHARDS,
+			      memory_order_release);
+}
+
 unsigned curesv_shard_count(void)
 {
 	/* acquire: an index counted here was claimed, so its elements are initialised */

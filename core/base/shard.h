@@ -59,6 +59,9 @@ unsigned curesv_shard_count(void);
 /* From now on readers sum every element (a reader of another process's books: its count is not
  * this process's). */
 void curesv_shard_count_all(void);
+/* From now on readers sum elements [0, n), n at most CURESV_SHARDS (a reader of another
+ * process's books that found every element past n zero). */
+void curesv_shard_count_set(unsigned n);
 
 /* Brackets a hot-path update of the books (see above). Never nests. Returns the calling thread's
  * control (never NULL: a thread without a shard gets one of its own, which no fork waits for). */

@@ -83,6 +83,10 @@ int curesv_live_create(size_t bytes, char *path, size_t n)
 	if (k < 0 || (size_t)k >= n)
 		return -1;
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* A file of this pid and start time is this very process's, made before an exec (which
+	 * unmapped it and ran no exit handler): its books are not this program's. */
+	if (fd < 0 && errno == EEXIST && unlink(path) == 0)
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: '%s': %s: no live books", path, strerror(errno));
 		return -1;

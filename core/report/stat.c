@@ -70,6 +70,11 @@ static void sane_config(curesv_config *c)
 	TERMINATE(c->trace_file);
 	TERMINATE(c->rank);
 	TERMINATE(c->host);
+	/* the rank is written as a JSON number: digits, no leading zero (as the configuration keeps
+	 * it), else none */
+	size_t digits = strspn(c->rank, "0123456789");
+	if (c->rank[digits] != '\0' || (c->rank[0] == '0' && c->rank[1] != '\0'))
+		c->rank[0] = '\0';
 	c->mode = c->mode == CURESV_MODE_ENFORCE ? CURESV_MODE_ENFORCE : CURESV_MODE_OBSERVE;
 	c->attribution = c->attribution == CURESV_ATTRIBUTION_CALLER ? CURESV_ATTRIBUTION_CALLER
 								     : CURESV_ATTRIBUTION_ORIGIN;
@@ -86,12 +91,151 @@ static void point_table(curesv_table *t, unsigned char *base, uint64_t off, uint
 	t->notes = NULL;        /* the allocations' stacks live in the process's memory alone */
 }
 
+static bool all_zero(const unsigned char *p, size_t len)
+{
+	static const unsigned char zero[4096];
+	for (size_t at = 0; at < len; at += sizeof zero)
+		if (memcmp(p + at, zero, len - at < sizeof zero ? len - at : sizeof zero) != 0)
+			return false;
+	return true;
+}
+
+/* The shards below `from` up to the last whose element (`each` bytes, from `first` on) is not
+ * all zero. */
+static unsigned last_used(const unsigned char *first, size_t each, unsigned from)
+{
+	while (from > 0 && all_zero(first + (size_t)(from - 1) * each, each))
+		from--;
+	return from;
+}
+
+/* How many shards the writer's threads used: past the last one whose elements (the ledger's
+ * cells, the origin and stream tables' stripes) hold anything, every element is zero and adds
+ * nothing to a sum, so the reads sum those alone, not all CURESV_SHARDS (a process of a few
+ * threads uses a few). The file holds only zeros from `zero_from` on. */
+static unsigned used_shards(const unsigned char *base, const struct curesv_live_header *h,
+			    uint64_t zero_from)
+{
+	size_t each = sizeof(struct curesv_thread_books);
+	uint64_t held = zero_from > h->cells_off ? zero_from - h->cells_off : 0;
+	uint64_t from = held / each + (held % each != 0);
+	unsigned n = last_used(base + h->cells_off, each, from < CURESV_SHARDS ? (unsigned)from
+										 : CURESV_SHARDS);
+	const unsigned char *table = base + h->table_off + h->table_slots * sizeof(struct curesv_slot);
+	const unsigned char *streams = base + h->streams_off +
+				       CURESV_STREAM_SLOTS * sizeof(struct curesv_slot);
+	unsigned t = last_used(table, sizeof(struct curesv_table_stripe), CURESV_SHARDS);
+	unsigned s = last_used(streams, sizeof(struct curesv_table_stripe), CURESV_SHARDS);
+	return n > t ? (n > s ? n : s) : (t > s ? t : s);
+}
+
+/* Byte figures are held to +-2^50: more than any account holds (CURESV_SIZE_LIMIT is 2^46), and
+ * sums of one per shard (4096) and a few more stay far from overflowing. */
+#define SANE_BYTES (INT64_C(1) << 50)
+
+static void sane64(_Atomic int64_t *v)
+{
+	int64_t x = atomic_load_explicit(v, memory_order_relaxed);
+	if (x > SANE_BYTES || x < -SANE_BYTES)
+		atomic_store_explicit(v, x > 0 ? SANE_BYTES : -SANE_BYTES, memory_order_relaxed);
+}
+
+static void saneu(_Atomic uint64_t *v)
+{
+	if (atomic_load_explicit(v, memory_order_relaxed) > (uint64_t)SANE_BYTES)
+		atomic_store_explicit(v, (uint64_t)SANE_BYTES, memory_order_relaxed);
+}
+
+static void sane_account(struct curesv_account *a)
+{
+	sane64(&a->slack);
+	sane64(&a->caller_view);
+}
+
+/* The ledger's and the tables' byte figures in the engine's copy, held to their bounds. */
+static void sane_figures(curesv_engine *e)
+{
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		struct curesv_device *v = &e->ledger.dev[d];
+		saneu(&v->capacity);
+		saneu(&v->reserved);
+		for (int t = 0; t < CURESV_TIERS; t++)
+			sane64(&v->orphan[t]);
+		sane64(&v->slack);
+		sane64(&v->claimed);
+		sane64(&v->allocated);
+		sane64(&v->peak);
+		sane64(&v->view_peak);
+		sane_account(&v->shared);
+		for (int i = 0; i < 4; i++)
+			sane64(&e->graph_mem[d][i]);
+	}
+	for (int i = 0; i <= CURESV_MAX_RESERVATIONS; i++) {
+		saneu(&e->ledger.res[i].size);
+		sane64(&e->ledger.res[i].ghost);
+		sane_account(&e->ledger.res[i].acct);
+	}
+	sane64(&e->table.live);
+	saneu(&e->untracked_bytes);
+}
+
+/* The per-shard elements of the first `n` shards (cells, device shares, stripes), copied out of
+ * the mapping and held to their bounds: the reads sum them. */
+struct shards {
+	struct curesv_thread_books *books;
+	struct curesv_table_stripe *table, *streams;
+};
+
+static bool copy_stripes(struct curesv_table_stripe **out, const struct curesv_table_stripe *in,
+			 unsigned n)
+{
+	*out = calloc(n ? n : 1, sizeof **out);
+	if (!*out)
+		return false;
+	memcpy(*out, in, n * sizeof **out);
+	for (unsigned i = 0; i < n; i++) {
+		sane64(&(*out)[i].pending);
+		if ((*out)[i].live_seen > SANE_BYTES || (*out)[i].live_seen < -SANE_BYTES)
+			(*out)[i].live_seen = 0;
+	}
+	return true;
+}
+
+static bool copy_shards(curesv_engine *e, struct shards *s, unsigned n)
+{
+	*s = (struct shards){ calloc(n ? n : 1, sizeof *s->books), NULL, NULL };
+	if (!s->books || !copy_stripes(&s->table, e->table.stripes, n) ||
+	    !copy_stripes(&s->streams, e->streams.map.stripes, n))
+		return false;
+	memcpy(s->books, e->ledger.books, n * sizeof *s->books);
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned a = 0; a < CURESV_ACCOUNTS; a++) {
+			sane64(&s->books[i].cell[a].host);
+			sane64(&s->books[i].cell[a].view);
+		}
+		for (int d = 0; d < CURESV_MAX_DEVICES; d++)
+			sane64(&s->books[i].device[d]);
+	}
+	e->ledger.books = s->books;
+	e->table.stripes = s->table;
+	e->streams.map.stripes = s->streams;
+	return true;
+}
+
+static void free_shards(struct shards *s)
+{
+	free(s->books);
+	free(s->table);
+	free(s->streams);
+}
+
 /* The engine copied from the mapping, pointed at its tables, its locks its own, its counts held to
  * their bounds. The vmm and graph registries' maps are not in the file: empty here (their figures
  * are). */
 static void adopt(curesv_engine *e, unsigned char *base, const struct curesv_live_header *h)
 {
 	sane_config(&e->cfg);
+	sane_figures(e);
 	point_table(&e->table, base, h->table_off, h->table_slots);
 	point_table(&e->streams.map, base, h->streams_off, CURESV_STREAM_SLOTS);
 	pthread_mutex_init(&e->streams.lock, NULL);
@@ -124,11 +268,9 @@ static void adopt(curesv_engine *e, unsigned char *base, const struct curesv_liv
 	/* CURESV_BACKTRACE's stacks are not in the file: the report shows none */
 	memset(&e->stacks, 0, sizeof e->stacks);
 	e->cfg.backtrace = 0;
-	/* every shard's part: the writer's count of them is not this process's */
-	curesv_shard_count_all();
 }
 
-enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size,
+enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size, size_t zero_from,
 					  enum curesv_report_format format, int out_fd, char *why,
 					  size_t n)
 {
@@ -152,9 +294,19 @@ enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size,
 	}
 	memcpy(e, (const unsigned char *)data + h.engine_off, sizeof *e);
 	adopt(e, (unsigned char *)data, &h);
-	bool ok = curesv_report_write(e, out_fd, format == CURESV_REPORT_JSON ? CURESV_REPORT_JSON
-									     : CURESV_REPORT_TEXT,
-				      (long)h.pid);
+	/* the writer's count of shards is not this process's */
+	unsigned used = used_shards(data, &h, zero_from < size ? zero_from : size);
+	struct shards copied;
+	bool ok = copy_shards(e, &copied, used);
+	if (ok) {
+		curesv_shard_count_set(used);
+		ok = curesv_report_write(e, out_fd, format == CURESV_REPORT_JSON ? CURESV_REPORT_JSON
+										: CURESV_REPORT_TEXT,
+					 (long)h.pid);
+	} else {
+		errno = ENOMEM;
+	}
+	free_shards(&copied);
 	free(e);
 	if (!ok) {
 		snprintf(why, n, "cannot write the report: %s", strerror(errno));
@@ -168,6 +320,38 @@ static void on_sigbus(int sig)
 {
 	(void)sig;
 	siglongjmp(cut_short, 1);
+}
+
+/* The file read-only, its data mapped over zero pages: a tmpfs file's holes (most of the ledger's
+ * cells, which only threads that ran touch) read as zero without this reader's page faults filling
+ * them, which would give each watched process the file's whole length in memory. A hole the
+ * program fills while this runs reads as it was. */
+static void *map_data(int fd, size_t size, size_t *zero_from)
+{
+	*zero_from = 0;
+	unsigned char *base = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+				   -1, 0);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	for (off_t at = 0, pieces = 0; base != MAP_FAILED && (size_t)at < size; pieces++) {
+		off_t data = lseek(fd, at, SEEK_DATA);
+		off_t hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
+		if (data < 0 && errno == ENXIO)
+			break; /* holes to the end */
+		if (hole < 0 || pieces == 4096) /* no hole support, or pieces past counting: all of it */
+			data = 0, hole = (off_t)size;
+		data -= data % (off_t)page;
+		if ((size_t)hole > size)
+			hole = (off_t)size;
+		if (hole > data && mmap(base + data, (size_t)(hole - data), PROT_READ,
+					MAP_SHARED | MAP_FIXED, fd, data) == MAP_FAILED) {
+			munmap(base, size);
+			return MAP_FAILED;
+		}
+		if ((size_t)hole > *zero_from)
+			*zero_from = (size_t)hole;
+		at = hole > at ? hole : at + (off_t)page;
+	}
+	return base;
 }
 
 enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_format format,
@@ -190,8 +374,8 @@ enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_fo
 		close(fd);
 		return CURESV_STAT_BAD;
 	}
-	size_t size = (size_t)st.st_size;
-	void *map = size ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+	size_t size = (size_t)st.st_size, zero_from = size;
+	void *map = size ? map_data(fd, size, &zero_from) : MAP_FAILED;
 	close(fd);
 	if (map == MAP_FAILED) {
 		snprintf(why, n, "%s", size ? strerror(errno) : "empty");
@@ -202,7 +386,7 @@ enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_fo
 	sigaction(SIGBUS, &sa, &old);
 	enum curesv_stat_result r;
 	if (sigsetjmp(cut_short, 1) == 0) {
-		r = curesv_stat_bytes(map, size, format, out_fd, why, n);
+		r = curesv_stat_bytes(map, size, zero_from, format, out_fd, why, n);
 	} else {
 		snprintf(why, n, "cut short while it was read");
 		r = CURESV_STAT_BAD;

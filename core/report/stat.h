@@ -24,8 +24,10 @@ enum curesv_stat_result {
 enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_format format,
 					 int out_fd, char *why, size_t n);
 
-/* The same over `size` bytes at `data`, a live file's contents (the fuzz harness's way in). */
-enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size,
+/* The same over `size` bytes at `data`, a live file's contents (the fuzz harness's way in), which
+ * hold only zeros from `zero_from` on (`size` when that is not known: the file's holes end its
+ * reads of the per-thread elements sooner). */
+enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size, size_t zero_from,
 					  enum curesv_report_format format, int out_fd, char *why,
 					  size_t n);
 

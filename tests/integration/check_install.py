@@ -7,9 +7,10 @@
   lets the program import the installed Python module;
 - the man pages render without a warning (groff -ww; mandoc -Tlint when it is there) and list
   every variable of core/config/config.c's table, as does README.md;
-- the tools that read curesv's output (curesv-plot, curesv-merge, curesv-export) are installed
-  beside the
-  launcher, run from there, and curesv(1) names them;
+- the tools that read curesv's output (curesv-plot, curesv-merge, curesv-export, curesv-stat,
+  curesv-top) are installed beside the launcher, run from there, and curesv(1) names them;
+  curesv-stat names the installed library, and it and curesv-top (which loads curesv-stat from
+  its own folder) read the live books of a program the installed launcher runs with --live;
 - each man3 name is a symbolic link to curesv.3 that man -l and groff render from any folder;
 - make uninstall removes every file.
 
@@ -27,12 +28,14 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PREFIX = "/usr/local"
-TOOLS = ("curesv-plot", "curesv-merge", "curesv-export")
+TOOLS = ("curesv-plot", "curesv-merge", "curesv-export", "curesv-stat", "curesv-top")
 FILES = {  # path under PREFIX: mode
     "bin/curesv": 0o755,
     "bin/curesv-plot": 0o755,
     "bin/curesv-merge": 0o755,
     "bin/curesv-export": 0o755,
+    "bin/curesv-stat": 0o755,
+    "bin/curesv-top": 0o755,
     "lib/libcuresv.so": 0o755,
     "include/curesv.h": 0o644,
     "lib/pkgconfig/curesv.pc": 0o644,
@@ -188,6 +191,44 @@ def tools(stage):
               page.count(name) >= 2 and name in page[page.index('.SH "SEE ALSO"'):])
 
 
+def live_tools(stage, args):
+    """The installed curesv-stat and curesv-top read a program run by the installed launcher with
+    --live, from the installed folder (curesv-top loads curesv-stat beside it)."""
+    bindir = os.path.join(stage, PREFIX.lstrip("/"), "bin")
+    with open(os.path.join(bindir, "curesv-stat")) as f:
+        check("curesv-stat names the installed library",
+              '\nINSTALLED_LIB = "%s/lib/libcuresv.so"\n' % PREFIX in f.read())
+    xdg = tempfile.mkdtemp(prefix="curesv-live-", dir=stage)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CURESV_")}
+    env.update(XDG_RUNTIME_DIR=xdg, CURESV_RESERVATIONS="scan=1M,pipe=2M",
+               CURESV_ATTACH="scan=scan,pipe=pipe")
+    p = subprocess.Popen([os.path.join(bindir, "curesv"), "--live", "--",
+                          os.path.join(args.bin, "live_hold")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        held = p.stdout.readline() == b"held 4\n"
+        folder = os.path.join(xdg, "curesv")
+        s = run([os.path.join(bindir, "curesv-stat"), "--json", "--dir", folder, str(p.pid)], env,
+                cwd=stage)
+        ok = held and s.returncode == 0
+        if ok:
+            scan = [r for r in json.loads(s.stdout)["reservations"] if r["name"] == "scan"]
+            ok = bool(scan) and scan[0]["allocated"] == 256 << 10
+        check("installed curesv-stat reads a program run with the installed curesv --live", ok,
+              s.stdout[-500:] + s.stderr)
+        t = run([os.path.join(bindir, "curesv-top"), "--once", "--dir", folder], env, cwd=stage)
+        check("installed curesv-top shows it", t.returncode == 0 and "pid %d" % p.pid in t.stdout
+              and " scan " in t.stdout, t.stdout[-500:] + t.stderr)
+        p.stdin.write(b"\n\n")
+        p.stdin.close()
+        check("  the program ends, its live file removed", p.wait(timeout=60) == 0 and
+              not os.listdir(folder))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def man_links(man):
     """Each function's name is a link to curesv(3), read whole from another folder."""
     elsewhere = tempfile.mkdtemp(prefix="curesv-elsewhere-")
@@ -259,6 +300,7 @@ def main():
         pkg_config(stage, args)
         launcher(stage, args)
         tools(stage)
+        live_tools(stage, args)
         man_pages(stage)
         r = make("uninstall", destdir=stage)
         left = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(stage, PREFIX.lstrip("/")))

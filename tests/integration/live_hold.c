@@ -5,7 +5,9 @@
  *     live_hold            prints "held N" (N buffers of 64 KiB live), waits; frees them, prints
  *                          "freed", waits; exits 0.
  *     live_hold fork       the same, but forks after "held": the child frees its copies and
- *                          prints "child freed"; the parent waits for it, then goes on. */
+ *                          prints "child freed"; the parent waits for it, then goes on.
+ *     live_hold exec       after "held", runs itself again in the same process (execv, no exit
+ *                          handler): the new program starts over, "held" and all. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -67,6 +69,10 @@ int main(int argc, char **argv)
 	printf("held %d\n", N / 2);
 	fflush(stdout);
 	wait_line();
+	if (argc > 1 && strcmp(argv[1], "exec") == 0) {
+		execl("/proc/self/exe", argv[0], (char *)NULL);
+		return 3;
+	}
 	if (fork_too) {
 		pid_t child = fork();
 		if (child == 0) {
