@@ -200,7 +200,10 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 		frame.depth++;
 		return true;
 	}
-	return charge(c, call_device(c), bytes, c->kind);
+	/* call_device first: from a host-located pool it makes the allocation's kind the host
+	 * tier's, which the charge reads (an argument list has no order of evaluation) */
+	int device = call_device(c);
+	return charge(c, device, bytes, c->kind);
 }
 
 __attribute__((noinline)) static void graph_alloc(struct curesv_call *c, bool ok, uint64_t ptr)
