@@ -172,8 +172,9 @@ CURESV_HOT int call_device(struct curesv_call *c)
 					     : current_device(c->layer);
 }
 
-bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
-		       uint64_t bytes, uint64_t stream, uint64_t pool)
+CURESV_HOT_EXTERN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
+				       enum curesv_kind kind, uint64_t bytes, uint64_t stream,
+				       uint64_t pool)
 {
 	/* Nested inside another hook of this thread (the driver call of a runtime allocation):
 	 * the outer hook accounts for it. Depth is non-zero only while curesv is active. */
@@ -267,7 +268,8 @@ void curesv_call_close(struct curesv_call *c)
 		frame.depth--;
 }
 
-void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr, uint64_t stream)
+CURESV_HOT_EXTERN void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr,
+				       uint64_t stream)
 {
 	c->layer = layer;
 	if (frame.depth > 0) {
@@ -287,7 +289,7 @@ void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t p
 	curesv_free_begin_on(c->e, ptr, stream, &c->fop);
 }
 
-void curesv_call_free_done(struct curesv_call *c, bool ok)
+CURESV_HOT_EXTERN void curesv_call_free_done(struct curesv_call *c, bool ok)
 {
 	if (!c->e)
 		return;

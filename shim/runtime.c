@@ -82,8 +82,11 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 	if (!real)                                                                            \
 		return no_runtime(#sym)
 
+/* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
+ * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
+ * real function is resolved first: a hook without a runtime to forward to starts no engine. */
 #define ALLOC_HOOK(sym, kind, bytes, stream, pool, out, params, args)                         \
-	CURESV_EXPORT cudaError_t sym params                                                  \
+	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
 	{                                                                                     \
 		FORWARD_TO(sym, params);                                                      \
 		struct curesv_call c;                                                         \
@@ -96,10 +99,15 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 		if (res != r && (out))                                                        \
 			*(out) = kept_;                                                       \
 		return res;                                                                   \
+	}                                                                                     \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		FORWARD_TO(sym, params);                                                      \
+		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
 	}
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
-	CURESV_EXPORT cudaError_t sym params                                                  \
+	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
 	{                                                                                     \
 		FORWARD_TO(sym, params);                                                      \
 		struct curesv_call c;                                                         \
@@ -107,6 +115,11 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 		cudaError_t r = real args;                                                    \
 		curesv_call_free_done(&c, r == cudaSuccess);                                  \
 		return r;                                                                     \
+	}                                                                                     \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		FORWARD_TO(sym, params);                                                      \
+		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
 	}
 
 RT_ALLOCS(ALLOC_HOOK)

@@ -82,6 +82,15 @@ static inline curesv_engine *curesv_shim_engine(void)
 	return __builtin_expect(e != NULL, 1) ? e : curesv_shim_engine_slow();
 }
 
+/* Does the hook account for its call? Not while nested in another hook of the thread, nor once
+ * curesv is disabled; the first call of all makes the engine (curesv_shim_engine). */
+static inline bool curesv_shim_tracking(void)
+{
+	return !curesv_nested() &&
+	       __builtin_expect(atomic_load_explicit(&curesv_shim_ready, memory_order_relaxed) != NULL ||
+				curesv_shim_engine_slow() != NULL, 1);
+}
+
 /* Brackets around a real allocation; `stream` is a stream-ordered allocation's stream (0 for the
  * others, and for the legacy default stream), whose device the allocation belongs to, unless it
  * comes from memory pool `pool` (0: none named): then it belongs to the pool's device, or to the

@@ -6,7 +6,7 @@
 #include "trace/trace.h"
 
 /* The free's entry in the trace, or the undoing of it. */
-static void trace_entry(const curesv_free_op *op, enum curesv_trace_action action)
+CURESV_HOT void trace_entry(const curesv_free_op *op, enum curesv_trace_action action)
 {
 	CURESV_TRACE(.action = (uint8_t)action, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
 		     .device = op->entry.device, .kind = op->entry.kind, .origin = op->entry.origin,
@@ -18,7 +18,8 @@ void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
 	curesv_free_begin_on(e, ptr, CURESV_NO_STREAM, op);
 }
 
-void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, curesv_free_op *op)
+CURESV_HOT_EXTERN void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream,
+				       curesv_free_op *op)
 {
 	op->state = CURESV_OP_IDLE;
 	op->stream = stream;
@@ -47,7 +48,7 @@ void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, cures
 		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
 }
 
-void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
+CURESV_HOT_EXTERN void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 {
 	if (!op->tracked)
 		return;
