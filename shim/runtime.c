@@ -82,6 +82,21 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 	if (!real)                                                                            \
 		return no_runtime(#sym)
 
+/* The hook's body once the runtime's function and the engine are known: straight through while
+ * nested (or disabled), else the tracked call. Every path is a tail call, so the hook saves no
+ * registers; anything not yet known is first_<sym>'s to look up. */
+#define PASS_OR_TRACK(sym, params, args)                                                      \
+	cudaError_t(*real) params = atomic_load_explicit(&real_##sym.fn, memory_order_acquire); \
+	if (__builtin_expect(real == NULL, 0))                                                \
+		return first_##sym args;                                                      \
+	if (curesv_nested())                                                                  \
+		return real args;                                                             \
+	if (__builtin_expect(atomic_load_explicit(&curesv_shim_ready, memory_order_relaxed) != NULL, 1)) \
+		return tracked_##sym args;                                                    \
+	if (atomic_load_explicit(&curesv_shim_off, memory_order_relaxed))                     \
+		return real args;                                                             \
+	return first_##sym args
+
 /* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
  * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
  * real function is resolved first: a hook without a runtime to forward to starts no engine. */
@@ -100,10 +115,14 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 			*(out) = kept_;                                                       \
 		return res;                                                                   \
 	}                                                                                     \
-	CURESV_EXPORT cudaError_t sym params                                                  \
+	static __attribute__((noinline)) cudaError_t first_##sym params                       \
 	{                                                                                     \
 		FORWARD_TO(sym, params);                                                      \
 		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
+	}                                                                                     \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		PASS_OR_TRACK(sym, params, args);                                             \
 	}
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
@@ -116,10 +135,14 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 		curesv_call_free_done(&c, r == cudaSuccess);                                  \
 		return r;                                                                     \
 	}                                                                                     \
-	CURESV_EXPORT cudaError_t sym params                                                  \
+	static __attribute__((noinline)) cudaError_t first_##sym params                       \
 	{                                                                                     \
 		FORWARD_TO(sym, params);                                                      \
 		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
+	}                                                                                     \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		PASS_OR_TRACK(sym, params, args);                                             \
 	}
 
 RT_ALLOCS(ALLOC_HOOK)

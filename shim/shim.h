@@ -74,6 +74,8 @@ struct curesv_call {
 /* The engine, initialised on first use from any thread; NULL when curesv is disabled (CURESV_ENABLE=0
  * or an invalid configuration): every hook is then a plain forward. */
 extern CURESV_HIDDEN curesv_engine *_Atomic curesv_shim_ready;   /* set once active (init.c) */
+/* Set once curesv_shim_engine_slow found curesv disabled, for good: a hook then forwards at once. */
+extern CURESV_HIDDEN _Atomic bool curesv_shim_off;
 CURESV_HIDDEN curesv_engine *curesv_shim_engine_slow(void);
 static inline curesv_engine *curesv_shim_engine(void)
 {
