@@ -204,6 +204,31 @@ CURESV_HOT_EXTERN bool curesv_call_alloc(struct curesv_call *c, enum curesv_laye
 	return charge(c, call_device(c), bytes, c->kind);
 }
 
+/* Observe mode: the device of the allocation c describes and, when the thread's last stream
+ * lookup (`*last`) answered it, the record that also says who pays, so that it is looked at once. */
+CURESV_HOT int observed_device(struct curesv_call *c, const struct curesv_stream_last **last)
+{
+	const struct curesv_stream_last *l = &curesv_stream_last_;
+	if (!c->pool && c->stream != CURESV_NO_STREAM && l->e == c->e && l->stream == c->stream &&
+	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams)) {
+		*last = l;
+		return l->info.device;
+	}
+	*last = NULL;
+	return call_device(c);
+}
+
+/* Who pays for the allocation c describes (observe_device's `last`: the stream's record, if it
+ * answered). Asked outside the books' section: after a rename it takes the ledger's lock. */
+CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, const struct curesv_stream_last *last,
+				      bool *via_stream)
+{
+	if (!last)
+		return curesv_engine_payer_origin(c->e, c->stream, via_stream);
+	*via_stream = last->info.flags & CURESV_STREAM_ATTACHED;
+	return *via_stream ? last->info.ref : curesv_thread_origin();
+}
+
 __attribute__((noinline)) static void graph_alloc(struct curesv_call *c, bool ok, uint64_t ptr)
 {
 	if (ok && ptr)
@@ -220,13 +245,16 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 		return true;
 	}
 	if (!c->begun) {
-		int device = call_device(c);
+		const struct curesv_stream_last *last;
+		int device = observed_device(c, &last);
 		learn_devices(c->e, device);
 		if (__builtin_expect(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
 				     (unsigned)device < CURESV_MAX_DEVICES &&
 				     c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN, 1)) {
+			bool via_stream;
+			curesv_ref origin = observed_origin(c, last, &via_stream);
 			bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind,
-							  ptr);
+							  ptr, origin, via_stream);
 			if (keep)
 				frame.depth--;
 			return keep;

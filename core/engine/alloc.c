@@ -251,14 +251,11 @@ static inline curesv_entry entry_of(const curesv_alloc_op *op, uint64_t ptr)
  * path (with its warnings), the charge by the general path. Called inside the section. */
 static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device, uint64_t stream,
 						    uint64_t bytes, enum curesv_kind kind,
-						    uint64_t ptr, int shard, bool have_payer,
+						    uint64_t ptr, int shard, curesv_ref origin,
+						    bool via_stream, bool have_payer,
 						    const struct curesv_payer *payer)
 {
 	curesv_charge c;
-	bool via_stream = false;
-	curesv_ref origin = stream != CURESV_NO_STREAM
-				    ? curesv_engine_stream_origin(e, stream, &via_stream)
-				    : curesv_thread_origin();
 	if (have_payer)
 		curesv_payer_charge(payer, device, bytes, kind, &c);
 	else
@@ -288,21 +285,19 @@ static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device
 	return true;
 }
 
-/* Observe mode under origin attribution, the allocation made: who pays is decided now, the entry
- * made, then the books charged and counted, in one pass (nothing to undo if the table is full).
- * Called inside the section. */
+/* Observe mode under origin attribution, the allocation made: who pays is decided now (`origin`,
+ * the stream's attachment when `via_stream`), the entry made, then the books charged and counted,
+ * in one pass (nothing to undo if the table is full). Called inside the section. */
 CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-				  enum curesv_kind kind, uint64_t ptr, int shard)
+				  enum curesv_kind kind, uint64_t ptr, int shard, curesv_ref origin,
+				  bool via_stream)
 {
 	curesv_ledger *l = &e->ledger;
-	bool via_stream = false;
-	curesv_ref origin = stream != CURESV_NO_STREAM
-				    ? curesv_engine_stream_origin(e, stream, &via_stream)
-				    : curesv_thread_origin();
 	struct curesv_payer p;
 	if (__builtin_expect(shard < 0 || curesv_kind_host(kind) ||
 			     !curesv_ledger_payer(l, origin, device, &p), 0))
-		return observed_slow(e, device, stream, bytes, kind, ptr, shard, false, NULL);
+		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
+				     false, NULL);
 	curesv_entry entry = { .ptr = ptr, .bytes = bytes, .origin = p.handle,
 			       .thread = curesv_thread_serial(), .device = (int16_t)device,
 			       .kind = (uint8_t)kind, .stream = stream == CURESV_NO_STREAM
@@ -313,7 +308,8 @@ CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, ui
 	if (__builtin_expect(stale.ptr != 0, 0))
 		settle_stale(e, &stale);
 	if (__builtin_expect(!curesv_ledger_charge_payer(l, &p, device, bytes, shard), 0))
-		return observed_slow(e, device, stream, bytes, kind, ptr, shard, true, &p);
+		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
+				     true, &p);
 	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = bytes, .device = (int16_t)device,
 		     .kind = (uint8_t)kind, .origin = p.handle, .stream = curesv_op_stream(stream));
 	return true;
@@ -336,33 +332,38 @@ static __attribute__((noinline)) void stack_noted(curesv_engine *e, bool booked,
 
 static __attribute__((noinline)) bool observed_with_stack(curesv_engine *e, int device,
 							  uint64_t stream, uint64_t bytes,
-							  enum curesv_kind kind, uint64_t ptr)
+							  enum curesv_kind kind, uint64_t ptr,
+							  curesv_ref origin, bool via_stream)
 {
 	stack_captured(e, true, ptr);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
-	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index(), origin,
+				   via_stream);
 	curesv_section_leave(ctl);
 	stack_noted(e, keep, ptr);
 	return keep;
 }
 
 bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-			   enum curesv_kind kind, uint64_t ptr)
+			   enum curesv_kind kind, uint64_t ptr, curesv_ref origin, bool via_stream)
 {
 	if (__builtin_expect(e->table.notes != NULL, 0))
-		return observed_with_stack(e, device, stream, bytes, kind, ptr);
+		return observed_with_stack(e, device, stream, bytes, kind, ptr, origin, via_stream);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
-	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index(), origin,
+				   via_stream);
 	curesv_section_leave(ctl);
 	return keep;
 }
 
 /* alloc_observed for alloc_end's rare case, out of line. */
-static __attribute__((noinline)) bool observed_general(curesv_engine *e, int device, uint64_t stream,
-						       uint64_t bytes, enum curesv_kind kind,
+static __attribute__((noinline)) bool observed_general(curesv_engine *e, curesv_alloc_op *op,
 						       uint64_t ptr)
 {
-	return alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+	resolve_origin(e, op);
+	const curesv_charge *c = &op->charge;
+	return alloc_observed(e, c->device, op->stream, c->bytes, c->kind, ptr, curesv_shard_index(),
+			      op->origin, op->via_stream);
 }
 
 bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
@@ -395,7 +396,7 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		return true;
 	}
 	if (!op->charged && e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN)
-		return observed_general(e, c->device, op->stream, c->bytes, c->kind, ptr);
+		return observed_general(e, op, ptr);
 	if (!op->charged)
 		resolve_origin(e, op);
 	if (!op->charged && !charge(e, op, c->device, c->bytes, c->kind, false)) {
