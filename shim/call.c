@@ -205,7 +205,7 @@ CURESV_HOT_EXTERN bool curesv_call_alloc(struct curesv_call *c, enum curesv_laye
 }
 
 /* Observe mode: the device of the allocation c describes and, when the thread's last stream
- * lookup (`*last`) answered it, the record that also says who pays, so that it is looked at once. */
+ * lookup (`*last`) answered it, the record that also says who pays: it is looked at once. */
 CURESV_HOT int observed_device(struct curesv_call *c, const struct curesv_stream_last **last)
 {
 	const struct curesv_stream_last *l = &curesv_stream_last_;
@@ -235,34 +235,10 @@ __attribute__((noinline)) static void graph_alloc(struct curesv_call *c, bool ok
 		curesv_shim_graph_alloc(c->e, ptr, c->bytes, call_device(c), c->stream);
 }
 
-bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
+/* The end of an allocation the engine was told of before it (c->op begun): carried out, or the
+ * runtime-layer refusal the driver did not carry out. */
+CURESV_HOT bool alloc_end_of(struct curesv_call *c, bool ok, uint64_t ptr)
 {
-	if (!c->e)
-		return true;
-	if (__builtin_expect(c->graph, 0)) {
-		graph_alloc(c, ok, ptr);
-		frame.depth--;
-		return true;
-	}
-	if (!c->begun) {
-		const struct curesv_stream_last *last;
-		int device = observed_device(c, &last);
-		learn_devices(c->e, device);
-		if (__builtin_expect(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
-				     (unsigned)device < CURESV_MAX_DEVICES &&
-				     c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN, 1)) {
-			bool via_stream;
-			curesv_ref origin = observed_origin(c, last, &via_stream);
-			bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind,
-							  ptr, origin, via_stream);
-			if (keep)
-				frame.depth--;
-			return keep;
-		}
-		curesv_alloc_begin_on(c->e, device, c->stream, c->bytes, c->kind, &c->op);
-	} else {
-		learn_devices(c->e, c->op.charge.device);
-	}
 	bool keep;
 	if (c->deny) {
 		/* Memory came back all the same (the driver hook was not on the runtime's path): the
@@ -274,6 +250,51 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 	}
 	/* An allocation to undo is freed by the hook while still nested: the driver hook under the
 	 * runtime's free must not count it as an unknown free. */
+	if (keep)
+		frame.depth--;
+	return keep;
+}
+
+/* Enforce mode, VMM and a capture's allocations: what curesv_call_alloc_done leaves out of line. */
+static __attribute__((noinline)) bool begun_done(struct curesv_call *c, bool ok, uint64_t ptr)
+{
+	if (__builtin_expect(c->graph, 0)) {
+		graph_alloc(c, ok, ptr);
+		frame.depth--;
+		return true;
+	}
+	learn_devices(c->e, c->op.charge.device);
+	return alloc_end_of(c, ok, ptr);
+}
+
+/* Observe mode outside its common case (a failed call, a size or device past curesv's bounds,
+ * caller attribution): the general begin and end, on `device`. */
+static __attribute__((noinline)) bool observed_rare(struct curesv_call *c, bool ok, uint64_t ptr,
+						    int device)
+{
+	curesv_alloc_begin_on(c->e, device, c->stream, c->bytes, c->kind, &c->op);
+	return alloc_end_of(c, ok, ptr);
+}
+
+/* Inlined into each hook (link-time optimisation), as is the engine's curesv_alloc_observed:
+ * observe mode's common case reads the call's record in the hook's own frame, and makes no call. */
+CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
+{
+	if (!c->e)
+		return true;
+	if (__builtin_expect(c->graph || c->begun, 0))
+		return begun_done(c, ok, ptr);
+	const struct curesv_stream_last *last;
+	int device = observed_device(c, &last);
+	learn_devices(c->e, device);
+	if (__builtin_expect(!(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
+			       (unsigned)device < CURESV_MAX_DEVICES &&
+			       c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN), 0))
+		return observed_rare(c, ok, ptr, device);
+	bool via_stream;
+	curesv_ref origin = observed_origin(c, last, &via_stream);
+	bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind, ptr, origin,
+					  via_stream);
 	if (keep)
 		frame.depth--;
 	return keep;

@@ -209,7 +209,7 @@ static void settle_stale(curesv_engine *e, const curesv_entry *old)
 		   old->ptr);
 }
 
-static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
+CURESV_HOT bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
 
 static void untracked(curesv_engine *e, uint64_t bytes)
 {
@@ -238,13 +238,34 @@ static __attribute__((noinline)) bool table_full(curesv_engine *e, const curesv_
 	return true;
 }
 
-static inline curesv_entry entry_of(const curesv_alloc_op *op, uint64_t ptr)
+/* The general insert of *entry, a stale entry of its address settled. False when the table is
+ * full. */
+static __attribute__((noinline)) bool insert_general(curesv_engine *e, const curesv_entry *entry,
+						     int shard)
 {
-	const curesv_charge *c = &op->charge;
-	return (curesv_entry){ .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
-			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
-			       .kind = c->kind, .stream = op->stream == CURESV_NO_STREAM
-							  ? 0 : curesv_stream_tag(op->stream) };
+	curesv_entry stale;
+	if (!curesv_table_insert_replacing_in(&e->table, entry, &stale, shard))
+		return false;
+	if (stale.ptr)
+		settle_stale(e, &stale);
+	return true;
+}
+
+/* Puts a new allocation's entry in the origin table: into its home slot in the common case,
+ * written from the words at hand, else by the general insert, which also replaces (and here
+ * settles) a stale entry of the address. False when the table is full: *want is then the entry. */
+CURESV_HOT bool book_entry(curesv_engine *e, uint64_t ptr, uint64_t bytes, uint32_t origin,
+			   int device, unsigned kind, uint64_t stream, int shard, curesv_entry *want)
+{
+	uint32_t thread = curesv_thread_serial();
+	uint16_t tag = stream == CURESV_NO_STREAM ? 0 : curesv_stream_tag(stream);
+	if (__builtin_expect(curesv_table_insert_home_(&e->table, ptr,
+						      curesv_slot_meta(bytes, device, kind), thread,
+						      curesv_tag_of(origin, tag), shard), 1))
+		return true;
+	*want = (curesv_entry){ .ptr = ptr, .bytes = bytes, .origin = origin, .thread = thread,
+				.device = (int16_t)device, .kind = (uint8_t)kind, .stream = tag };
+	return insert_general(e, want, shard);
 }
 
 /* What alloc_observed does when its common case does not hold: the payer decided by the general
@@ -298,15 +319,10 @@ CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, ui
 			     !curesv_ledger_payer(l, origin, device, &p), 0))
 		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
 				     false, NULL);
-	curesv_entry entry = { .ptr = ptr, .bytes = bytes, .origin = p.handle,
-			       .thread = curesv_thread_serial(), .device = (int16_t)device,
-			       .kind = (uint8_t)kind, .stream = stream == CURESV_NO_STREAM
-								  ? 0 : curesv_stream_tag(stream) },
-		     stale;
-	if (__builtin_expect(!curesv_table_insert_replacing_in(&e->table, &entry, &stale, shard), 0))
-		return table_full(e, &entry, stream);
-	if (__builtin_expect(stale.ptr != 0, 0))
-		settle_stale(e, &stale);
+	curesv_entry want;
+	if (__builtin_expect(!book_entry(e, ptr, bytes, p.handle, device, kind, stream, shard, &want),
+			     0))
+		return table_full(e, &want, stream);
 	if (__builtin_expect(!curesv_ledger_charge_payer(l, &p, device, bytes, shard), 0))
 		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
 				     true, &p);
@@ -344,8 +360,10 @@ static __attribute__((noinline)) bool observed_with_stack(curesv_engine *e, int 
 	return keep;
 }
 
-bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-			   enum curesv_kind kind, uint64_t ptr, curesv_ref origin, bool via_stream)
+/* Inlined into the shim's hooks by link-time optimisation: observe mode's whole allocation. */
+CURESV_HOT_EXTERN bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream,
+					     uint64_t bytes, enum curesv_kind kind, uint64_t ptr,
+					     curesv_ref origin, bool via_stream)
 {
 	if (__builtin_expect(e->table.notes != NULL, 0))
 		return observed_with_stack(e, device, stream, bytes, kind, ptr, origin, via_stream);
@@ -366,7 +384,10 @@ static __attribute__((noinline)) bool observed_general(curesv_engine *e, curesv_
 			      op->origin, op->via_stream);
 }
 
-bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
+/* Inlined, with alloc_end, into the shim's out-of-line end of an enforced allocation (link-time
+ * optimisation): one frame for the whole end. */
+CURESV_HOT_EXTERN bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok,
+					uint64_t ptr)
 {
 	if (__builtin_expect(e->table.notes != NULL, 0))
 		stack_captured(e, ok, ptr);
@@ -379,7 +400,7 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 	return keep;
 }
 
-static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
+CURESV_HOT bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
 	curesv_charge *c = &op->charge;
 	if (!ok || ptr == 0) {
@@ -404,13 +425,12 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		untracked(e, c->bytes);
 		return true;
 	}
-	curesv_entry entry = entry_of(op, ptr), stale;
-	if (!curesv_table_insert_replacing(&e->table, &entry, &stale)) {
+	curesv_entry want;
+	if (!book_entry(e, ptr, c->bytes, c->origin, c->device, c->kind, op->stream,
+			curesv_shard_index(), &want)) {
 		curesv_ledger_uncharge(&e->ledger, c);
-		return table_full(e, &entry, op->stream);
+		return table_full(e, &want, op->stream);
 	}
-	if (stale.ptr)
-		settle_stale(e, &stale);
 	curesv_ledger_commit(&e->ledger, c);
 	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
 		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
