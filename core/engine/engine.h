@@ -122,8 +122,11 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 
 typedef struct curesv_free_op {
 	enum curesv_op_state state;     /* first member, as in curesv_alloc_op */
-	curesv_entry entry;
-	curesv_ticket ticket;
+	/* The entry taken, as the slot held it (curesv_entry_of_words): decoded only where the
+	 * common debit does not serve. */
+	uint64_t ptr, meta;
+	uint32_t thread;
+	curesv_ticket ticket;   /* its state word carries the entry's origin and stream tag */
 	bool tracked;
 	uint64_t stream;        /* a stream-ordered free's stream; CURESV_NO_STREAM if not one */
 } curesv_free_op;

@@ -172,6 +172,45 @@ CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *o
 	return curesv_table_take_slow_(t, ptr, out, ticket);
 }
 
+/* curesv_table_take with the entry left in the slot's words, as the free path carries it: the
+ * meta word (curesv_slot_meta) and the thread; its origin and stream tag are those of the
+ * ticket's state word (curesv_entry_of_words). */
+CURESV_HOT bool curesv_table_take_words(curesv_table *t, uint64_t ptr, uint64_t *meta,
+				       uint32_t *thread, curesv_ticket *ticket)
+{
+	uint64_t home = curesv_home_of(t, ptr);
+	struct curesv_slot *h = &t->slots[home];
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	if (__builtin_expect(ptr != 0 && curesv_st_phase(st) == CURESV_PHASE_LIVE &&
+			     atomic_load_explicit(&h->key, memory_order_relaxed) == ptr, 1) &&
+	    /* acquire: the payload read below is the one published with this occupancy */
+	    atomic_compare_exchange_strong_explicit(&h->state, &st,
+						    curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st),
+								   curesv_st_tag(st)),
+						    memory_order_acquire, memory_order_relaxed)) {
+		*meta = atomic_load_explicit(&h->meta, memory_order_relaxed);
+		*thread = atomic_load_explicit(&h->thread, memory_order_relaxed);
+		*ticket = (curesv_ticket){ home, home, 0, st };
+		return true;
+	}
+	curesv_entry e;
+	if (!curesv_table_take_slow_(t, ptr, &e, ticket))
+		return false;
+	*meta = curesv_slot_meta(e.bytes, e.device, e.kind);
+	*thread = e.thread;
+	return true;
+}
+
+/* The entry of key `ptr` from its words: meta word, thread, state word. */
+CURESV_HOT curesv_entry curesv_entry_of_words(uint64_t ptr, uint64_t meta, uint32_t thread,
+					      uint64_t st)
+{
+	return (curesv_entry){ .ptr = ptr, .bytes = meta >> 16,
+			       .origin = (uint32_t)(curesv_st_tag(st) >> 16), .thread = thread,
+			       .device = (int16_t)((meta >> 8 & 0xff) - 1), .kind = (uint8_t)(meta & 0xff),
+			       .stream = (uint16_t)curesv_st_tag(st) };
+}
+
 CURESV_HOT void curesv_table_commit_in(curesv_table *t, const curesv_ticket *tk, int shard)
 {
 	/* Lower the bound while the slot is still BUSY, so no insert can reuse it mid-scan. */
