@@ -54,9 +54,9 @@ static void fell_back(curesv_engine *e, curesv_alloc_op *op)
 }
 
 /* Charges op->origin; a reservation found released, or on another device, is reported once by the
- * thread. */
-static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
-		   enum curesv_kind kind, bool enforce)
+ * thread. Inline: enforce mode's begin charges every allocation. */
+CURESV_HOT bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
+		       enum curesv_kind kind, bool enforce)
 {
 	bool ok = curesv_ledger_charge(&e->ledger, op->origin, device, bytes, kind, enforce,
 				       &op->charge);
