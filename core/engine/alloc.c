@@ -103,8 +103,10 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 	return curesv_alloc_begin_on(e, device, CURESV_NO_STREAM, bytes, kind, op);
 }
 
-bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes,
-			      enum curesv_kind kind, curesv_alloc_op *op)
+/* Inlined into the shim's hooks (link-time optimisation): enforce mode charges every allocation
+ * here, in the hook's frame. */
+CURESV_HOT_EXTERN bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes,
+						enum curesv_kind kind, curesv_alloc_op *op)
 {
 	if (bytes == 0 || device < 0 || device >= CURESV_MAX_DEVICES) {
 		op->untracked = true;
