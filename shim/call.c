@@ -172,16 +172,10 @@ CURESV_HOT int call_device(struct curesv_call *c)
 					     : current_device(c->layer);
 }
 
-CURESV_HOT_EXTERN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
-				       enum curesv_kind kind, uint64_t bytes, uint64_t stream,
-				       uint64_t pool)
+CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum curesv_layer layer,
+					     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
+					     uint64_t pool)
 {
-	/* Nested inside another hook of this thread (the driver call of a runtime allocation):
-	 * the outer hook accounts for it. Depth is non-zero only while curesv is active. */
-	if (frame.depth > 0) {
-		c->e = NULL;
-		return !nested_denial(layer, kind, bytes);
-	}
 	c->e = curesv_shim_engine();
 	if (!c->e)
 		return true;
@@ -227,6 +221,19 @@ CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, const struct curesv
 		return curesv_engine_payer_origin(c->e, c->stream, via_stream);
 	*via_stream = last->info.flags & CURESV_STREAM_ATTACHED;
 	return *via_stream ? last->info.ref : curesv_thread_origin();
+}
+
+CURESV_HOT_EXTERN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
+				       enum curesv_kind kind, uint64_t bytes, uint64_t stream,
+				       uint64_t pool)
+{
+	/* Nested inside another hook of this thread (the driver call of a runtime allocation):
+	 * the outer hook accounts for it. Depth is non-zero only while curesv is active. */
+	if (frame.depth > 0) {
+		c->e = NULL;
+		return !nested_denial(layer, kind, bytes);
+	}
+	return curesv_call_alloc_outer(c, layer, kind, bytes, stream, pool);
 }
 
 __attribute__((noinline)) static void graph_alloc(struct curesv_call *c, bool ok, uint64_t ptr)
@@ -320,11 +327,18 @@ void curesv_call_close(struct curesv_call *c)
 CURESV_HOT_EXTERN void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr,
 				       uint64_t stream)
 {
-	c->layer = layer;
 	if (frame.depth > 0) {
+		c->layer = layer;
 		c->e = NULL;
 		return;
 	}
+	curesv_call_free_outer(c, layer, ptr, stream);
+}
+
+CURESV_HOT_EXTERN void curesv_call_free_outer(struct curesv_call *c, enum curesv_layer layer,
+					     uint64_t ptr, uint64_t stream)
+{
+	c->layer = layer;
 	c->e = curesv_shim_engine();
 	if (!c->e)
 		return;

@@ -97,15 +97,19 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 		return real args;                                                             \
 	return first_##sym args
 
+/* Declares `real`, the runtime's own <sym>, in a tracked call: its callers found it already. */
+#define FORWARD_KNOWN(sym, params)                                                            \
+	cudaError_t(*real) params = atomic_load_explicit(&real_##sym.fn, memory_order_acquire)
+
 /* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
  * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
  * real function is resolved first: a hook without a runtime to forward to starts no engine. */
 #define ALLOC_HOOK(sym, kind, bytes, stream, pool, out, params, args)                         \
 	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
 	{                                                                                     \
-		FORWARD_TO(sym, params);                                                      \
+		FORWARD_KNOWN(sym, params);                                                   \
 		struct curesv_call c;                                                         \
-		if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, kind, bytes,                 \
+		if (!curesv_call_alloc_outer(&c, CURESV_LAYER_RUNTIME, kind, bytes,           \
 				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
 			return cudaErrorMemoryAllocation;                                     \
 		void *kept_ = (out) ? *(out) : NULL; /* what the caller sees if refused */       \
@@ -128,9 +132,9 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
 	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
 	{                                                                                     \
-		FORWARD_TO(sym, params);                                                      \
+		FORWARD_KNOWN(sym, params);                                                   \
 		struct curesv_call c;                                                         \
-		curesv_call_free(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr), stream); \
+		curesv_call_free_outer(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr), stream); \
 		cudaError_t r = real args;                                                    \
 		curesv_call_free_done(&c, r == cudaSuccess);                                  \
 		return r;                                                                     \

@@ -105,6 +105,13 @@ CURESV_HIDDEN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer la
 				     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
 				     uint64_t pool);
 CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr);
+/* curesv_call_alloc and curesv_call_free for a hook that found the thread outside every other
+ * hook already (curesv_shim_tracking). */
+CURESV_HIDDEN bool curesv_call_alloc_outer(struct curesv_call *c, enum curesv_layer layer,
+					   enum curesv_kind kind, uint64_t bytes, uint64_t stream,
+					   uint64_t pool);
+CURESV_HIDDEN void curesv_call_free_outer(struct curesv_call *c, enum curesv_layer layer,
+					  uint64_t ptr, uint64_t stream);
 /* Between them: the allocation turned out to be `bytes` long (a pitched one's pitch * height).
  * False when enforce mode refuses that (curesv_alloc_resize): the hook frees the allocation and
  * calls curesv_call_close. */
