@@ -172,15 +172,10 @@ CURESV_HOT int call_device(struct curesv_call *c)
 					     : current_device(c->layer);
 }
 
-bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum curesv_kind kind,
-		       uint64_t bytes, uint64_t stream, uint64_t pool)
+CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum curesv_layer layer,
+					     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
+					     uint64_t pool)
 {
-	/* Nested inside another hook of this thread (the driver call of a runtime allocation):
-	 * the outer hook accounts for it. Depth is non-zero only while curesv is active. */
-	if (frame.depth > 0) {
-		c->e = NULL;
-		return !nested_denial(layer, kind, bytes);
-	}
 	c->e = curesv_shim_engine();
 	if (!c->e)
 		return true;
@@ -206,37 +201,54 @@ bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer, enum cure
 	return charge(c, device, bytes, c->kind);
 }
 
+/* Observe mode: the device of the allocation c describes and, when the thread's last stream
+ * lookup (`*last`) answered it, the record that also says who pays: it is looked at once. */
+CURESV_HOT int observed_device(struct curesv_call *c, const struct curesv_stream_last **last)
+{
+	const struct curesv_stream_last *l = &curesv_stream_last_;
+	if (!c->pool && c->stream != CURESV_NO_STREAM && l->e == c->e && l->stream == c->stream &&
+	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams)) {
+		*last = l;
+		return l->info.device;
+	}
+	*last = NULL;
+	return call_device(c);
+}
+
+/* Who pays for the allocation c describes (observe_device's `last`: the stream's record, if it
+ * answered). Asked outside the books' section: after a rename it takes the ledger's lock. */
+CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, const struct curesv_stream_last *last,
+				      bool *via_stream)
+{
+	if (!last)
+		return curesv_engine_payer_origin(c->e, c->stream, via_stream);
+	*via_stream = last->info.flags & CURESV_STREAM_ATTACHED;
+	return *via_stream ? last->info.ref : curesv_thread_origin();
+}
+
+CURESV_HOT_EXTERN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
+				       enum curesv_kind kind, uint64_t bytes, uint64_t stream,
+				       uint64_t pool)
+{
+	/* Nested inside another hook of this thread (the driver call of a runtime allocation):
+	 * the outer hook accounts for it. Depth is non-zero only while curesv is active. */
+	if (frame.depth > 0) {
+		c->e = NULL;
+		return !nested_denial(layer, kind, bytes);
+	}
+	return curesv_call_alloc_outer(c, layer, kind, bytes, stream, pool);
+}
+
 __attribute__((noinline)) static void graph_alloc(struct curesv_call *c, bool ok, uint64_t ptr)
 {
 	if (ok && ptr)
 		curesv_shim_graph_alloc(c->e, ptr, c->bytes, call_device(c), c->stream);
 }
 
-bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
+/* The end of an allocation the engine was told of before it (c->op begun): carried out, or the
+ * runtime-layer refusal the driver did not carry out. */
+CURESV_HOT bool alloc_end_of(struct curesv_call *c, bool ok, uint64_t ptr)
 {
-	if (!c->e)
-		return true;
-	if (__builtin_expect(c->graph, 0)) {
-		graph_alloc(c, ok, ptr);
-		frame.depth--;
-		return true;
-	}
-	if (!c->begun) {
-		int device = call_device(c);
-		learn_devices(c->e, device);
-		if (__builtin_expect(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
-				     (unsigned)device < CURESV_MAX_DEVICES &&
-				     c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN, 1)) {
-			bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind,
-							  ptr);
-			if (keep)
-				frame.depth--;
-			return keep;
-		}
-		curesv_alloc_begin_on(c->e, device, c->stream, c->bytes, c->kind, &c->op);
-	} else {
-		learn_devices(c->e, c->op.charge.device);
-	}
 	bool keep;
 	if (c->deny) {
 		/* Memory came back all the same (the driver hook was not on the runtime's path): the
@@ -248,6 +260,51 @@ bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
 	}
 	/* An allocation to undo is freed by the hook while still nested: the driver hook under the
 	 * runtime's free must not count it as an unknown free. */
+	if (keep)
+		frame.depth--;
+	return keep;
+}
+
+/* Enforce mode, VMM and a capture's allocations: what curesv_call_alloc_done leaves out of line. */
+static __attribute__((noinline)) bool begun_done(struct curesv_call *c, bool ok, uint64_t ptr)
+{
+	if (__builtin_expect(c->graph, 0)) {
+		graph_alloc(c, ok, ptr);
+		frame.depth--;
+		return true;
+	}
+	learn_devices(c->e, c->op.charge.device);
+	return alloc_end_of(c, ok, ptr);
+}
+
+/* Observe mode outside its common case (a failed call, a size or device past curesv's bounds,
+ * caller attribution): the general begin and end, on `device`. */
+static __attribute__((noinline)) bool observed_rare(struct curesv_call *c, bool ok, uint64_t ptr,
+						    int device)
+{
+	curesv_alloc_begin_on(c->e, device, c->stream, c->bytes, c->kind, &c->op);
+	return alloc_end_of(c, ok, ptr);
+}
+
+/* Inlined into each hook (link-time optimisation), as is the engine's curesv_alloc_observed:
+ * observe mode's common case reads the call's record in the hook's own frame, and makes no call. */
+CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
+{
+	if (!c->e)
+		return true;
+	if (__builtin_expect(c->graph || c->begun, 0))
+		return begun_done(c, ok, ptr);
+	const struct curesv_stream_last *last;
+	int device = observed_device(c, &last);
+	learn_devices(c->e, device);
+	if (__builtin_expect(!(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
+			       (unsigned)device < CURESV_MAX_DEVICES &&
+			       c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN), 0))
+		return observed_rare(c, ok, ptr, device);
+	bool via_stream;
+	curesv_ref origin = observed_origin(c, last, &via_stream);
+	bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind, ptr, origin,
+					  via_stream);
 	if (keep)
 		frame.depth--;
 	return keep;
@@ -270,13 +327,21 @@ void curesv_call_close(struct curesv_call *c)
 		frame.depth--;
 }
 
-void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr, uint64_t stream)
+CURESV_HOT_EXTERN void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t ptr,
+				       uint64_t stream)
 {
-	c->layer = layer;
 	if (frame.depth > 0) {
+		c->layer = layer;
 		c->e = NULL;
 		return;
 	}
+	curesv_call_free_outer(c, layer, ptr, stream);
+}
+
+CURESV_HOT_EXTERN void curesv_call_free_outer(struct curesv_call *c, enum curesv_layer layer,
+					     uint64_t ptr, uint64_t stream)
+{
+	c->layer = layer;
 	c->e = curesv_shim_engine();
 	if (!c->e)
 		return;
@@ -290,7 +355,7 @@ void curesv_call_free(struct curesv_call *c, enum curesv_layer layer, uint64_t p
 	curesv_free_begin_on(c->e, ptr, stream, &c->fop);
 }
 
-void curesv_call_free_done(struct curesv_call *c, bool ok)
+CURESV_HOT_EXTERN void curesv_call_free_done(struct curesv_call *c, bool ok)
 {
 	if (!c->e)
 		return;

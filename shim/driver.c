@@ -253,13 +253,21 @@ CURESV_HOT CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr
 			*(out) = kept_;                                                       \
 		return res;                                                                   \
 	}                                                                                     \
-	/* Nested in a runtime call curesv counts already: straight through, a frame apart. */ \
+	static __attribute__((noinline)) CUresult nested_##sym params                         \
+	{                                                                                     \
+		CURESV_FORWARD_TO(sym);                                                       \
+		return curesv_nested_denied(kind, bytes) ? CUDA_ERROR_OUT_OF_MEMORY : real args; \
+	}                                                                                     \
+	/* Nested in a runtime call curesv counts already: straight through, a frame apart. Every \
+	 * path is a tail call, so the common one (driver known, no denial) saves no registers. */ \
 	CUresult curesv_hook_##sym params                                                     \
 	{                                                                                     \
 		if (!curesv_nested())                                                         \
 			return tracked_##sym args;                                            \
-		CURESV_FORWARD_TO(sym);                                                       \
-		return curesv_nested_denied(kind, bytes) ? CUDA_ERROR_OUT_OF_MEMORY : real args; \
+		CURESV_FORWARD_FAST(sym, real);                                               \
+		if (__builtin_expect(!real || curesv_nested_denied(kind, bytes), 0))          \
+			return nested_##sym args;                                             \
+		return real args;                                                             \
 	}
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
@@ -272,12 +280,17 @@ CURESV_HOT CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr
 		curesv_call_free_done(&c, r == CUDA_SUCCESS);                                 \
 		return r;                                                                     \
 	}                                                                                     \
+	static __attribute__((noinline)) CUresult nested_##sym params                         \
+	{                                                                                     \
+		CURESV_FORWARD_TO(sym);                                                       \
+		return real args;                                                             \
+	}                                                                                     \
 	CUresult curesv_hook_##sym params                                                     \
 	{                                                                                     \
 		if (!curesv_nested())                                                         \
 			return tracked_##sym args;                                            \
-		CURESV_FORWARD_TO(sym);                                                       \
-		return real args;                                                             \
+		CURESV_FORWARD_FAST(sym, real);                                               \
+		return __builtin_expect(real != NULL, 1) ? real args : nested_##sym args;     \
 	}
 
 ALLOC_HOOK(cuMemAlloc_v2, CURESV_KIND_DEVICE, bytesize, 0, dptr,

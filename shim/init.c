@@ -210,6 +210,7 @@ static int init_state(void)
 }
 
 curesv_engine *_Atomic curesv_shim_ready;
+_Atomic bool curesv_shim_off;
 
 curesv_engine *curesv_shim_engine_slow(void)
 {
@@ -222,8 +223,10 @@ curesv_engine *curesv_shim_engine_slow(void)
 		atomic_store_explicit(&curesv_shim_ready, engine, memory_order_release);
 		return engine;
 	}
-	if (s == DISABLED)
+	if (s == DISABLED) {
+		atomic_store_explicit(&curesv_shim_off, true, memory_order_relaxed);
 		return NULL;
+	}
 	int expect = UNINIT;
 	if (atomic_compare_exchange_strong_explicit(&state, &expect, INITIALISING,
 						    memory_order_acq_rel, memory_order_acquire)) {

@@ -82,12 +82,34 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 	if (!real)                                                                            \
 		return no_runtime(#sym)
 
+/* The hook's body once the runtime's function and the engine are known: straight through while
+ * nested (or disabled), else the tracked call. Every path is a tail call, so the hook saves no
+ * registers; anything not yet known is first_<sym>'s to look up. */
+#define PASS_OR_TRACK(sym, params, args)                                                      \
+	cudaError_t(*real) params = atomic_load_explicit(&real_##sym.fn, memory_order_acquire); \
+	if (__builtin_expect(real == NULL, 0))                                                \
+		return first_##sym args;                                                      \
+	if (curesv_nested())                                                                  \
+		return real args;                                                             \
+	if (__builtin_expect(atomic_load_explicit(&curesv_shim_ready, memory_order_relaxed) != NULL, 1)) \
+		return tracked_##sym args;                                                    \
+	if (atomic_load_explicit(&curesv_shim_off, memory_order_relaxed))                     \
+		return real args;                                                             \
+	return first_##sym args
+
+/* Declares `real`, the runtime's own <sym>, in a tracked call: its callers found it already. */
+#define FORWARD_KNOWN(sym, params)                                                            \
+	cudaError_t(*real) params = atomic_load_explicit(&real_##sym.fn, memory_order_acquire)
+
+/* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
+ * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
+ * real function is resolved first: a hook without a runtime to forward to starts no engine. */
 #define ALLOC_HOOK(sym, kind, bytes, stream, pool, out, params, args)                         \
-	CURESV_EXPORT cudaError_t sym params                                                  \
+	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
 	{                                                                                     \
-		FORWARD_TO(sym, params);                                                      \
+		FORWARD_KNOWN(sym, params);                                                   \
 		struct curesv_call c;                                                         \
-		if (!curesv_call_alloc(&c, CURESV_LAYER_RUNTIME, kind, bytes,                 \
+		if (!curesv_call_alloc_outer(&c, CURESV_LAYER_RUNTIME, kind, bytes,           \
 				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
 			return cudaErrorMemoryAllocation;                                     \
 		void *kept_ = (out) ? *(out) : NULL; /* what the caller sees if refused */       \
@@ -96,17 +118,35 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 		if (res != r && (out))                                                        \
 			*(out) = kept_;                                                       \
 		return res;                                                                   \
+	}                                                                                     \
+	static __attribute__((noinline)) cudaError_t first_##sym params                       \
+	{                                                                                     \
+		FORWARD_TO(sym, params);                                                      \
+		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
+	}                                                                                     \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		PASS_OR_TRACK(sym, params, args);                                             \
 	}
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
-	CURESV_EXPORT cudaError_t sym params                                                  \
+	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
 	{                                                                                     \
-		FORWARD_TO(sym, params);                                                      \
+		FORWARD_KNOWN(sym, params);                                                   \
 		struct curesv_call c;                                                         \
-		curesv_call_free(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr), stream); \
+		curesv_call_free_outer(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr), stream); \
 		cudaError_t r = real args;                                                    \
 		curesv_call_free_done(&c, r == cudaSuccess);                                  \
 		return r;                                                                     \
+	}                                                                                     \
+	static __attribute__((noinline)) cudaError_t first_##sym params                       \
+	{                                                                                     \
+		FORWARD_TO(sym, params);                                                      \
+		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
+	}                                                                                     \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		PASS_OR_TRACK(sym, params, args);                                             \
 	}
 
 RT_ALLOCS(ALLOC_HOOK)

@@ -74,12 +74,23 @@ struct curesv_call {
 /* The engine, initialised on first use from any thread; NULL when curesv is disabled (CURESV_ENABLE=0
  * or an invalid configuration): every hook is then a plain forward. */
 extern CURESV_HIDDEN curesv_engine *_Atomic curesv_shim_ready;   /* set once active (init.c) */
+/* Set once curesv_shim_engine_slow found curesv disabled, for good: a hook then forwards at once. */
+extern CURESV_HIDDEN _Atomic bool curesv_shim_off;
 CURESV_HIDDEN curesv_engine *curesv_shim_engine_slow(void);
 static inline curesv_engine *curesv_shim_engine(void)
 {
 	/* acquire: pairs with the store that published it */
 	curesv_engine *e = atomic_load_explicit(&curesv_shim_ready, memory_order_acquire);
 	return __builtin_expect(e != NULL, 1) ? e : curesv_shim_engine_slow();
+}
+
+/* Does the hook account for its call? Not while nested in another hook of the thread, nor once
+ * curesv is disabled; the first call of all makes the engine (curesv_shim_engine). */
+static inline bool curesv_shim_tracking(void)
+{
+	return !curesv_nested() &&
+	       __builtin_expect(atomic_load_explicit(&curesv_shim_ready, memory_order_relaxed) != NULL ||
+				curesv_shim_engine_slow() != NULL, 1);
 }
 
 /* Brackets around a real allocation; `stream` is a stream-ordered allocation's stream (0 for the
@@ -94,6 +105,13 @@ CURESV_HIDDEN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer la
 				     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
 				     uint64_t pool);
 CURESV_HIDDEN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr);
+/* curesv_call_alloc and curesv_call_free for a hook that found the thread outside every other
+ * hook already (curesv_shim_tracking). */
+CURESV_HIDDEN bool curesv_call_alloc_outer(struct curesv_call *c, enum curesv_layer layer,
+					   enum curesv_kind kind, uint64_t bytes, uint64_t stream,
+					   uint64_t pool);
+CURESV_HIDDEN void curesv_call_free_outer(struct curesv_call *c, enum curesv_layer layer,
+					  uint64_t ptr, uint64_t stream);
 /* Between them: the allocation turned out to be `bytes` long (a pitched one's pitch * height).
  * False when enforce mode refuses that (curesv_alloc_resize): the hook frees the allocation and
  * calls curesv_call_close. */

@@ -123,6 +123,13 @@ CURESV_HIDDEN CUresult curesv_no_driver(enum curesv_variant id);
 	if (!real)                                                                            \
 		return curesv_no_driver(CURESV_V_##sym)
 
+/* Declares `var`, the driver function curesv_hook_<sym> forwards to as cached (NULL: not yet
+ * known), for a hook whose fast path makes no call but tail calls: the lookup of a function not
+ * yet cached is the caller's slow path's (CURESV_FORWARD_TO). */
+#define CURESV_FORWARD_FAST(sym, var)                                                         \
+	__typeof__(&curesv_hook_##sym) var =                                                  \
+		atomic_load_explicit(&curesv_forward_fn[CURESV_V_##sym], memory_order_acquire)
+
 /* In a per-thread default-stream (_ptsz) variant the NULL stream is the calling thread's own: for
  * curesv it is CU_STREAM_PER_THREAD, as a capture on it sees it. */
 #define CURESV_PTDS_STREAM(s) ((s) ? (s) : CU_STREAM_PER_THREAD)

@@ -237,46 +237,54 @@ CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
  * another stream than the allocation's. The common case in one pass: device memory of a live
  * account freed by the thread that allocated it, while attached to it, under origin attribution,
  * its cell and share of the device's total keeping the bytes as a lease. The _in form is given the
- * calling thread's shard index. */
-CURESV_HOT void curesv_ledger_debit_in(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+ * calling thread's shard index; debit_fast_ is that common case on the entry's fields, false
+ * (changing nothing) for anything else. */
+CURESV_HOT bool curesv_ledger_debit_fast_(curesv_ledger *l, uint64_t bytes_, uint32_t origin,
+					  uint32_t thread, int device, unsigned kind, curesv_ref caller,
 					  uint32_t caller_thread, bool cross_stream, int shard)
 {
-	if (__builtin_expect(e->thread != caller_thread || curesv_ref_handle(caller) != e->origin ||
-			     cross_stream || shard < 0 || curesv_kind_host(e->kind) ||
-			     !curesv_device_ok(e->device) ||
+	if (__builtin_expect(thread != caller_thread || curesv_ref_handle(caller) != origin ||
+			     cross_stream || shard < 0 || curesv_kind_host(kind) ||
+			     !curesv_device_ok(device) ||
 			     l->attribution != CURESV_ATTRIBUTION_ORIGIN, 0))
-		goto slow;
+		return false;
 	struct curesv_account *a;
 	unsigned account;
 	uint64_t serial;
-	if (e->origin == CURESV_SHARED) {
-		a = &l->dev[e->device].shared;
-		account = CURESV_ACCOUNT_SHARED0 + (unsigned)e->device;
+	if (origin == CURESV_SHARED) {
+		a = &l->dev[device].shared;
+		account = CURESV_ACCOUNT_SHARED0 + (unsigned)device;
 		serial = CURESV_SHARED_SERIAL;
 	} else {
-		account = curesv_handle_slot(e->origin);
+		account = curesv_handle_slot(origin);
 		uint64_t id = atomic_load_explicit(&l->res[account].ident, memory_order_acquire);
 		if (curesv_ident_state(id) != CURESV_RES_ACTIVE ||
-		    curesv_ident_gen(id) != curesv_handle_gen(e->origin))
-			goto slow;
+		    curesv_ident_gen(id) != curesv_handle_gen(origin))
+			return false;
 		a = &l->res[account].acct;
 		serial = curesv_ident_serial(id);
 	}
 	struct curesv_thread_books *tb = &l->books[shard];
 	struct curesv_cell *c = &tb->cell[account];
-	int64_t bytes = (int64_t)e->bytes;
+	int64_t bytes = (int64_t)bytes_;
 	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
-	int64_t share = curesv_load64(&tb->device[e->device]) - bytes;
-	if (curesv_cell_serial(v) != serial || share < -curesv_load64(&l->dev[e->device].slack) ||
+	int64_t share = curesv_load64(&tb->device[device]) - bytes;
+	if (curesv_cell_serial(v) != serial || share < -curesv_load64(&l->dev[device].slack) ||
 	    (curesv_reclaimable(l) && atomic_load_explicit(&a->draining, memory_order_relaxed)) ||
 	    !curesv_cell_set(l, c, v, serial, curesv_cell_d(v) - bytes, -curesv_load64(&a->slack)))
-		goto slow;
-	atomic_store_explicit(&tb->device[e->device], share, memory_order_relaxed);
+		return false;
+	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_bump(&c->frees);
 	curesv_own_add(&c->view, -bytes);
-	return;
-slow:
-	curesv_ledger_debit_slow(l, e, caller, caller_thread, cross_stream, shard);
+	return true;
+}
+
+CURESV_HOT void curesv_ledger_debit_in(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,
+					  uint32_t caller_thread, bool cross_stream, int shard)
+{
+	if (!curesv_ledger_debit_fast_(l, e->bytes, e->origin, e->thread, e->device, e->kind, caller,
+				       caller_thread, cross_stream, shard))
+		curesv_ledger_debit_slow(l, e, caller, caller_thread, cross_stream, shard);
 }
 
 CURESV_HOT void curesv_ledger_debit(curesv_ledger *l, const curesv_entry *e, curesv_ref caller,

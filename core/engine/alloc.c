@@ -54,9 +54,9 @@ static void fell_back(curesv_engine *e, curesv_alloc_op *op)
 }
 
 /* Charges op->origin; a reservation found released, or on another device, is reported once by the
- * thread. */
-static bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
-		   enum curesv_kind kind, bool enforce)
+ * thread. Inline: enforce mode's begin charges every allocation. */
+CURESV_HOT bool charge(curesv_engine *e, curesv_alloc_op *op, int device, uint64_t bytes,
+		       enum curesv_kind kind, bool enforce)
 {
 	bool ok = curesv_ledger_charge(&e->ledger, op->origin, device, bytes, kind, enforce,
 				       &op->charge);
@@ -103,8 +103,10 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
 	return curesv_alloc_begin_on(e, device, CURESV_NO_STREAM, bytes, kind, op);
 }
 
-bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes,
-			      enum curesv_kind kind, curesv_alloc_op *op)
+/* Inlined into the shim's hooks (link-time optimisation): enforce mode charges every allocation
+ * here, in the hook's frame. */
+CURESV_HOT_EXTERN bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes,
+						enum curesv_kind kind, curesv_alloc_op *op)
 {
 	if (bytes == 0 || device < 0 || device >= CURESV_MAX_DEVICES) {
 		op->untracked = true;
@@ -209,7 +211,7 @@ static void settle_stale(curesv_engine *e, const curesv_entry *old)
 		   old->ptr);
 }
 
-static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
+CURESV_HOT bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
 
 static void untracked(curesv_engine *e, uint64_t bytes)
 {
@@ -238,27 +240,45 @@ static __attribute__((noinline)) bool table_full(curesv_engine *e, const curesv_
 	return true;
 }
 
-static inline curesv_entry entry_of(const curesv_alloc_op *op, uint64_t ptr)
+/* The general insert of *entry, a stale entry of its address settled. False when the table is
+ * full. */
+static __attribute__((noinline)) bool insert_general(curesv_engine *e, const curesv_entry *entry,
+						     int shard)
 {
-	const curesv_charge *c = &op->charge;
-	return (curesv_entry){ .ptr = ptr, .bytes = c->bytes, .origin = c->origin,
-			       .thread = curesv_thread_serial(), .device = (int16_t)c->device,
-			       .kind = c->kind, .stream = op->stream == CURESV_NO_STREAM
-							  ? 0 : curesv_stream_tag(op->stream) };
+	curesv_entry stale;
+	if (!curesv_table_insert_replacing_in(&e->table, entry, &stale, shard))
+		return false;
+	if (stale.ptr)
+		settle_stale(e, &stale);
+	return true;
+}
+
+/* Puts a new allocation's entry in the origin table: into its home slot in the common case,
+ * written from the words at hand, else by the general insert, which also replaces (and here
+ * settles) a stale entry of the address. False when the table is full: *want is then the entry. */
+CURESV_HOT bool book_entry(curesv_engine *e, uint64_t ptr, uint64_t bytes, uint32_t origin,
+			   int device, unsigned kind, uint64_t stream, int shard, curesv_entry *want)
+{
+	uint32_t thread = curesv_thread_serial();
+	uint16_t tag = stream == CURESV_NO_STREAM ? 0 : curesv_stream_tag(stream);
+	if (__builtin_expect(curesv_table_insert_home_(&e->table, ptr,
+						      curesv_slot_meta(bytes, device, kind), thread,
+						      curesv_tag_of(origin, tag), shard), 1))
+		return true;
+	*want = (curesv_entry){ .ptr = ptr, .bytes = bytes, .origin = origin, .thread = thread,
+				.device = (int16_t)device, .kind = (uint8_t)kind, .stream = tag };
+	return insert_general(e, want, shard);
 }
 
 /* What alloc_observed does when its common case does not hold: the payer decided by the general
  * path (with its warnings), the charge by the general path. Called inside the section. */
 static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device, uint64_t stream,
 						    uint64_t bytes, enum curesv_kind kind,
-						    uint64_t ptr, int shard, bool have_payer,
+						    uint64_t ptr, int shard, curesv_ref origin,
+						    bool via_stream, bool have_payer,
 						    const struct curesv_payer *payer)
 {
 	curesv_charge c;
-	bool via_stream = false;
-	curesv_ref origin = stream != CURESV_NO_STREAM
-				    ? curesv_engine_stream_origin(e, stream, &via_stream)
-				    : curesv_thread_origin();
 	if (have_payer)
 		curesv_payer_charge(payer, device, bytes, kind, &c);
 	else
@@ -288,32 +308,26 @@ static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device
 	return true;
 }
 
-/* Observe mode under origin attribution, the allocation made: who pays is decided now, the entry
- * made, then the books charged and counted, in one pass (nothing to undo if the table is full).
- * Called inside the section. */
+/* Observe mode under origin attribution, the allocation made: who pays is decided now (`origin`,
+ * the stream's attachment when `via_stream`), the entry made, then the books charged and counted,
+ * in one pass (nothing to undo if the table is full). Called inside the section. */
 CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-				  enum curesv_kind kind, uint64_t ptr, int shard)
+				  enum curesv_kind kind, uint64_t ptr, int shard, curesv_ref origin,
+				  bool via_stream)
 {
 	curesv_ledger *l = &e->ledger;
-	bool via_stream = false;
-	curesv_ref origin = stream != CURESV_NO_STREAM
-				    ? curesv_engine_stream_origin(e, stream, &via_stream)
-				    : curesv_thread_origin();
 	struct curesv_payer p;
 	if (__builtin_expect(shard < 0 || curesv_kind_host(kind) ||
 			     !curesv_ledger_payer(l, origin, device, &p), 0))
-		return observed_slow(e, device, stream, bytes, kind, ptr, shard, false, NULL);
-	curesv_entry entry = { .ptr = ptr, .bytes = bytes, .origin = p.handle,
-			       .thread = curesv_thread_serial(), .device = (int16_t)device,
-			       .kind = (uint8_t)kind, .stream = stream == CURESV_NO_STREAM
-								  ? 0 : curesv_stream_tag(stream) },
-		     stale;
-	if (__builtin_expect(!curesv_table_insert_replacing_in(&e->table, &entry, &stale, shard), 0))
-		return table_full(e, &entry, stream);
-	if (__builtin_expect(stale.ptr != 0, 0))
-		settle_stale(e, &stale);
+		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
+				     false, NULL);
+	curesv_entry want;
+	if (__builtin_expect(!book_entry(e, ptr, bytes, p.handle, device, kind, stream, shard, &want),
+			     0))
+		return table_full(e, &want, stream);
 	if (__builtin_expect(!curesv_ledger_charge_payer(l, &p, device, bytes, shard), 0))
-		return observed_slow(e, device, stream, bytes, kind, ptr, shard, true, &p);
+		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
+				     true, &p);
 	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = bytes, .device = (int16_t)device,
 		     .kind = (uint8_t)kind, .origin = p.handle, .stream = curesv_op_stream(stream));
 	return true;
@@ -336,36 +350,46 @@ static __attribute__((noinline)) void stack_noted(curesv_engine *e, bool booked,
 
 static __attribute__((noinline)) bool observed_with_stack(curesv_engine *e, int device,
 							  uint64_t stream, uint64_t bytes,
-							  enum curesv_kind kind, uint64_t ptr)
+							  enum curesv_kind kind, uint64_t ptr,
+							  curesv_ref origin, bool via_stream)
 {
 	stack_captured(e, true, ptr);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
-	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index(), origin,
+				   via_stream);
 	curesv_section_leave(ctl);
 	stack_noted(e, keep, ptr);
 	return keep;
 }
 
-bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-			   enum curesv_kind kind, uint64_t ptr)
+/* Inlined into the shim's hooks by link-time optimisation: observe mode's whole allocation. */
+CURESV_HOT_EXTERN bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream,
+					     uint64_t bytes, enum curesv_kind kind, uint64_t ptr,
+					     curesv_ref origin, bool via_stream)
 {
 	if (__builtin_expect(e->table.notes != NULL, 0))
-		return observed_with_stack(e, device, stream, bytes, kind, ptr);
+		return observed_with_stack(e, device, stream, bytes, kind, ptr, origin, via_stream);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
-	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index(), origin,
+				   via_stream);
 	curesv_section_leave(ctl);
 	return keep;
 }
 
 /* alloc_observed for alloc_end's rare case, out of line. */
-static __attribute__((noinline)) bool observed_general(curesv_engine *e, int device, uint64_t stream,
-						       uint64_t bytes, enum curesv_kind kind,
+static __attribute__((noinline)) bool observed_general(curesv_engine *e, curesv_alloc_op *op,
 						       uint64_t ptr)
 {
-	return alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index());
+	resolve_origin(e, op);
+	const curesv_charge *c = &op->charge;
+	return alloc_observed(e, c->device, op->stream, c->bytes, c->kind, ptr, curesv_shard_index(),
+			      op->origin, op->via_stream);
 }
 
-bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
+/* Inlined, with alloc_end, into the shim's out-of-line end of an enforced allocation (link-time
+ * optimisation): one frame for the whole end. */
+CURESV_HOT_EXTERN bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok,
+					uint64_t ptr)
 {
 	if (__builtin_expect(e->table.notes != NULL, 0))
 		stack_captured(e, ok, ptr);
@@ -378,7 +402,7 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 	return keep;
 }
 
-static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
+CURESV_HOT bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr)
 {
 	curesv_charge *c = &op->charge;
 	if (!ok || ptr == 0) {
@@ -395,7 +419,7 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		return true;
 	}
 	if (!op->charged && e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN)
-		return observed_general(e, c->device, op->stream, c->bytes, c->kind, ptr);
+		return observed_general(e, op, ptr);
 	if (!op->charged)
 		resolve_origin(e, op);
 	if (!op->charged && !charge(e, op, c->device, c->bytes, c->kind, false)) {
@@ -403,13 +427,12 @@ static bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 		untracked(e, c->bytes);
 		return true;
 	}
-	curesv_entry entry = entry_of(op, ptr), stale;
-	if (!curesv_table_insert_replacing(&e->table, &entry, &stale)) {
+	curesv_entry want;
+	if (!book_entry(e, ptr, c->bytes, c->origin, c->device, c->kind, op->stream,
+			curesv_shard_index(), &want)) {
 		curesv_ledger_uncharge(&e->ledger, c);
-		return table_full(e, &entry, op->stream);
+		return table_full(e, &want, op->stream);
 	}
-	if (stale.ptr)
-		settle_stale(e, &stale);
 	curesv_ledger_commit(&e->ledger, c);
 	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
 		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,

@@ -106,9 +106,11 @@ CURESV_HOT bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t str
 }
 /* Observe mode's whole allocation, once `ptr` exists: `bytes` of `kind` on `device`, stream-ordered
  * on `stream` (CURESV_NO_STREAM: not) and within curesv's bounds (1 byte to 64 TiB, a device of
- * curesv's). The same as curesv_alloc_begin_on then curesv_alloc_end(ok, ptr), in one call. */
+ * curesv's), charged to `origin` (curesv_engine_payer_origin's, asked before: after a rename that
+ * takes the ledger's lock, which the books' section must not hold). The same as
+ * curesv_alloc_begin_on then curesv_alloc_end(ok, ptr), in one call. */
 bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-			   enum curesv_kind kind, uint64_t ptr);
+			   enum curesv_kind kind, uint64_t ptr, curesv_ref origin, bool via_stream);
 /* The allocation turned out to be `bytes` long (a pitched allocation's pitch * height, known only
  * after the call): call between the real allocation and curesv_alloc_end. False in enforce mode
  * when `bytes` do not fit the budget: the refusal is counted and the operation over (no
@@ -120,8 +122,11 @@ bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t p
 
 typedef struct curesv_free_op {
 	enum curesv_op_state state;     /* first member, as in curesv_alloc_op */
-	curesv_entry entry;
-	curesv_ticket ticket;
+	/* The entry taken, as the slot held it (curesv_entry_of_words): decoded only where the
+	 * common debit does not serve. */
+	uint64_t ptr, meta;
+	uint32_t thread;
+	curesv_ticket ticket;   /* its state word carries the entry's origin and stream tag */
 	bool tracked;
 	uint64_t stream;        /* a stream-ordered free's stream; CURESV_NO_STREAM if not one */
 } curesv_free_op;
@@ -199,6 +204,15 @@ static inline curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t 
 			    curesv_engine_stream_table(e, stream, &info) &&
 			    (info.flags & CURESV_STREAM_ATTACHED);
 	return *attached ? l->info.ref : curesv_thread_origin();
+}
+/* Who pays for an allocation on `stream` (CURESV_NO_STREAM: not stream-ordered): the stream's
+ * reservation while it is attached (*via_stream), else the calling thread's. */
+static inline curesv_ref curesv_engine_payer_origin(curesv_engine *e, uint64_t stream,
+						    bool *via_stream)
+{
+	*via_stream = false;
+	return stream != CURESV_NO_STREAM ? curesv_engine_stream_origin(e, stream, via_stream)
+					  : curesv_thread_origin();
 }
 /* A charge found the stream's reservation released / on another device: one warning (the former
  * also detaches the stream). */

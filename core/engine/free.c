@@ -5,12 +5,17 @@
 #include "books/books.h"
 #include "trace/trace.h"
 
-/* The free's entry in the trace, or the undoing of it. */
-static void trace_entry(const curesv_free_op *op, enum curesv_trace_action action)
+static inline curesv_entry op_entry(const curesv_free_op *op)
 {
-	CURESV_TRACE(.action = (uint8_t)action, .ptr = op->entry.ptr, .bytes = op->entry.bytes,
-		     .device = op->entry.device, .kind = op->entry.kind, .origin = op->entry.origin,
-		     .stream = curesv_op_stream(op->stream));
+	return curesv_entry_of_words(op->ptr, op->meta, op->thread, op->ticket.state);
+}
+
+/* The free's entry in the trace, or the undoing of it. */
+CURESV_HOT void trace_entry(const curesv_free_op *op, enum curesv_trace_action action)
+{
+	CURESV_TRACE(.action = (uint8_t)action, .ptr = op->ptr, .bytes = op_entry(op).bytes,
+		     .device = op_entry(op).device, .kind = op_entry(op).kind,
+		     .origin = op_entry(op).origin, .stream = curesv_op_stream(op->stream));
 }
 
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
@@ -18,23 +23,30 @@ void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)
 	curesv_free_begin_on(e, ptr, CURESV_NO_STREAM, op);
 }
 
-void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, curesv_free_op *op)
+/* A graph's address: it stays while its graph may launch it again; nothing is debited. */
+static __attribute__((noinline)) void graph_freed(curesv_engine *e, curesv_free_op *op)
+{
+	curesv_entry entry = op_entry(op);
+	curesv_graph_entry_freed(&e->table, &entry, &op->ticket);
+	op->tracked = false;
+	atomic_fetch_add_explicit(&e->graph_frees, 1, memory_order_relaxed);
+}
+
+CURESV_HOT_EXTERN void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream,
+				       curesv_free_op *op)
 {
 	op->state = CURESV_OP_IDLE;
 	op->stream = stream;
+	op->ptr = ptr;
 	if (ptr == 0) {
 		op->tracked = false;
 		return;
 	}
 	struct curesv_shard_ctl *shard = curesv_section_enter();
-	op->tracked = curesv_table_take(&e->table, ptr, &op->entry, &op->ticket);
-	bool graph = op->tracked && op->entry.kind == CURESV_KIND_GRAPH;
-	if (graph) {
-		/* the graph's: it stays while its graph may launch it again; nothing is debited */
-		curesv_graph_entry_freed(&e->table, &op->entry, &op->ticket);
-		op->tracked = false;
-		atomic_fetch_add_explicit(&e->graph_frees, 1, memory_order_relaxed);
-	}
+	op->tracked = curesv_table_take_words(&e->table, ptr, &op->meta, &op->thread, &op->ticket);
+	bool graph = op->tracked && (op->meta & 0xff) == CURESV_KIND_GRAPH;
+	if (__builtin_expect(graph, 0))
+		graph_freed(e, op);
 	if (op->tracked) {
 		op->state = CURESV_OP_TAKEN;
 		curesv_shard_publish(shard, op);
@@ -47,7 +59,16 @@ void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint64_t stream, cures
 		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
 }
 
-void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
+/* The debit of the taken entry outside the common case (books.c). */
+static __attribute__((noinline)) void debit_general(curesv_engine *e, const curesv_free_op *op,
+						    curesv_ref caller, uint32_t serial,
+						    bool cross_stream, int index)
+{
+	curesv_entry entry = op_entry(op);
+	curesv_ledger_debit_slow(&e->ledger, &entry, caller, serial, cross_stream, index);
+}
+
+CURESV_HOT_EXTERN void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 {
 	if (!op->tracked)
 		return;
@@ -58,8 +79,10 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 	curesv_ref caller = stream_ordered ? curesv_engine_stream_origin(e, op->stream, &attached)
 					   : curesv_thread_origin();
 	uint32_t serial = curesv_thread_serial();
-	bool cross_stream = stream_ordered && op->entry.stream &&
-			    op->entry.stream != curesv_stream_tag(op->stream);
+	uint64_t tag = curesv_st_tag(op->ticket.state);
+	uint16_t stream_tag = (uint16_t)tag;
+	bool cross_stream = stream_ordered && stream_tag &&
+			    stream_tag != curesv_stream_tag(op->stream);
 	struct curesv_shard_ctl *shard = curesv_section_enter();
 	if (!ok) {
 		curesv_table_restore(&e->table, &op->ticket);
@@ -67,7 +90,13 @@ void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
 	} else {
 		int index = curesv_shard_index();
 		curesv_table_commit_in(&e->table, &op->ticket, index);
-		curesv_ledger_debit_in(&e->ledger, &op->entry, caller, serial, cross_stream, index);
+		uint64_t meta = op->meta;
+		if (__builtin_expect(!curesv_ledger_debit_fast_(&e->ledger, meta >> 16,
+								(uint32_t)(tag >> 16), op->thread,
+								(int16_t)((meta >> 8 & 0xff) - 1),
+								meta & 0xff, caller, serial,
+								cross_stream, index), 0))
+			debit_general(e, op, caller, serial, cross_stream, index);
 	}
 	op->state = CURESV_OP_IDLE;
 	curesv_shard_publish(shard, NULL);

@@ -40,20 +40,33 @@ static inline _Atomic uint32_t *curesv_bound_of(curesv_table *t, uint64_t home)
 	return &t->slots[home].bound;
 }
 
+/* A slot's meta word: bytes (bits 16..63), device + 1 (bits 8..15), kind (bits 0..7). */
+static inline uint64_t curesv_slot_meta(uint64_t bytes, int device, unsigned kind)
+{
+	return bytes << 16 | (uint64_t)(uint8_t)(device + 1) << 8 | (uint8_t)kind;
+}
+
+/* Writes a payload (key, meta word, thread, tag) into slot s (claimed as BUSY by the caller) and
+ * publishes it LIVE at `version`. */
+CURESV_HOT void curesv_slot_publish_words(struct curesv_slot *s, uint64_t key, uint64_t meta,
+					  uint32_t thread, uint64_t tag, uint64_t version)
+{
+	/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&s->key, key, memory_order_relaxed);
+	atomic_store_explicit(&s->meta, meta, memory_order_relaxed);
+	atomic_store_explicit(&s->thread, thread, memory_order_relaxed);
+	/* release: publishes key and payload to lookups, walkers and bound scans */
+	atomic_store_explicit(&s->state, curesv_st_make(CURESV_PHASE_LIVE, version, tag),
+			      memory_order_release);
+}
+
 /* Writes e's payload into slot s (claimed as BUSY by the caller) and publishes it LIVE at
  * `version`. */
 CURESV_HOT void curesv_slot_publish(struct curesv_slot *s, const curesv_entry *e, uint64_t version)
 {
-	/* release fence: a walker that reads any payload store below also sees BUSY (I3) */
-	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&s->key, e->ptr, memory_order_relaxed);
-	atomic_store_explicit(&s->meta, e->bytes << 16 | (uint64_t)(uint8_t)(e->device + 1) << 8 |
-					       e->kind, memory_order_relaxed);
-	atomic_store_explicit(&s->thread, e->thread, memory_order_relaxed);
-	/* release: publishes key and payload to lookups, walkers and bound scans */
-	atomic_store_explicit(&s->state, curesv_st_make(CURESV_PHASE_LIVE, version,
-							curesv_tag_of(e->origin, e->stream)),
-			      memory_order_release);
+	curesv_slot_publish_words(s, e->ptr, curesv_slot_meta(e->bytes, e->device, e->kind),
+				  e->thread, curesv_tag_of(e->origin, e->stream), version);
 }
 
 CURESV_HOT void curesv_slot_read(const struct curesv_slot *s, uint64_t st, curesv_entry *out)
@@ -93,28 +106,41 @@ CURESV_HOT void curesv_table_count_(curesv_table *t, int i, int delta)
 	curesv_table_count_slow_(t, i, 0, delta);
 }
 
-CURESV_HOT bool curesv_table_insert_replacing_in(curesv_table *t, const curesv_entry *e,
-						curesv_entry *old, int shard)
+/* The common case of an insert, given the payload's words (curesv_slot_publish_words): no key of
+ * this home anywhere else (bound 0, no remover scanning) and its home slot free, so no stale entry
+ * of the key can be in the table. False, changing nothing, otherwise: the general insert
+ * (curesv_table_insert_replacing_in) then decides. */
+CURESV_HOT bool curesv_table_insert_home_(curesv_table *t, uint64_t key, uint64_t meta,
+					 uint32_t thread, uint64_t tag, int shard)
 {
-	old->ptr = 0;
-	uint64_t home = curesv_home_of(t, e->ptr);
-	/* The common case: no key of this home anywhere else (bound 0, no remover scanning) and its
-	 * home slot free, so no stale entry of the key can be in the table. */
+	uint64_t home = curesv_home_of(t, key);
 	struct curesv_slot *h = &t->slots[home];
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-	if (__builtin_expect(e->ptr != 0 && curesv_st_phase(st) == CURESV_PHASE_FREE &&
+	if (__builtin_expect(key != 0 && curesv_st_phase(st) == CURESV_PHASE_FREE &&
 			     atomic_load_explicit(curesv_bound_of(t, home), memory_order_acquire) == 0, 1) &&
 	    /* seq_cst: I4 (table.c), against a remover's scanning CAS and scan */
 	    atomic_compare_exchange_strong_explicit(&h->state, &st,
 						    curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st), 0),
 						    memory_order_seq_cst, memory_order_relaxed)) {
-		curesv_slot_publish(h, e, curesv_st_version(st));
+		curesv_slot_publish_words(h, key, meta, thread, tag, curesv_st_version(st));
 		if (atomic_load_explicit(curesv_bound_of(t, home), memory_order_seq_cst) &
 		    CURESV_BOUND_SCANNING)
 			curesv_table_raise_bound_(t, home, 0);
 		curesv_table_count_(t, shard, 1);
 		return true;
 	}
+	return false;
+}
+
+CURESV_HOT bool curesv_table_insert_replacing_in(curesv_table *t, const curesv_entry *e,
+						curesv_entry *old, int shard)
+{
+	old->ptr = 0;
+	if (__builtin_expect(curesv_table_insert_home_(t, e->ptr,
+						      curesv_slot_meta(e->bytes, e->device, e->kind),
+						      e->thread, curesv_tag_of(e->origin, e->stream),
+						      shard), 1))
+		return true;
 	return curesv_table_insert_slow_(t, e, old);
 }
 
@@ -144,6 +170,45 @@ CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *o
 		return true;
 	}
 	return curesv_table_take_slow_(t, ptr, out, ticket);
+}
+
+/* curesv_table_take with the entry left in the slot's words, as the free path carries it: the
+ * meta word (curesv_slot_meta) and the thread; its origin and stream tag are those of the
+ * ticket's state word (curesv_entry_of_words). */
+CURESV_HOT bool curesv_table_take_words(curesv_table *t, uint64_t ptr, uint64_t *meta,
+				       uint32_t *thread, curesv_ticket *ticket)
+{
+	uint64_t home = curesv_home_of(t, ptr);
+	struct curesv_slot *h = &t->slots[home];
+	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	if (__builtin_expect(ptr != 0 && curesv_st_phase(st) == CURESV_PHASE_LIVE &&
+			     atomic_load_explicit(&h->key, memory_order_relaxed) == ptr, 1) &&
+	    /* acquire: the payload read below is the one published with this occupancy */
+	    atomic_compare_exchange_strong_explicit(&h->state, &st,
+						    curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st),
+								   curesv_st_tag(st)),
+						    memory_order_acquire, memory_order_relaxed)) {
+		*meta = atomic_load_explicit(&h->meta, memory_order_relaxed);
+		*thread = atomic_load_explicit(&h->thread, memory_order_relaxed);
+		*ticket = (curesv_ticket){ home, home, 0, st };
+		return true;
+	}
+	curesv_entry e;
+	if (!curesv_table_take_slow_(t, ptr, &e, ticket))
+		return false;
+	*meta = curesv_slot_meta(e.bytes, e.device, e.kind);
+	*thread = e.thread;
+	return true;
+}
+
+/* The entry of key `ptr` from its words: meta word, thread, state word. */
+CURESV_HOT curesv_entry curesv_entry_of_words(uint64_t ptr, uint64_t meta, uint32_t thread,
+					      uint64_t st)
+{
+	return (curesv_entry){ .ptr = ptr, .bytes = meta >> 16,
+			       .origin = (uint32_t)(curesv_st_tag(st) >> 16), .thread = thread,
+			       .device = (int16_t)((meta >> 8 & 0xff) - 1), .kind = (uint8_t)(meta & 0xff),
+			       .stream = (uint16_t)curesv_st_tag(st) };
 }
 
 CURESV_HOT void curesv_table_commit_in(curesv_table *t, const curesv_ticket *tk, int shard)
