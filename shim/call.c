@@ -201,18 +201,37 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 	return charge(c, device, bytes, c->kind);
 }
 
+/* The device of the thread's last stream record l, learned; kept as the record's known_device
+ * when its capacity is known now (a count and total the driver gave), which stays so. */
+static __attribute__((noinline)) int observed_known(curesv_engine *e, struct curesv_stream_last *l)
+{
+	int device = l->info.device;
+	learn_devices(e, device);
+	if ((unsigned)device < CURESV_MAX_DEVICES && atomic_load_explicit(&e->devices, memory_order_relaxed) != 0 &&
+	    curesv_engine_device_known(e, device))
+		l->known_device = device;
+	return device;
+}
+
 /* Observe mode: the device of the allocation c describes and, when the thread's last stream
- * lookup (`*last`) answered it, the record that also says who pays: it is looked at once. */
+ * lookup (`*last`) answered it, the record that also says who pays: it is looked at once. A device
+ * from that record is learned (learn_devices) and within curesv's bounds: the record keeps it as
+ * known_device, so the next allocation on the stream asks nothing more. */
 CURESV_HOT int observed_device(struct curesv_call *c, const struct curesv_stream_last **last)
 {
-	const struct curesv_stream_last *l = &curesv_stream_last_;
+	struct curesv_stream_last *l = &curesv_stream_last_;
 	if (!c->pool && c->stream != CURESV_NO_STREAM && l->e == c->e && l->stream == c->stream &&
-	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams)) {
+	    l->epoch == curesv_streams_epoch(&c->e->streams)) {
 		*last = l;
-		return l->info.device;
+		if (__builtin_expect(l->known_device >= 0, 1))
+			return l->known_device;
+		if (l->info.device >= 0)
+			return observed_known(c->e, l);
 	}
 	*last = NULL;
-	return call_device(c);
+	int device = call_device(c);
+	learn_devices(c->e, device);
+	return device;
 }
 
 /* Who pays for the allocation c describes (observe_device's `last`: the stream's record, if it
@@ -296,7 +315,6 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, ui
 		return begun_done(c, ok, ptr);
 	const struct curesv_stream_last *last;
 	int device = observed_device(c, &last);
-	learn_devices(c->e, device);
 	if (__builtin_expect(!(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
 			       (unsigned)device < CURESV_MAX_DEVICES &&
 			       c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN), 0))

@@ -173,6 +173,9 @@ struct curesv_stream_last {
 	const curesv_engine *e;
 	uint64_t stream;
 	uint32_t epoch;
+	/* info.device once the allocation path found its capacity known (which stays so), else -1:
+	 * an allocation on the stream then asks the engine nothing about its device */
+	int known_device;
 	curesv_stream_info info;
 };
 extern _Thread_local struct curesv_stream_last curesv_stream_last_;     /* stream_attach.c */
