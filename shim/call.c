@@ -5,7 +5,6 @@
 
 #include "variants.h"
 
-_Thread_local struct curesv_frame curesv_frame;
 #define frame curesv_frame
 
 static struct curesv_real rt_get_device = { "cudaGetDevice", NULL };

@@ -32,13 +32,8 @@ enum curesv_layer { CURESV_LAYER_RUNTIME, CURESV_LAYER_DRIVER };
 /* Per-thread nesting: depth > 0 while a hook of this thread is inside its real call. Only the
  * outermost hook accounts, so an allocation made through the runtime is counted once although the
  * driver hook sees it too. `deny_*` carries a runtime-layer refusal down to the driver call. */
-struct curesv_frame {
-	int depth;
-	bool deny_pending;
-	uint8_t deny_kind;
-	uint64_t deny_bytes;
-};
-extern CURESV_HIDDEN _Thread_local struct curesv_frame curesv_frame;
+/* struct curesv_frame: base/self.h */
+#define curesv_frame curesv_self_.frame
 
 /* Inside another hook of this thread: pass straight through. */
 static inline bool curesv_nested(void)

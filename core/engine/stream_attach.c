@@ -9,8 +9,6 @@
 
 #include "base/log.h"
 
-_Thread_local struct curesv_stream_last curesv_stream_last_;
-
 /* The table's record, remembered as the thread's last lookup (engine.h checks that first). */
 bool curesv_engine_stream_table(curesv_engine *e, uint64_t stream, curesv_stream_info *out)
 {
