@@ -200,48 +200,48 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 	return charge(c, device, bytes, c->kind);
 }
 
-/* The device of the thread's last stream record l, learned; kept as the record's known_device
+/* The device of the thread's last stream record, learned; kept as the record's known_device
  * when its capacity is known now (a count and total the driver gave), which stays so. */
-static __attribute__((noinline)) int observed_known(curesv_engine *e, struct curesv_stream_last *l)
+static __attribute__((noinline)) int observed_known(curesv_engine *e)
 {
-	int device = l->info.device;
+	int device = curesv_stream_last_.info.device;
 	learn_devices(e, device);
 	if ((unsigned)device < CURESV_MAX_DEVICES && atomic_load_explicit(&e->devices, memory_order_relaxed) != 0 &&
 	    curesv_engine_device_known(e, device))
-		l->known_device = device;
+		curesv_stream_last_.known_device = device;
 	return device;
 }
 
-/* Observe mode: the device of the allocation c describes and, when the thread's last stream
- * lookup (`*last`) answered it, the record that also says who pays: it is looked at once. A device
+/* Observe mode: the device of the allocation c describes and whether the thread's last stream
+ * lookup (curesv_stream_last_) answered it (`*hit`): that record also says who pays, so it is looked
+ * up once. Read in place, never through its address (a thread-local's costs instructions). A device
  * from that record is learned (learn_devices) and within curesv's bounds: the record keeps it as
  * known_device, so the next allocation on the stream asks nothing more. */
-CURESV_HOT int observed_device(struct curesv_call *c, const struct curesv_stream_last **last)
+CURESV_HOT int observed_device(struct curesv_call *c, bool *hit)
 {
-	struct curesv_stream_last *l = &curesv_stream_last_;
-	if (!c->pool && c->stream != CURESV_NO_STREAM && l->e == c->e && l->stream == c->stream &&
-	    l->epoch == curesv_streams_epoch(&c->e->streams)) {
-		*last = l;
-		if (__builtin_expect(l->known_device >= 0, 1))
-			return l->known_device;
-		if (l->info.device >= 0)
-			return observed_known(c->e, l);
+	if (!c->pool && c->stream != CURESV_NO_STREAM && curesv_stream_last_.e == c->e &&
+	    curesv_stream_last_.stream == c->stream &&
+	    curesv_stream_last_.epoch == curesv_streams_epoch(&c->e->streams)) {
+		*hit = true;
+		if (__builtin_expect(curesv_stream_last_.known_device >= 0, 1))
+			return curesv_stream_last_.known_device;
+		if (curesv_stream_last_.info.device >= 0)
+			return observed_known(c->e);
 	}
-	*last = NULL;
+	*hit = false;
 	int device = call_device(c);
 	learn_devices(c->e, device);
 	return device;
 }
 
-/* Who pays for the allocation c describes (observe_device's `last`: the stream's record, if it
- * answered). Asked outside the books' section: after a rename it takes the ledger's lock. */
-CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, const struct curesv_stream_last *last,
-				      bool *via_stream)
+/* Who pays for the allocation c describes (observed_device's `hit`: the thread's last stream record
+ * answered it). Asked outside the books' section: after a rename it takes the ledger's lock. */
+CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, bool hit, bool *via_stream)
 {
-	if (!last)
+	if (!hit)
 		return curesv_engine_payer_origin(c->e, c->stream, via_stream);
-	*via_stream = last->info.flags & CURESV_STREAM_ATTACHED;
-	return *via_stream ? last->info.ref : curesv_thread_origin();
+	*via_stream = curesv_stream_last_.info.flags & CURESV_STREAM_ATTACHED;
+	return *via_stream ? curesv_stream_last_.info.ref : curesv_thread_origin();
 }
 
 CURESV_HOT_EXTERN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
@@ -312,14 +312,14 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, ui
 		return true;
 	if (__builtin_expect(c->graph || c->begun, 0))
 		return begun_done(c, ok, ptr);
-	const struct curesv_stream_last *last;
-	int device = observed_device(c, &last);
+	bool hit;
+	int device = observed_device(c, &hit);
 	if (__builtin_expect(!(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
 			       (unsigned)device < CURESV_MAX_DEVICES &&
 			       c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN), 0))
 		return observed_rare(c, ok, ptr, device);
 	bool via_stream;
-	curesv_ref origin = observed_origin(c, last, &via_stream);
+	curesv_ref origin = observed_origin(c, hit, &via_stream);
 	bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind, ptr, origin,
 					  via_stream);
 	if (keep)
