@@ -348,7 +348,6 @@ CURESV_HOT_EXTERN void curesv_call_free(struct curesv_call *c, enum curesv_layer
 				       uint64_t stream)
 {
 	if (frame.depth > 0) {
-		c->layer = layer;
 		c->e = NULL;
 		return;
 	}
@@ -358,7 +357,7 @@ CURESV_HOT_EXTERN void curesv_call_free(struct curesv_call *c, enum curesv_layer
 CURESV_HOT_EXTERN void curesv_call_free_outer(struct curesv_call *c, enum curesv_layer layer,
 					     uint64_t ptr, uint64_t stream)
 {
-	c->layer = layer;
+	/* c->layer is left unset: nothing on a free's path reads it */
 	c->e = curesv_shim_engine();
 	if (!c->e)
 		return;

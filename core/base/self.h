@@ -41,8 +41,8 @@ struct curesv_stream_last {
 
 /* The thread's last stream tag (streams.h). */
 struct curesv_tag_last {
-	uint64_t stream;
-	uint16_t tag;           /* 0: none yet */
+	uint64_t stream_next;   /* the stream + 1 (0, as zeroed: CURESV_NO_STREAM, whose tag is 0) */
+	uint16_t tag;
 };
 
 struct curesv_shard_ctl;
