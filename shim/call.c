@@ -175,9 +175,12 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 					     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
 					     uint64_t pool)
 {
-	c->e = curesv_shim_engine();
-	if (!c->e)
+	curesv_engine *e = atomic_load_explicit(&curesv_shim_ready, memory_order_acquire);
+	if (__builtin_expect(e == NULL, 0) && (e = curesv_shim_engine_slow()) == NULL) {
+		c->e = NULL;
 		return true;
+	}
+	c->e = e;
 	if (kind != CURESV_KIND_ASYNC)
 		stream = CURESV_NO_STREAM;
 	c->layer = layer;
@@ -358,17 +361,21 @@ CURESV_HOT_EXTERN void curesv_call_free_outer(struct curesv_call *c, enum curesv
 					     uint64_t ptr, uint64_t stream)
 {
 	/* c->layer is left unset: nothing on a free's path reads it */
-	c->e = curesv_shim_engine();
-	if (!c->e)
-		return;
-	frame.depth++;
-	/* a free recorded into a graph happens at its launch, not now */
-	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
-	if (c->graph) {
-		curesv_shim_graph_free(c->e, ptr, stream);
+	curesv_engine *e = atomic_load_explicit(&curesv_shim_ready, memory_order_acquire);
+	if (__builtin_expect(e == NULL, 0) && (e = curesv_shim_engine_slow()) == NULL) {
+		c->e = NULL;
 		return;
 	}
-	curesv_free_begin_on(c->e, ptr, stream, &c->fop);
+	c->e = e;
+	frame.depth++;
+	/* A free recorded into a graph happens at its launch, not now: the free's end then has
+	 * nothing to settle (an untracked op, which curesv_free_end leaves alone). */
+	if (__builtin_expect(stream != CURESV_NO_STREAM && capturing(e, stream), 0)) {
+		c->fop.tracked = false;
+		curesv_shim_graph_free(e, ptr, stream);
+		return;
+	}
+	curesv_free_begin_on(e, ptr, stream, &c->fop);
 }
 
 CURESV_HOT_EXTERN void curesv_call_free_done(struct curesv_call *c, bool ok)
@@ -376,8 +383,6 @@ CURESV_HOT_EXTERN void curesv_call_free_done(struct curesv_call *c, bool ok)
 	if (!c->e)
 		return;
 	frame.depth--;
-	if (c->graph)
-		return;
 	curesv_free_end(c->e, &c->fop, ok);
 }
 
