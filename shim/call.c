@@ -317,7 +317,8 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, ui
 		return begun_done(c, ok, ptr);
 	bool hit;
 	int device = observed_device(c, &hit);
-	if (__builtin_expect(!(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
+	/* ptr is 0 whenever !ok (shim.h): a non-zero ptr says both */
+	if (__builtin_expect(!(ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
 			       (unsigned)device < CURESV_MAX_DEVICES &&
 			       c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN), 0))
 		return observed_rare(c, ok, ptr, device);

@@ -88,7 +88,8 @@ static inline bool curesv_shim_tracking(void)
 				curesv_shim_engine_slow() != NULL, 1);
 }
 
-/* Brackets around a real allocation; `stream` is a stream-ordered allocation's stream (0 for the
+/* Brackets around a real allocation (curesv_call_alloc_done's `ptr`: what the call gave, 0 when
+ * it failed, so that a non-zero `ptr` says `ok` too); `stream` is a stream-ordered allocation's stream (0 for the
  * others, and for the legacy default stream), whose device the allocation belongs to, unless it
  * comes from memory pool `pool` (0: none named): then it belongs to the pool's device, or to the
  * host tier for a pool located in host memory.
