@@ -5,7 +5,6 @@
 
 #include "variants.h"
 
-_Thread_local struct curesv_frame curesv_frame;
 #define frame curesv_frame
 
 static struct curesv_real rt_get_device = { "cudaGetDevice", NULL };
@@ -176,9 +175,12 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 					     enum curesv_kind kind, uint64_t bytes, uint64_t stream,
 					     uint64_t pool)
 {
-	c->e = curesv_shim_engine();
-	if (!c->e)
+	curesv_engine *e = atomic_load_explicit(&curesv_shim_ready, memory_order_acquire);
+	if (__builtin_expect(e == NULL, 0) && (e = curesv_shim_engine_slow()) == NULL) {
+		c->e = NULL;
 		return true;
+	}
+	c->e = e;
 	if (kind != CURESV_KIND_ASYNC)
 		stream = CURESV_NO_STREAM;
 	c->layer = layer;
@@ -201,29 +203,48 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 	return charge(c, device, bytes, c->kind);
 }
 
-/* Observe mode: the device of the allocation c describes and, when the thread's last stream
- * lookup (`*last`) answered it, the record that also says who pays: it is looked at once. */
-CURESV_HOT int observed_device(struct curesv_call *c, const struct curesv_stream_last **last)
+/* The device of the thread's last stream record, learned; kept as the record's known_device
+ * when its capacity is known now (a count and total the driver gave), which stays so. */
+static __attribute__((noinline)) int observed_known(curesv_engine *e)
 {
-	const struct curesv_stream_last *l = &curesv_stream_last_;
-	if (!c->pool && c->stream != CURESV_NO_STREAM && l->e == c->e && l->stream == c->stream &&
-	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams)) {
-		*last = l;
-		return l->info.device;
-	}
-	*last = NULL;
-	return call_device(c);
+	int device = curesv_stream_last_.info.device;
+	learn_devices(e, device);
+	if ((unsigned)device < CURESV_MAX_DEVICES && atomic_load_explicit(&e->devices, memory_order_relaxed) != 0 &&
+	    curesv_engine_device_known(e, device))
+		curesv_stream_last_.known_device = device;
+	return device;
 }
 
-/* Who pays for the allocation c describes (observe_device's `last`: the stream's record, if it
- * answered). Asked outside the books' section: after a rename it takes the ledger's lock. */
-CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, const struct curesv_stream_last *last,
-				      bool *via_stream)
+/* Observe mode: the device of the allocation c describes and whether the thread's last stream
+ * lookup (curesv_stream_last_) answered it (`*hit`): that record also says who pays, so it is looked
+ * up once. Read in place, never through its address (a thread-local's costs instructions). A device
+ * from that record is learned (learn_devices) and within curesv's bounds: the record keeps it as
+ * known_device, so the next allocation on the stream asks nothing more. */
+CURESV_HOT int observed_device(struct curesv_call *c, bool *hit)
 {
-	if (!last)
+	if (!c->pool && c->stream != CURESV_NO_STREAM && curesv_stream_last_.e == c->e &&
+	    curesv_stream_last_.stream == c->stream &&
+	    curesv_stream_last_.epoch == curesv_streams_epoch(&c->e->streams)) {
+		*hit = true;
+		if (__builtin_expect(curesv_stream_last_.known_device >= 0, 1))
+			return curesv_stream_last_.known_device;
+		if (curesv_stream_last_.info.device >= 0)
+			return observed_known(c->e);
+	}
+	*hit = false;
+	int device = call_device(c);
+	learn_devices(c->e, device);
+	return device;
+}
+
+/* Who pays for the allocation c describes (observed_device's `hit`: the thread's last stream record
+ * answered it). Asked outside the books' section: after a rename it takes the ledger's lock. */
+CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, bool hit, bool *via_stream)
+{
+	if (!hit)
 		return curesv_engine_payer_origin(c->e, c->stream, via_stream);
-	*via_stream = last->info.flags & CURESV_STREAM_ATTACHED;
-	return *via_stream ? last->info.ref : curesv_thread_origin();
+	*via_stream = curesv_stream_last_.info.flags & CURESV_STREAM_ATTACHED;
+	return *via_stream ? curesv_stream_last_.info.ref : curesv_thread_origin();
 }
 
 CURESV_HOT_EXTERN bool curesv_call_alloc(struct curesv_call *c, enum curesv_layer layer,
@@ -294,15 +315,15 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, ui
 		return true;
 	if (__builtin_expect(c->graph || c->begun, 0))
 		return begun_done(c, ok, ptr);
-	const struct curesv_stream_last *last;
-	int device = observed_device(c, &last);
-	learn_devices(c->e, device);
-	if (__builtin_expect(!(ok && ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
+	bool hit;
+	int device = observed_device(c, &hit);
+	/* ptr is 0 whenever !ok (shim.h): a non-zero ptr says both */
+	if (__builtin_expect(!(ptr && c->bytes - 1 < CURESV_SIZE_LIMIT &&
 			       (unsigned)device < CURESV_MAX_DEVICES &&
 			       c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN), 0))
 		return observed_rare(c, ok, ptr, device);
 	bool via_stream;
-	curesv_ref origin = observed_origin(c, last, &via_stream);
+	curesv_ref origin = observed_origin(c, hit, &via_stream);
 	bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind, ptr, origin,
 					  via_stream);
 	if (keep)
@@ -331,7 +352,6 @@ CURESV_HOT_EXTERN void curesv_call_free(struct curesv_call *c, enum curesv_layer
 				       uint64_t stream)
 {
 	if (frame.depth > 0) {
-		c->layer = layer;
 		c->e = NULL;
 		return;
 	}
@@ -341,18 +361,22 @@ CURESV_HOT_EXTERN void curesv_call_free(struct curesv_call *c, enum curesv_layer
 CURESV_HOT_EXTERN void curesv_call_free_outer(struct curesv_call *c, enum curesv_layer layer,
 					     uint64_t ptr, uint64_t stream)
 {
-	c->layer = layer;
-	c->e = curesv_shim_engine();
-	if (!c->e)
-		return;
-	frame.depth++;
-	/* a free recorded into a graph happens at its launch, not now */
-	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
-	if (c->graph) {
-		curesv_shim_graph_free(c->e, ptr, stream);
+	/* c->layer is left unset: nothing on a free's path reads it */
+	curesv_engine *e = atomic_load_explicit(&curesv_shim_ready, memory_order_acquire);
+	if (__builtin_expect(e == NULL, 0) && (e = curesv_shim_engine_slow()) == NULL) {
+		c->e = NULL;
 		return;
 	}
-	curesv_free_begin_on(c->e, ptr, stream, &c->fop);
+	c->e = e;
+	frame.depth++;
+	/* A free recorded into a graph happens at its launch, not now: the free's end then has
+	 * nothing to settle (an untracked op, which curesv_free_end leaves alone). */
+	if (__builtin_expect(stream != CURESV_NO_STREAM && capturing(e, stream), 0)) {
+		c->fop.tracked = false;
+		curesv_shim_graph_free(e, ptr, stream);
+		return;
+	}
+	curesv_free_begin_on(e, ptr, stream, &c->fop);
 }
 
 CURESV_HOT_EXTERN void curesv_call_free_done(struct curesv_call *c, bool ok)
@@ -360,8 +384,6 @@ CURESV_HOT_EXTERN void curesv_call_free_done(struct curesv_call *c, bool ok)
 	if (!c->e)
 		return;
 	frame.depth--;
-	if (c->graph)
-		return;
 	curesv_free_end(c->e, &c->fop, ok);
 }
 

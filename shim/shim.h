@@ -32,13 +32,8 @@ enum curesv_layer { CURESV_LAYER_RUNTIME, CURESV_LAYER_DRIVER };
 /* Per-thread nesting: depth > 0 while a hook of this thread is inside its real call. Only the
  * outermost hook accounts, so an allocation made through the runtime is counted once although the
  * driver hook sees it too. `deny_*` carries a runtime-layer refusal down to the driver call. */
-struct curesv_frame {
-	int depth;
-	bool deny_pending;
-	uint8_t deny_kind;
-	uint64_t deny_bytes;
-};
-extern CURESV_HIDDEN _Thread_local struct curesv_frame curesv_frame;
+/* struct curesv_frame: base/self.h */
+#define curesv_frame curesv_self_.frame
 
 /* Inside another hook of this thread: pass straight through. */
 static inline bool curesv_nested(void)
@@ -93,7 +88,8 @@ static inline bool curesv_shim_tracking(void)
 				curesv_shim_engine_slow() != NULL, 1);
 }
 
-/* Brackets around a real allocation; `stream` is a stream-ordered allocation's stream (0 for the
+/* Brackets around a real allocation (curesv_call_alloc_done's `ptr`: what the call gave, 0 when
+ * it failed, so that a non-zero `ptr` says `ok` too); `stream` is a stream-ordered allocation's stream (0 for the
  * others, and for the legacy default stream), whose device the allocation belongs to, unless it
  * comes from memory pool `pool` (0: none named): then it belongs to the pool's device, or to the
  * host tier for a pool located in host memory.

@@ -10,8 +10,7 @@
 
 struct curesv_shard_ctl curesv_shard_ctl[CURESV_SHARDS];
 _Atomic int curesv_section_gate;
-_Thread_local int curesv_shard_self_;
-_Thread_local struct curesv_shard_ctl *curesv_shard_mine_;
+_Thread_local struct curesv_self curesv_self_;
 
 #define WORDS (CURESV_SHARDS / 64)
 /* Bit i of word i / 64: a thread holds index i. Claims take the lowest clear bit: an index taken

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/self.h"
+
 #define CURESV_SHARDS 4096      /* threads with a shard of their own at once */
 
 struct curesv_shard_ctl {
@@ -39,8 +41,8 @@ extern struct curesv_shard_ctl curesv_shard_ctl[CURESV_SHARDS];
  * so that the common entry reads one. */
 enum { CURESV_FORKING = 1, CURESV_HEAVY_FENCE = 2 };
 extern _Atomic int curesv_section_gate;
-extern _Thread_local int curesv_shard_self_;    /* index + 1; 0: none yet */
-extern _Thread_local struct curesv_shard_ctl *curesv_shard_mine_;      /* its control, once held */
+#define curesv_shard_self_ curesv_self_.shard_self      /* index + 1; 0: none yet */
+#define curesv_shard_mine_ curesv_self_.shard_mine      /* its control, once held */
 
 int curesv_shard_claim_(void);
 struct curesv_shard_ctl *curesv_section_enter_slow_(void);

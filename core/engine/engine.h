@@ -169,13 +169,8 @@ void curesv_engine_stream_restore(curesv_engine *e, uint64_t stream, const cures
 /* The stream's record: the calling thread's last lookup while the table's epoch holds, else the
  * table. False when curesv knows nothing of the stream. Lock-free. Inline: the allocation path
  * asks it for the device and the origin of every stream-ordered call. */
-struct curesv_stream_last {
-	const curesv_engine *e;
-	uint64_t stream;
-	uint32_t epoch;
-	curesv_stream_info info;
-};
-extern _Thread_local struct curesv_stream_last curesv_stream_last_;     /* stream_attach.c */
+/* struct curesv_stream_last: base/self.h */
+#define curesv_stream_last_ curesv_self_.stream_last
 bool curesv_engine_stream_table(curesv_engine *e, uint64_t stream, curesv_stream_info *out);
 static inline bool curesv_engine_stream(curesv_engine *e, uint64_t stream, curesv_stream_info *out)
 {

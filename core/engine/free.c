@@ -98,7 +98,7 @@ CURESV_HOT_EXTERN void curesv_free_end(curesv_engine *e, curesv_free_op *op, boo
 								cross_stream, index), 0))
 			debit_general(e, op, caller, serial, cross_stream, index);
 	}
-	op->state = CURESV_OP_IDLE;
+	/* withdrawn in the same section: no reader sees its state again */
 	curesv_shard_publish(shard, NULL);
 	curesv_section_leave(shard);
 }

@@ -9,15 +9,13 @@
 
 #include "base/log.h"
 
-_Thread_local struct curesv_stream_last curesv_stream_last_;
-
 /* The table's record, remembered as the thread's last lookup (engine.h checks that first). */
 bool curesv_engine_stream_table(curesv_engine *e, uint64_t stream, curesv_stream_info *out)
 {
 	uint32_t epoch = curesv_streams_epoch(&e->streams);
 	if (!curesv_streams_get(&e->streams, stream, out))
 		return false;
-	curesv_stream_last_ = (struct curesv_stream_last){ e, stream, epoch, *out };
+	curesv_stream_last_ = (struct curesv_stream_last){ e, stream, epoch, -1, *out };
 	return true;
 }
 

@@ -17,8 +17,6 @@ static struct curesv_attach_rule rules[CURESV_MAX_ATTACH_RULES];
 static _Atomic uint32_t next_serial = 1;
 /* Bumped when any thread is renamed or a reservation is created: rules may now match otherwise. */
 _Atomic uint32_t curesv_rename_epoch_ = 1;
-_Thread_local curesv_ref curesv_thread_ref_;
-_Thread_local uint32_t curesv_thread_epoch_;
 
 static _Thread_local struct {
 	uint32_t serial;
@@ -49,8 +47,6 @@ void curesv_attach_view(struct curesv_attach_state *s, unsigned rules_configured
 	n_rules = rules_configured < CURESV_MAX_ATTACH_RULES ? rules_configured
 							     : CURESV_MAX_ATTACH_RULES;
 }
-
-_Thread_local uint32_t curesv_thread_serial_;
 
 uint32_t curesv_thread_serial_slow(void)
 {

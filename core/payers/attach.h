@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "books/ledger.h"
+#include "base/self.h"
 
 #define CURESV_THREAD_NAME 16   /* as pthread_getname_np: 15 characters + NUL */
 
@@ -43,7 +44,7 @@ void curesv_attach_configure(curesv_ledger *l, const struct curesv_attach_rule *
 void curesv_attach_view(struct curesv_attach_state *s, unsigned rules_configured);
 
 /* The calling thread's serial number (1, 2, ... in order of first use; never 0). */
-extern _Thread_local uint32_t curesv_thread_serial_;
+#define curesv_thread_serial_ curesv_self_.serial
 uint32_t curesv_thread_serial_slow(void);
 static inline uint32_t curesv_thread_serial(void)
 {
@@ -53,8 +54,8 @@ static inline uint32_t curesv_thread_serial(void)
 
 /* The calling thread's reservation (CURESV_SHARED when unattached). */
 extern _Atomic uint32_t curesv_rename_epoch_;   /* moves when any thread is renamed */
-extern _Thread_local curesv_ref curesv_thread_ref_;      /* the attachment, as of ... */
-extern _Thread_local uint32_t curesv_thread_epoch_;     /* ... this epoch (0: never looked) */
+#define curesv_thread_ref_ curesv_self_.ref              /* the attachment, as of ... */
+#define curesv_thread_epoch_ curesv_self_.epoch          /* ... this epoch (0: never looked) */
 curesv_ref curesv_thread_origin_slow(void);
 static inline curesv_ref curesv_thread_origin(void)
 {

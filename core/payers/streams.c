@@ -1,6 +1,5 @@
 #include "payers/streams.h"
 
-_Thread_local struct curesv_tag_last curesv_tag_last_;
 
 static curesv_entry entry_of(uint64_t handle, const curesv_stream_info *in)
 {

@@ -67,30 +67,28 @@ static inline uint16_t curesv_stream_hash_tag(uint64_t key)
 	return (uint16_t)(1 + curesv_hash64(key) % 65535);
 }
 
-extern _Thread_local struct curesv_tag_last {
-	uint64_t stream;
-	uint16_t tag;           /* 0: none yet */
-} curesv_tag_last_;     /* the calling thread's last tag, kept: a loop on one stream hashes once */
+/* the calling thread's last tag, kept: a loop on one stream hashes once (base/self.h) */
+#define curesv_tag_last_ curesv_self_.tag_last
+/* The tag of `stream` (0 for CURESV_NO_STREAM). */
 static inline uint16_t curesv_stream_tag(uint64_t stream)
 {
-	if (__builtin_expect(curesv_tag_last_.tag != 0 && curesv_tag_last_.stream == stream, 1))
+	/* one compare: the cache's zero state is CURESV_NO_STREAM's, whose tag is 0 */
+	if (__builtin_expect(curesv_tag_last_.stream_next == stream + 1, 1))
 		return curesv_tag_last_.tag;
+	if (stream == CURESV_NO_STREAM)
+		return 0;
 	uint64_t key = stream;
 	if (stream == CURESV_STREAM_LEGACY)
 		key = 0;
 	else if (stream == CURESV_STREAM_PER_THREAD)
 		key = UINT64_C(1) << 63 | curesv_thread_serial();
 	uint16_t tag = curesv_stream_hash_tag(key);
-	curesv_tag_last_ = (struct curesv_tag_last){ stream, tag };
+	curesv_tag_last_ = (struct curesv_tag_last){ stream + 1, tag };
 	return tag;
 }
 
-typedef struct curesv_stream_info {
-	int device;             /* CUDA device ordinal; -1 unknown */
-	curesv_ref ref;         /* attached reservation (CURESV_SHARED when none) */
-	uint32_t ctx;           /* tag of the context it was created in (0: unknown) */
-	uint8_t flags;          /* enum curesv_stream_flags */
-} curesv_stream_info;
+/* curesv_stream_info (base/self.h): a record's device (-1 unknown), attached reservation
+ * (CURESV_SHARED when none), context tag (0 unknown) and enum curesv_stream_flags. */
 
 typedef struct curesv_streams {
 	curesv_table map;

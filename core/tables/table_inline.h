@@ -117,13 +117,14 @@ CURESV_HOT bool curesv_table_insert_home_(curesv_table *t, uint64_t key, uint64_
 	struct curesv_slot *h = &t->slots[home];
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 	if (__builtin_expect(key != 0 && curesv_st_phase(st) == CURESV_PHASE_FREE &&
-			     atomic_load_explicit(curesv_bound_of(t, home), memory_order_acquire) == 0, 1) &&
+			     /* h's own bound: t->slots is not read again past the atomics below */
+			     atomic_load_explicit(&h->bound, memory_order_acquire) == 0, 1) &&
 	    /* seq_cst: I4 (table.c), against a remover's scanning CAS and scan */
 	    atomic_compare_exchange_strong_explicit(&h->state, &st,
 						    curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st), 0),
 						    memory_order_seq_cst, memory_order_relaxed)) {
 		curesv_slot_publish_words(h, key, meta, thread, tag, curesv_st_version(st));
-		if (atomic_load_explicit(curesv_bound_of(t, home), memory_order_seq_cst) &
+		if (atomic_load_explicit(&h->bound, memory_order_seq_cst) &
 		    CURESV_BOUND_SCANNING)
 			curesv_table_raise_bound_(t, home, 0);
 		curesv_table_count_(t, shard, 1);

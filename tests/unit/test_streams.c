@@ -611,3 +611,32 @@ Test(streams, captures_of_per_thread_streams_are_each_threads_own)
 	actor_stop(&other);
 	curesv_engine_destroy(&E);
 }
+
+/* The thread's tag cache starts as CURESV_NO_STREAM's (tag 0): asking for that stream never hashes
+ * it, before or after other streams were asked for, and the others keep their own tags. */
+Test(streams, no_stream_has_tag_zero_whatever_the_cache_holds)
+{
+	cr_assert_eq(curesv_stream_tag(CURESV_NO_STREAM), 0);
+	uint16_t s = curesv_stream_tag(UINT64_C(0x7f0000001000));
+	cr_assert_neq(s, 0);
+	cr_assert_eq(s, curesv_stream_hash_tag(UINT64_C(0x7f0000001000)));
+	cr_assert_eq(curesv_stream_tag(CURESV_NO_STREAM), 0);
+	cr_assert_eq(curesv_stream_tag(UINT64_C(0x7f0000001000)), s);
+}
+
+/* A refilled stream record knows no device yet (the allocation path learns it first). */
+Test(streams, a_refilled_record_starts_with_no_known_device)
+{
+	curesv_engine E;
+	ENGINE(&E, "CURESV_CAPACITY=400K");
+	uint64_t st = UINT64_C(0x7f0000002000);
+	curesv_engine_stream_created(&E, st, 0, 1);
+	curesv_stream_info info;
+	cr_assert(curesv_engine_stream_table(&E, st, &info));
+	cr_assert_eq(curesv_stream_last_.known_device, -1);
+	curesv_stream_last_.known_device = 0;
+	curesv_engine_stream_created(&E, st, 0, 1); /* a change: the epoch moves */
+	cr_assert(curesv_engine_stream(&E, st, &info));
+	cr_assert_eq(curesv_stream_last_.known_device, -1, "the old record's knowledge is gone");
+	curesv_engine_destroy(&E);
+}
