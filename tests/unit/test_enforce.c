@@ -121,6 +121,11 @@ Test(enforce, capacity_holds_while_reservations_race_the_shared_pool, .timeout =
 		pthread_create(&tid[k], NULL, k < ALLOCATORS ? shared_allocator : reserver, &who[k]);
 	}
 	usleep((useconds_t)test_scale(3000000));
+	/* on a loaded machine (a sanitizer build, other jobs) the race goes on until both sides were
+	 * exercised, for at most 90 s more */
+	for (int waited = 0; (atomic_load(&r.grants) <= test_scale(1000) ||
+			      atomic_load(&r.reserves) <= test_scale(20)) && waited < 9000; waited++)
+		usleep(10000);
 	atomic_store(&r.stop, 1);
 	for (int k = 0; k < ALLOCATORS + RESERVERS; k++)
 		pthread_join(tid[k], NULL);
@@ -180,6 +185,9 @@ Test(enforce, a_merged_read_never_passes_the_capacity, .timeout = 120)
 			       &who[k]);
 	}
 	usleep((useconds_t)test_scale(3000000));
+	/* likewise until the reader took its readings */
+	for (int waited = 0; atomic_load(&r.reads) <= test_scale(100) && waited < 9000; waited++)
+		usleep(10000);
 	atomic_store(&r.stop, 1);
 	for (int k = 0; k < ALL; k++)
 		pthread_join(tid[k], NULL);
