@@ -156,7 +156,11 @@ static __attribute__((noinline)) bool refused(struct curesv_call *c, enum curesv
 /* Charges the allocation about to be made (c->layer, c->stream set), or refuses it. */
 CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum curesv_kind kind)
 {
-	learn_devices(c->e, device);
+	/* known is for good: begun_done need not ask again */
+	c->learned = atomic_load_explicit(&c->e->devices, memory_order_relaxed) != 0 &&
+		     curesv_engine_device_known(c->e, device);
+	if (__builtin_expect(!c->learned, 0))
+		learn_devices_slow(c->e, device);
 	frame.depth++;
 	if (__builtin_expect(curesv_alloc_begin_on(c->e, device, c->stream, bytes, kind, &c->op), 1))
 		return true;
@@ -273,7 +277,9 @@ static __attribute__((noinline)) bool begun_done(struct curesv_call *c, bool ok,
 		frame.depth--;
 		return true;
 	}
-	learn_devices(c->e, c->op.charge.device);
+	/* the first allocation may be what let the driver answer */
+	if (__builtin_expect(!c->learned, 0))
+		learn_devices(c->e, c->op.charge.device);
 	return alloc_end_of(c, ok, ptr);
 }
 
