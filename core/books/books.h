@@ -184,17 +184,27 @@ CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct cures
 	return true;
 }
 
+/* curesv_ledger_charge for a device and a size already found within curesv's bounds. */
+CURESV_HOT bool curesv_ledger_charge_in_(curesv_ledger *l, curesv_ref origin, int device,
+					 uint64_t bytes, enum curesv_kind kind, bool enforce,
+					 curesv_charge *c)
+{
+	int shard = curesv_shard_index();
+	struct curesv_payer p;
+	if (__builtin_expect(shard >= 0 && !curesv_kind_host(kind) &&
+			     l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
+			     curesv_ledger_payer(l, origin, device, &p) &&
+			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard, c), 1))
+		return true;
+	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
+}
+
 CURESV_HOT bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device,
 				     uint64_t bytes, enum curesv_kind kind, bool enforce,
 				     curesv_charge *c)
 {
-	int shard = curesv_shard_index();
-	struct curesv_payer p;
-	if (__builtin_expect(curesv_device_ok(device) && bytes <= CURESV_SIZE_LIMIT && shard >= 0 &&
-			     !curesv_kind_host(kind) && l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
-			     curesv_ledger_payer(l, origin, device, &p) &&
-			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard, c), 1))
-		return true;
+	if (__builtin_expect(curesv_device_ok(device) && bytes <= CURESV_SIZE_LIMIT, 1))
+		return curesv_ledger_charge_in_(l, origin, device, bytes, kind, enforce, c);
 	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
 }
 
@@ -210,9 +220,10 @@ CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 									 memory_order_relaxed)) ==
 				     c->serial, 1)) {
 		curesv_own_bump(&cell->allocs);
-		/* With leases the charge came before the real allocation: the view is read again. */
+		/* With leases the charge came before the real allocation: the view is read again
+		 * (reclaimable: a lease charge is origin attribution's). */
 		int64_t books = c->books;
-		if (curesv_reclaimable(l))
+		if (l->enforce)
 			books = curesv_word_bytes(atomic_load_explicit(&c->acct->word[0],
 								       memory_order_relaxed)) +
 				curesv_cell_d(v);
