@@ -153,7 +153,7 @@ static __attribute__((noinline)) bool refused(struct curesv_call *c, enum curesv
 	return true;
 }
 
-/* What a charge does first: learn `device`, and nest. */
+/* What a charge does first: learn `device`. */
 CURESV_HOT void charging(struct curesv_call *c, int device)
 {
 	/* known is for good: begun_done need not ask again */
@@ -161,10 +161,10 @@ CURESV_HOT void charging(struct curesv_call *c, int device)
 		     curesv_engine_device_known(c->e, device);
 	if (__builtin_expect(!c->learned, 0))
 		learn_devices_slow(c->e, device);
-	frame.depth++;
 }
 
-/* Charges the allocation about to be made (c->layer, c->stream set), or refuses it. */
+/* Charges the allocation about to be made (c->layer, c->stream set; the hook nested already: who
+ * pays, after a rename, takes the ledger's lock), or refuses it. */
 CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum curesv_kind kind)
 {
 	charging(c, device);
@@ -215,10 +215,9 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
 	/* Observe mode refuses nothing: who pays is decided once the allocation exists. */
 	c->begun = !c->graph && c->e->ledger.enforce;
-	if (!c->begun) {
-		frame.depth++;
+	frame.depth++;
+	if (!c->begun)
 		return true;
-	}
 	const struct curesv_stream_last *l = &curesv_stream_last_;
 	if (!pool && stream != CURESV_NO_STREAM && l->e == c->e && l->stream == stream &&
 	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams))
@@ -428,6 +427,7 @@ bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t
 		return true;
 	if (device == CURESV_CURRENT_DEVICE)
 		device = current_device(CURESV_LAYER_DRIVER);
+	frame.depth++;
 	return charge(c, device, bytes, kind);
 }
 
