@@ -153,20 +153,23 @@ static __attribute__((noinline)) bool refused(struct curesv_call *c, enum curesv
 	return true;
 }
 
-/* What a charge does first: learn `device`. */
+/* What a charge does first (nested already: who pays, after a rename, takes the ledger's lock):
+ * learn `device`. */
 CURESV_HOT void charging(struct curesv_call *c, int device)
 {
 	/* known is for good: begun_done need not ask again */
 	c->learned = atomic_load_explicit(&c->e->devices, memory_order_relaxed) != 0 &&
-		     curesv_engine_device_known(c->e, device);
+		     ((unsigned)device >= CURESV_MAX_DEVICES ||
+		      atomic_load_explicit(&c->e->ledger.dev[device].capacity_known,
+					   memory_order_relaxed) != 0);
 	if (__builtin_expect(!c->learned, 0))
 		learn_devices_slow(c->e, device);
 }
 
-/* Charges the allocation about to be made (c->layer, c->stream set; the hook nested already: who
- * pays, after a rename, takes the ledger's lock), or refuses it. */
+/* Charges the allocation about to be made (c->layer, c->stream set), or refuses it. */
 CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum curesv_kind kind)
 {
+	frame.depth++;
 	charging(c, device);
 	if (__builtin_expect(curesv_alloc_begin_on(c->e, device, c->stream, bytes, kind, &c->op), 1))
 		return true;
@@ -179,7 +182,9 @@ CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_la
 {
 	int device = l->info.device;
 	bool via_stream = l->info.flags & CURESV_STREAM_ATTACHED;
-	curesv_ref origin = via_stream ? l->info.ref : curesv_thread_origin();
+	curesv_ref ref = l->info.ref;
+	frame.depth++;
+	curesv_ref origin = via_stream ? ref : curesv_thread_origin();
 	charging(c, device);
 	if (__builtin_expect(curesv_alloc_begin_by(c->e, device, c->stream, c->bytes, c->kind, origin,
 						   via_stream, &c->op), 1))
@@ -215,9 +220,10 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
 	/* Observe mode refuses nothing: who pays is decided once the allocation exists. */
 	c->begun = !c->graph && c->e->ledger.enforce;
-	frame.depth++;
-	if (!c->begun)
+	if (!c->begun) {
+		frame.depth++;
 		return true;
+	}
 	const struct curesv_stream_last *l = &curesv_stream_last_;
 	if (!pool && stream != CURESV_NO_STREAM && l->e == c->e && l->stream == stream &&
 	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams))
@@ -427,7 +433,6 @@ bool curesv_call_alloc_at(struct curesv_call *c, enum curesv_kind kind, uint64_t
 		return true;
 	if (device == CURESV_CURRENT_DEVICE)
 		device = current_device(CURESV_LAYER_DRIVER);
-	frame.depth++;
 	return charge(c, device, bytes, kind);
 }
 
