@@ -152,14 +152,43 @@ static __attribute__((noinline)) bool refused(struct curesv_call *c, enum curesv
 	return true;
 }
 
+/* What a charge does first (nested already: who pays, after a rename, takes the ledger's lock):
+ * learn `device`. */
+CURESV_HOT void charging(struct curesv_call *c, int device)
+{
+	/* known is for good: begun_done need not ask again */
+	c->learned = atomic_load_explicit(&c->e->devices, memory_order_relaxed) != 0 &&
+		     ((unsigned)device >= CURESV_MAX_DEVICES ||
+		      atomic_load_explicit(&c->e->ledger.dev[device].capacity_known,
+					   memory_order_relaxed) != 0);
+	if (__builtin_expect(!c->learned, 0))
+		learn_devices_slow(c->e, device);
+}
+
 /* Charges the allocation about to be made (c->layer, c->stream set), or refuses it. */
 CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum curesv_kind kind)
 {
-	learn_devices(c->e, device);
 	frame.depth++;
+	charging(c, device);
 	if (__builtin_expect(curesv_alloc_begin_on(c->e, device, c->stream, bytes, kind, &c->op), 1))
 		return true;
 	return refused(c, kind, bytes);
+}
+
+/* The same for a stream-ordered allocation that the thread's last stream lookup `l` answers: its
+ * device and who pays are read from that one record. */
+CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_last *l)
+{
+	int device = l->info.device;
+	bool via_stream = l->info.flags & CURESV_STREAM_ATTACHED;
+	curesv_ref ref = l->info.ref;
+	frame.depth++;
+	curesv_ref origin = via_stream ? ref : curesv_thread_origin();
+	charging(c, device);
+	if (__builtin_expect(curesv_alloc_begin_by(c->e, device, c->stream, c->bytes, c->kind, origin,
+						   via_stream, &c->op), 1))
+		return true;
+	return refused(c, c->kind, c->bytes);
 }
 
 /* The device (and, from a host-located pool, the tier) of the allocation c describes. */
@@ -197,6 +226,10 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 		frame.depth++;
 		return true;
 	}
+	const struct curesv_stream_last *l = &curesv_stream_last_;
+	if (!pool && stream != CURESV_NO_STREAM && l->e == c->e && l->stream == stream &&
+	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams))
+		return charge_last(c, l);
 	/* call_device first: from a host-located pool it makes the allocation's kind the host
 	 * tier's, which the charge reads (an argument list has no order of evaluation) */
 	int device = call_device(c);
@@ -286,16 +319,32 @@ CURESV_HOT bool alloc_end_of(struct curesv_call *c, bool ok, uint64_t ptr)
 	return keep;
 }
 
-/* Enforce mode, VMM and a capture's allocations: what curesv_call_alloc_done leaves out of line. */
-static __attribute__((noinline)) bool begun_done(struct curesv_call *c, bool ok, uint64_t ptr)
+/* begun_done's rare cases: a capture's allocation, a device first learned, a runtime-layer
+ * refusal. */
+static __attribute__((noinline)) bool begun_rare(struct curesv_call *c, bool ok, uint64_t ptr)
 {
 	if (__builtin_expect(c->graph, 0)) {
 		graph_alloc(c, ok, ptr);
 		frame.depth--;
 		return true;
 	}
-	learn_devices(c->e, c->op.charge.device);
+	/* the first allocation may be what let the driver answer */
+	if (!c->learned)
+		learn_devices(c->e, c->op.charge.device);
 	return alloc_end_of(c, ok, ptr);
+}
+
+/* Enforce mode and VMM: the end of an allocation begun before the real call. Inlined into each
+ * hook (link-time optimisation), as is the engine's curesv_alloc_end, in the common case. */
+CURESV_HOT bool begun_done(struct curesv_call *c, bool ok, uint64_t ptr)
+{
+	if (__builtin_expect(c->graph || c->deny || !c->learned, 0))
+		return begun_rare(c, ok, ptr);
+	bool keep = curesv_alloc_end(c->e, &c->op, ok, ptr);
+	/* as alloc_end_of: an allocation to undo is freed while still nested */
+	if (keep)
+		frame.depth--;
+	return keep;
 }
 
 /* Observe mode outside its common case (a failed call, a size or device past curesv's bounds,

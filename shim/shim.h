@@ -56,6 +56,7 @@ struct curesv_call {
 	bool graph;             /* stream-ordered on a capturing stream: the graph's, not live memory */
 	bool begun;             /* op was begun before the real call (enforce mode, VMM); observe
 				   mode begins it after (curesv_call_alloc_done) */
+	bool learned;           /* begun with the device's capacity known: nothing to learn after */
 	enum curesv_kind kind;  /* what was asked: kind, bytes, stream, memory pool (0: none) */
 	uint64_t bytes;
 	uint64_t stream;        /* a stream-ordered call's stream (CURESV_NO_STREAM: not one) */

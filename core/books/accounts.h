@@ -195,6 +195,9 @@ typedef struct curesv_charge {
 	int64_t books;          /* the books' value right after the charge, for the peak; after a
 				   refusal, the bytes in use that it was refused on */
 	int64_t budget;         /* the budget the charge was held to (device tier) */
+	/* Set only by the lease charge (books.h): the charging thread's share of the device's total.
+	 * Non-NULL says commit's common case holds but for the cell's serial, which it checks. */
+	_Atomic int64_t *share;
 } curesv_charge;
 
 /* Merged figures of one device (curesv_ledger_device_stats). */

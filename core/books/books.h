@@ -168,48 +168,69 @@ CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct cures
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
-	*c = (curesv_charge){ .origin = p->handle, .serial = p->serial, .account = p->account,
-			      .acct = p->a, .cell = cell, .device = device, .bytes = bytes,
-			      .kind = (uint8_t)kind, .books = books, .budget = budget };
+	/* field by field: a compound literal would clear the whole record first */
+	c->origin = p->handle;
+	c->serial = p->serial;
+	c->account = p->account;
+	c->acct = p->a;
+	c->cell = cell;
+	c->device = device;
+	c->bytes = bytes;
+	c->kind = (uint8_t)kind;
+	c->fell_back = c->over = c->wrong_device = c->first_denial = c->full = false;
+	c->books = books;
+	c->budget = budget;
+	c->share = &tb->device[device];
 	return true;
 }
 
-CURESV_HOT bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device,
-				     uint64_t bytes, enum curesv_kind kind, bool enforce,
-				     curesv_charge *c)
+/* curesv_ledger_charge for a device and a size already found within curesv's bounds. */
+CURESV_HOT bool curesv_ledger_charge_in_(curesv_ledger *l, curesv_ref origin, int device,
+					 uint64_t bytes, enum curesv_kind kind, bool enforce,
+					 curesv_charge *c)
 {
 	int shard = curesv_shard_index();
 	struct curesv_payer p;
-	if (__builtin_expect(curesv_device_ok(device) && bytes <= CURESV_SIZE_LIMIT && shard >= 0 &&
-			     !curesv_kind_host(kind) && l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
+	if (__builtin_expect(shard >= 0 && !curesv_kind_host(kind) &&
+			     l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
 			     curesv_ledger_payer(l, origin, device, &p) &&
 			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard, c), 1))
 		return true;
 	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
 }
 
-/* The common commit: device memory of a charge from the thread's cell, not over its budget, the
- * cell still carrying the account's serial; the peaks rise on the general path only when passed. */
+CURESV_HOT bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int device,
+				     uint64_t bytes, enum curesv_kind kind, bool enforce,
+				     curesv_charge *c)
+{
+	if (__builtin_expect(curesv_device_ok(device) && bytes <= CURESV_SIZE_LIMIT, 1))
+		return curesv_ledger_charge_in_(l, origin, device, bytes, kind, enforce, c);
+	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
+}
+
+/* The common commit: a lease charge's (device memory under origin attribution, from the thread's
+ * cell, not over its budget: c->share set), the cell still carrying the account's serial; the
+ * peaks rise on the general path only when passed. */
 CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 {
 	struct curesv_cell *cell = c->cell;
-	if (__builtin_expect(cell != NULL && !c->over && !curesv_kind_host(c->kind) &&
-			     l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
-			     curesv_cell_serial(atomic_load_explicit(&cell->books, memory_order_relaxed)) ==
+	uint64_t v;
+	if (__builtin_expect(c->share != NULL &&
+			     curesv_cell_serial(v = atomic_load_explicit(&cell->books,
+									 memory_order_relaxed)) ==
 				     c->serial, 1)) {
 		curesv_own_bump(&cell->allocs);
-		/* With leases the charge came before the real allocation: the view is read again. */
+		/* With leases the charge came before the real allocation: the view is read again
+		 * (reclaimable: a lease charge is origin attribution's). */
 		int64_t books = c->books;
-		if (curesv_reclaimable(l))
+		if (l->enforce)
 			books = curesv_word_bytes(atomic_load_explicit(&c->acct->word[0],
 								       memory_order_relaxed)) +
-				curesv_cell_d(atomic_load_explicit(&cell->books, memory_order_relaxed));
+				curesv_cell_d(v);
 		if (books > c->budget)
 			books = c->budget;
-		/* a cell is its thread's shard's: the thread has one */
 		struct curesv_device *d = &l->dev[c->device];
-		int64_t total = curesv_load64(&d->allocated) +
-				curesv_load64(&l->books[curesv_shard_index()].device[c->device]);
+		int64_t total = curesv_load64(&d->allocated) + curesv_load64(c->share);
 		if (__builtin_expect(books > curesv_tagged_bytes(&c->acct->view_peak,
 								 curesv_handle_gen(c->origin)) ||
 				     total > curesv_load64(&d->view_peak), 0))

@@ -125,8 +125,21 @@ CURESV_HOT_EXTERN bool curesv_alloc_begin_slow_(curesv_engine *e, int device, ui
 	}
 	if (!enforcing(e))
 		return true;
+	return curesv_alloc_enforced_(e, device, bytes, kind, op->origin, op);
+}
+
+/* Enforce mode's charge of op (within curesv's bounds, who pays resolved: `origin`), in the books'
+ * section, published there for fork. Inlined into the shim's hooks (link-time optimisation). Its
+ * figures come as arguments: the section's entry is a compiler barrier that op's would not pass. */
+CURESV_HOT_EXTERN bool curesv_alloc_enforced_(curesv_engine *e, int device, uint64_t bytes,
+					      enum curesv_kind kind, curesv_ref origin,
+					      curesv_alloc_op *op)
+{
+	curesv_charge *c = &op->charge;
 	struct curesv_shard_ctl *shard = curesv_section_enter();
-	bool ok = charge(e, op, device, bytes, kind, true);
+	bool ok = curesv_ledger_charge_in_(&e->ledger, origin, device, bytes, kind, true, c);
+	if (__builtin_expect(c->fell_back || c->wrong_device, 0))
+		fell_back(e, op);
 	if (ok) {
 		op->charged = true;
 		op->state = CURESV_OP_CHARGED;

@@ -87,6 +87,8 @@ bool curesv_alloc_begin(curesv_engine *e, int device, uint64_t bytes, enum cures
  * asked. */
 bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			      curesv_alloc_op *op);
+bool curesv_alloc_enforced_(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
+			    curesv_ref origin, curesv_alloc_op *op);
 CURESV_HOT bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream,
 					 uint64_t bytes, enum curesv_kind kind, curesv_alloc_op *op)
 {
@@ -102,6 +104,27 @@ CURESV_HOT bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t str
 	if (__builtin_expect(!e->ledger.enforce && bytes - 1 < CURESV_SIZE_LIMIT &&
 			     (unsigned)device < CURESV_MAX_DEVICES, 1))
 		return true;
+	return curesv_alloc_begin_slow_(e, device, bytes, kind, op);
+}
+/* The same with who pays already asked: `origin`, the stream's attachment when `via_stream`, as
+ * curesv_engine_payer_origin answers (outside the books' section: after a rename it takes the
+ * ledger's lock). For a caller that looked at the thread's last stream lookup for the device. */
+CURESV_HOT bool curesv_alloc_begin_by(curesv_engine *e, int device, uint64_t stream,
+					 uint64_t bytes, enum curesv_kind kind, curesv_ref origin,
+					 bool via_stream, curesv_alloc_op *op)
+{
+	op->state = CURESV_OP_IDLE;
+	op->stream = stream;
+	op->charge.device = device;
+	op->charge.bytes = bytes;
+	op->charge.kind = (uint8_t)kind;
+	op->origin = origin;
+	op->via_stream = via_stream;
+	op->charged = false;
+	op->untracked = false;
+	if (__builtin_expect(e->ledger.enforce && bytes - 1 < CURESV_SIZE_LIMIT &&
+			     (unsigned)device < CURESV_MAX_DEVICES, 1))
+		return curesv_alloc_enforced_(e, device, bytes, kind, origin, op);
 	return curesv_alloc_begin_slow_(e, device, bytes, kind, op);
 }
 /* Observe mode's whole allocation, once `ptr` exists: `bytes` of `kind` on `device`, stream-ordered
