@@ -293,14 +293,16 @@ static inline void curesv_own_bump(_Atomic uint64_t *v)
 	atomic_store_explicit(v, curesv_loadu(v) + 1, memory_order_relaxed);
 }
 
-/* A cell's new value n (v before), stored when its range takes it: [lo, 0] (lo is -slack, or 0
- * for bytes that may not stay as a lease). A plain store unless a reclaim may race it (enforce). */
+/* A cell's new value n (v before, carrying its serial), stored when its range takes it: [lo, 0]
+ * (lo is -slack, or 0 for bytes that may not stay as a lease). The bytes field moves by n's change
+ * alone: within that range it neither borrows from nor carries into the serial. A plain store
+ * unless a reclaim may race it (enforce). */
 static inline bool curesv_cell_set(const curesv_ledger *l, struct curesv_cell *c, uint64_t v,
-				   uint64_t serial, int64_t n, int64_t lo)
+				   int64_t n, int64_t lo)
 {
 	if (n > 0 || n < lo)
 		return false;
-	uint64_t next = curesv_cell_make(serial, n);
+	uint64_t next = v + (uint64_t)(n - curesv_cell_d(v));
 	if (!curesv_reclaimable(l)) {
 		atomic_store_explicit(&c->books, next, memory_order_relaxed);
 		return true;
@@ -316,6 +318,14 @@ static inline int64_t curesv_tagged_bytes(_Atomic uint64_t *w, unsigned gen)
 	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
 	return (cur & ~CURESV_PEAK_BYTES) == curesv_peak_make(gen, 0)
 		       ? (int64_t)(cur & CURESV_PEAK_BYTES) : INT64_MAX;
+}
+
+/* Whether `bytes` (0..2^47) pass the tagged peak word w of generation gen, in one compare: also
+ * true when w is an older generation's, which the caller's general path (curesv_tagged_bytes)
+ * finds nothing to raise; false when w is a later generation's, as curesv_tagged_bytes. */
+static inline bool curesv_tagged_passes(_Atomic uint64_t *w, unsigned gen, int64_t bytes)
+{
+	return curesv_peak_make(gen, bytes) > atomic_load_explicit(w, memory_order_relaxed);
 }
 
 /* The shared pool's size: what capacity leaves after the reservations and the flushed orphan

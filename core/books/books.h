@@ -118,7 +118,7 @@ CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv
 	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
 	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[device]) + b;
 	if (__builtin_expect(curesv_cell_serial(v) != p->serial || share > 0 ||
-			     !curesv_cell_set(l, cell, v, p->serial, n, -curesv_load64(&p->a->slack)), 0))
+			     !curesv_cell_set(l, cell, v, n, -curesv_load64(&p->a->slack)), 0))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -129,7 +129,7 @@ CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv
 	struct curesv_device *d = &l->dev[device];
 	int64_t total = curesv_load64(&d->allocated) + share;
 	if (__builtin_expect(view > budget ||
-			     view > curesv_tagged_bytes(&p->a->view_peak, curesv_handle_gen(p->handle)) ||
+			     curesv_tagged_passes(&p->a->view_peak, curesv_handle_gen(p->handle), view) ||
 			     total > curesv_load64(&d->view_peak), 0)) {
 		curesv_charge c;
 		curesv_payer_charge(p, device, bytes, CURESV_KIND_DEVICE, &c);
@@ -164,7 +164,7 @@ CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct cures
 						    : (int64_t)curesv_loadu(&l->res[p->account].size);
 	/* observe mode past the budget: the general path marks it over (a merged read) */
 	if ((!enforce && books > budget) ||
-	    !curesv_cell_set(l, cell, v, p->serial, n, -curesv_load64(&p->a->slack)))
+	    !curesv_cell_set(l, cell, v, n, -curesv_load64(&p->a->slack)))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -231,8 +231,8 @@ CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 			books = c->budget;
 		struct curesv_device *d = &l->dev[c->device];
 		int64_t total = curesv_load64(&d->allocated) + curesv_load64(c->share);
-		if (__builtin_expect(books > curesv_tagged_bytes(&c->acct->view_peak,
-								 curesv_handle_gen(c->origin)) ||
+		if (__builtin_expect(curesv_tagged_passes(&c->acct->view_peak,
+							  curesv_handle_gen(c->origin), books) ||
 				     total > curesv_load64(&d->view_peak), 0))
 			curesv_ledger_peaks_(l, c, books, total);
 		return;
@@ -292,7 +292,7 @@ CURESV_HOT bool curesv_ledger_debit_fast_(curesv_ledger *l, uint64_t bytes_, uin
 	int64_t share = curesv_load64(&tb->device[device]) - bytes;
 	if (curesv_cell_serial(v) != serial || share < -curesv_load64(&l->dev[device].slack) ||
 	    (curesv_reclaimable(l) && atomic_load_explicit(&a->draining, memory_order_relaxed)) ||
-	    !curesv_cell_set(l, c, v, serial, curesv_cell_d(v) - bytes, -curesv_load64(&a->slack)))
+	    !curesv_cell_set(l, c, v, curesv_cell_d(v) - bytes, -curesv_load64(&a->slack)))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_bump(&c->frees);
