@@ -296,14 +296,14 @@ static inline void curesv_own_bump(_Atomic uint64_t *v)
 /* A cell's new value n (v before, carrying its serial), stored when its range takes it: [lo, 0]
  * (lo is -slack, or 0 for bytes that may not stay as a lease). The bytes field moves by n's change
  * alone: within that range it neither borrows from nor carries into the serial. A plain store
- * unless a reclaim may race it (enforce). */
-static inline bool curesv_cell_set(const curesv_ledger *l, struct curesv_cell *c, uint64_t v,
-				   int64_t n, int64_t lo)
+ * unless a reclaim may race it (`cas`: curesv_reclaimable, or what the caller knows of it). */
+static inline bool curesv_cell_set(struct curesv_cell *c, uint64_t v, int64_t n, int64_t lo,
+				   bool cas)
 {
 	if (n > 0 || n < lo)
 		return false;
 	uint64_t next = v + (uint64_t)(n - curesv_cell_d(v));
-	if (!curesv_reclaimable(l)) {
+	if (!cas) {
 		atomic_store_explicit(&c->books, next, memory_order_relaxed);
 		return true;
 	}

@@ -225,7 +225,7 @@ HOT bool charge_fast(curesv_ledger *l, curesv_charge *c, int shard, bool enforce
 	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
 	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[c->device]) + b;
 	if (curesv_cell_serial(v) != c->serial || share > 0 ||
-	    !curesv_cell_set(l, cell, v, n, -curesv_load64(&a->slack)))
+	    !curesv_cell_set(cell, v, n, -curesv_load64(&a->slack), curesv_reclaimable(l)))
 		return false;
 	atomic_store_explicit(&tb->device[c->device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);

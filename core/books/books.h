@@ -108,9 +108,11 @@ CURESV_HOT void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int de
 /* Observe mode under origin attribution, once the allocation is in the origin table: charges and
  * counts `bytes` of device memory to payer p, peaks included, in one pass, in the common case: the
  * thread's cell already carrying the account's serial, and its lease and its share of the device's
- * total covering the bytes. False, changing nothing, for anything else: curesv_ledger_charge_now. */
+ * total covering the bytes. `cas`: whether a reclaim may race the cell (curesv_reclaimable;
+ * false in observe mode).
+ * False, changing nothing, for anything else: curesv_ledger_charge_now. */
 CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv_payer *p,
-					   int device, uint64_t bytes, int shard)
+					   int device, uint64_t bytes, int shard, bool cas)
 {
 	struct curesv_thread_books *tb = &l->books[shard];
 	struct curesv_cell *cell = &tb->cell[p->account];
@@ -118,7 +120,7 @@ CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv
 	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
 	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[device]) + b;
 	if (__builtin_expect(curesv_cell_serial(v) != p->serial || share > 0 ||
-			     !curesv_cell_set(l, cell, v, n, -curesv_load64(&p->a->slack)), 0))
+			     !curesv_cell_set(cell, v, n, -curesv_load64(&p->a->slack), cas), 0))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -164,7 +166,8 @@ CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct cures
 						    : (int64_t)curesv_loadu(&l->res[p->account].size);
 	/* observe mode past the budget: the general path marks it over (a merged read) */
 	if ((!enforce && books > budget) ||
-	    !curesv_cell_set(l, cell, v, n, -curesv_load64(&p->a->slack)))
+	    !curesv_cell_set(cell, v, n, -curesv_load64(&p->a->slack),
+			     curesv_reclaimable(l)))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -247,7 +250,7 @@ CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
 	int shard = curesv_shard_index();
 	struct curesv_payer p = { c->acct, c->account, c->origin, c->serial };
 	if (__builtin_expect(shard >= 0 && !curesv_kind_host(c->kind), 1) &&
-	    curesv_ledger_charge_payer(l, &p, c->device, c->bytes, shard))
+	    curesv_ledger_charge_payer(l, &p, c->device, c->bytes, shard, curesv_reclaimable(l)))
 		return 1;
 	return curesv_ledger_charge_now_slow(l, c, shard);
 }
@@ -290,9 +293,12 @@ CURESV_HOT bool curesv_ledger_debit_fast_(curesv_ledger *l, uint64_t bytes_, uin
 	int64_t bytes = (int64_t)bytes_;
 	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
 	int64_t share = curesv_load64(&tb->device[device]) - bytes;
-	if (curesv_cell_serial(v) != serial || share < -curesv_load64(&l->dev[device].slack) ||
-	    (curesv_reclaimable(l) && atomic_load_explicit(&a->draining, memory_order_relaxed)) ||
-	    !curesv_cell_set(l, c, v, curesv_cell_d(v) - bytes, -curesv_load64(&a->slack)))
+	if (curesv_cell_serial(v) != serial || share < -curesv_load64(&l->dev[device].slack))
+		return false;
+	/* origin attribution (checked above): a reclaim may race only in enforce mode */
+	bool cas = l->enforce;
+	if ((cas && atomic_load_explicit(&a->draining, memory_order_relaxed)) ||
+	    !curesv_cell_set(c, v, curesv_cell_d(v) - bytes, -curesv_load64(&a->slack), cas))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_bump(&c->frees);
