@@ -72,8 +72,9 @@ CURESV_HOT bool curesv_ledger_payer(curesv_ledger *l, curesv_ref origin, int dev
 	struct curesv_reservation *r = &l->res[slot];
 	/* acquire: pairs with reserve's release: device and size read after are this serial's */
 	uint64_t id = atomic_load_explicit(&r->ident, memory_order_acquire);
-	if (__builtin_expect(slot != 0 && curesv_ident_state(id) == CURESV_RES_ACTIVE &&
-			     curesv_ident_serial(id) == curesv_ref_serial(origin) &&
+	/* slot 0 is never active; ident and origin carry the serial in the same bits */
+	if (__builtin_expect(curesv_ident_state(id) == CURESV_RES_ACTIVE &&
+			     ((id ^ origin) >> 24) == 0 &&
 			     atomic_load_explicit(&r->device, memory_order_relaxed) == device, 1)) {
 		*p = (struct curesv_payer){ &r->acct, slot, (uint32_t)slot << 16 | curesv_ident_gen(id),
 					    curesv_ident_serial(id) };
