@@ -234,6 +234,15 @@ static inline bool curesv_device_ok(int device)
 	return device >= 0 && device < CURESV_MAX_DEVICES;
 }
 
+/* An allocation or a reservation touched device d. Every charge's general path marks it, and
+ * so does every cell's settling (curesv_cell_settle): a fast path, which needs the thread's cell
+ * to carry the account's serial already, leaves it alone. */
+static inline void curesv_mark_seen(struct curesv_device *d)
+{
+	if (!atomic_load_explicit(&d->seen, memory_order_relaxed))
+		atomic_store_explicit(&d->seen, 1, memory_order_relaxed);
+}
+
 /* Enforce mode under origin attribution may take cells' leases back (reclaim) when a charge would
  * pass a budget: its cells are updated by CAS. Elsewhere only their thread writes them. */
 static inline bool curesv_reclaimable(const curesv_ledger *l)

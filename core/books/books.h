@@ -56,13 +56,11 @@ struct curesv_payer {
 /* Who pays for an allocation on `device` charged to `origin` (CURESV_SHARED or the allocating
  * thread's or stream's attachment), in the common case: the shared pool, or a live reservation on
  * that device. False for anything else (released, on another device): curesv_ledger_target then
- * decides, and says why. */
+ * decides, and says why. Leaves the device's `seen` to the general paths (curesv_mark_seen). */
 CURESV_HOT bool curesv_ledger_payer(curesv_ledger *l, curesv_ref origin, int device,
 				    struct curesv_payer *p)
 {
 	struct curesv_device *d = &l->dev[device];
-	if (__builtin_expect(!atomic_load_explicit(&d->seen, memory_order_relaxed), 0))
-		atomic_store_explicit(&d->seen, 1, memory_order_relaxed);
 	if (origin == CURESV_SHARED) {
 		*p = (struct curesv_payer){ &d->shared, CURESV_ACCOUNT_SHARED0 + (unsigned)device,
 					    CURESV_SHARED, CURESV_SHARED_SERIAL };
@@ -98,6 +96,7 @@ CURESV_HOT void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int de
 				     uint64_t bytes, enum curesv_kind kind, curesv_charge *c)
 {
 	struct curesv_payer p;
+	curesv_mark_seen(&l->dev[device]);
 	if (__builtin_expect(curesv_ledger_payer(l, origin, device, &p), 1)) {
 		curesv_payer_charge(&p, device, bytes, kind, c);
 		return;
