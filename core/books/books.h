@@ -74,8 +74,9 @@ CURESV_HOT bool curesv_ledger_payer(curesv_ledger *l, curesv_ref origin, int dev
 	if (__builtin_expect(curesv_ident_state(id) == CURESV_RES_ACTIVE &&
 			     ((id ^ origin) >> 24) == 0 &&
 			     atomic_load_explicit(&r->device, memory_order_relaxed) == device, 1)) {
-		*p = (struct curesv_payer){ &r->acct, slot, (uint32_t)slot << 16 | curesv_ident_gen(id),
-					    curesv_ident_serial(id) };
+		/* the same serial: the same reservation, of the generation origin names */
+		*p = (struct curesv_payer){ &r->acct, slot, curesv_ref_handle(origin),
+					    curesv_ref_serial(origin) };
 		return true;
 	}
 	return false;
