@@ -128,6 +128,8 @@ void curesv_cell_settle(curesv_ledger *l, struct curesv_cell *c,
 						  unsigned account, uint64_t v, uint64_t serial,
 						  int device)
 {
+	if (curesv_device_ok(device))
+		curesv_mark_seen(&l->dev[device]);
 	atomic_store_explicit(&c->view, 0, memory_order_relaxed);
 	/* A reservation's counters join its device's retired totals (its slot was reused, or this
 	 * is the first use of the cell: all zero). A reader summing stale cells meanwhile may count

@@ -234,6 +234,15 @@ static inline bool curesv_device_ok(int device)
 	return device >= 0 && device < CURESV_MAX_DEVICES;
 }
 
+/* An allocation or a reservation touched device d. Every charge's general path marks it, and
+ * so does every cell's settling (curesv_cell_settle): a fast path, which needs the thread's cell
+ * to carry the account's serial already, leaves it alone. */
+static inline void curesv_mark_seen(struct curesv_device *d)
+{
+	if (!atomic_load_explicit(&d->seen, memory_order_relaxed))
+		atomic_store_explicit(&d->seen, 1, memory_order_relaxed);
+}
+
 /* Enforce mode under origin attribution may take cells' leases back (reclaim) when a charge would
  * pass a budget: its cells are updated by CAS. Elsewhere only their thread writes them. */
 static inline bool curesv_reclaimable(const curesv_ledger *l)
@@ -293,15 +302,17 @@ static inline void curesv_own_bump(_Atomic uint64_t *v)
 	atomic_store_explicit(v, curesv_loadu(v) + 1, memory_order_relaxed);
 }
 
-/* A cell's new value n (v before), stored when its range takes it: [lo, 0] (lo is -slack, or 0
- * for bytes that may not stay as a lease). A plain store unless a reclaim may race it (enforce). */
-static inline bool curesv_cell_set(const curesv_ledger *l, struct curesv_cell *c, uint64_t v,
-				   uint64_t serial, int64_t n, int64_t lo)
+/* A cell's new value n (v before, carrying its serial), stored when its range takes it: [lo, 0]
+ * (lo is -slack, or 0 for bytes that may not stay as a lease). The bytes field moves by n's change
+ * alone: within that range it neither borrows from nor carries into the serial. A plain store
+ * unless a reclaim may race it (`cas`: curesv_reclaimable, or what the caller knows of it). */
+static inline bool curesv_cell_set(struct curesv_cell *c, uint64_t v, int64_t n, int64_t lo,
+				   bool cas)
 {
 	if (n > 0 || n < lo)
 		return false;
-	uint64_t next = curesv_cell_make(serial, n);
-	if (!curesv_reclaimable(l)) {
+	uint64_t next = v + (uint64_t)(n - curesv_cell_d(v));
+	if (!cas) {
 		atomic_store_explicit(&c->books, next, memory_order_relaxed);
 		return true;
 	}
@@ -316,6 +327,14 @@ static inline int64_t curesv_tagged_bytes(_Atomic uint64_t *w, unsigned gen)
 	uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
 	return (cur & ~CURESV_PEAK_BYTES) == curesv_peak_make(gen, 0)
 		       ? (int64_t)(cur & CURESV_PEAK_BYTES) : INT64_MAX;
+}
+
+/* Whether `bytes` (0..2^47) pass the tagged peak word w of generation gen, in one compare: also
+ * true when w is an older generation's, which the caller's general path (curesv_tagged_bytes)
+ * finds nothing to raise; false when w is a later generation's, as curesv_tagged_bytes. */
+static inline bool curesv_tagged_passes(_Atomic uint64_t *w, unsigned gen, int64_t bytes)
+{
+	return curesv_peak_make(gen, bytes) > atomic_load_explicit(w, memory_order_relaxed);
 }
 
 /* The shared pool's size: what capacity leaves after the reservations and the flushed orphan

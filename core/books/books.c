@@ -147,11 +147,6 @@ static enum curesv_flush charge_origin(curesv_ledger *l, const struct curesv_tar
 	return f;
 }
 
-HOT void mark_seen(struct curesv_device *d)
-{
-	if (!atomic_load_explicit(&d->seen, memory_order_relaxed))
-		atomic_store_explicit(&d->seen, 1, memory_order_relaxed);
-}
 
 COLD void device_flush(struct curesv_device *d, _Atomic int64_t *mine, int64_t n)
 {
@@ -225,7 +220,7 @@ HOT bool charge_fast(curesv_ledger *l, curesv_charge *c, int shard, bool enforce
 	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
 	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[c->device]) + b;
 	if (curesv_cell_serial(v) != c->serial || share > 0 ||
-	    !curesv_cell_set(l, cell, v, c->serial, n, -curesv_load64(&a->slack)))
+	    !curesv_cell_set(cell, v, n, -curesv_load64(&a->slack), curesv_reclaimable(l)))
 		return false;
 	atomic_store_explicit(&tb->device[c->device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -247,7 +242,7 @@ __attribute__((noinline)) bool curesv_ledger_charge_slow_(curesv_ledger *l, cure
 	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
 	if (!curesv_device_ok(device) || bytes > CURESV_SIZE_LIMIT)
 		return false;
-	mark_seen(&l->dev[device]);
+	curesv_mark_seen(&l->dev[device]);
 	int shard = curesv_shard_index();
 	bool caller_books = l->attribution == CURESV_ATTRIBUTION_CALLER;
 	int64_t b = (int64_t)bytes;
@@ -329,6 +324,7 @@ void curesv_ledger_peaks_(curesv_ledger *l, const curesv_charge *c, int64_t view
 
 int curesv_ledger_charge_now_slow(curesv_ledger *l, curesv_charge *c, int shard)
 {
+	curesv_mark_seen(&l->dev[c->device]);
 	if (charge_fast(l, c, shard, false)) {
 		curesv_ledger_commit(l, c);
 		return 1;
@@ -479,7 +475,7 @@ void curesv_ledger_refuse(curesv_ledger *l, curesv_ref origin, int device, uint6
 	*c = (curesv_charge){ .device = device, .bytes = bytes, .kind = (uint8_t)kind };
 	if (!curesv_device_ok(device))
 		return;
-	mark_seen(&l->dev[device]);
+	curesv_mark_seen(&l->dev[device]);
 	struct curesv_target t;
 	curesv_charge_target(l, origin, device, &t, &c->fell_back, &c->wrong_device);
 	fill_charge(c, &t);

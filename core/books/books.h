@@ -56,13 +56,11 @@ struct curesv_payer {
 /* Who pays for an allocation on `device` charged to `origin` (CURESV_SHARED or the allocating
  * thread's or stream's attachment), in the common case: the shared pool, or a live reservation on
  * that device. False for anything else (released, on another device): curesv_ledger_target then
- * decides, and says why. */
+ * decides, and says why. Leaves the device's `seen` to the general paths (curesv_mark_seen). */
 CURESV_HOT bool curesv_ledger_payer(curesv_ledger *l, curesv_ref origin, int device,
 				    struct curesv_payer *p)
 {
 	struct curesv_device *d = &l->dev[device];
-	if (__builtin_expect(!atomic_load_explicit(&d->seen, memory_order_relaxed), 0))
-		atomic_store_explicit(&d->seen, 1, memory_order_relaxed);
 	if (origin == CURESV_SHARED) {
 		*p = (struct curesv_payer){ &d->shared, CURESV_ACCOUNT_SHARED0 + (unsigned)device,
 					    CURESV_SHARED, CURESV_SHARED_SERIAL };
@@ -72,11 +70,13 @@ CURESV_HOT bool curesv_ledger_payer(curesv_ledger *l, curesv_ref origin, int dev
 	struct curesv_reservation *r = &l->res[slot];
 	/* acquire: pairs with reserve's release: device and size read after are this serial's */
 	uint64_t id = atomic_load_explicit(&r->ident, memory_order_acquire);
-	if (__builtin_expect(slot != 0 && curesv_ident_state(id) == CURESV_RES_ACTIVE &&
-			     curesv_ident_serial(id) == curesv_ref_serial(origin) &&
+	/* slot 0 is never active; ident and origin carry the serial in the same bits */
+	if (__builtin_expect(curesv_ident_state(id) == CURESV_RES_ACTIVE &&
+			     ((id ^ origin) >> 24) == 0 &&
 			     atomic_load_explicit(&r->device, memory_order_relaxed) == device, 1)) {
-		*p = (struct curesv_payer){ &r->acct, slot, (uint32_t)slot << 16 | curesv_ident_gen(id),
-					    curesv_ident_serial(id) };
+		/* the same serial: the same reservation, of the generation origin names */
+		*p = (struct curesv_payer){ &r->acct, slot, curesv_ref_handle(origin),
+					    curesv_ref_serial(origin) };
 		return true;
 	}
 	return false;
@@ -97,6 +97,7 @@ CURESV_HOT void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int de
 				     uint64_t bytes, enum curesv_kind kind, curesv_charge *c)
 {
 	struct curesv_payer p;
+	curesv_mark_seen(&l->dev[device]);
 	if (__builtin_expect(curesv_ledger_payer(l, origin, device, &p), 1)) {
 		curesv_payer_charge(&p, device, bytes, kind, c);
 		return;
@@ -108,9 +109,11 @@ CURESV_HOT void curesv_ledger_target(curesv_ledger *l, curesv_ref origin, int de
 /* Observe mode under origin attribution, once the allocation is in the origin table: charges and
  * counts `bytes` of device memory to payer p, peaks included, in one pass, in the common case: the
  * thread's cell already carrying the account's serial, and its lease and its share of the device's
- * total covering the bytes. False, changing nothing, for anything else: curesv_ledger_charge_now. */
+ * total covering the bytes. `cas`: whether a reclaim may race the cell (curesv_reclaimable;
+ * false in observe mode).
+ * False, changing nothing, for anything else: curesv_ledger_charge_now. */
 CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv_payer *p,
-					   int device, uint64_t bytes, int shard)
+					   int device, uint64_t bytes, int shard, bool cas)
 {
 	struct curesv_thread_books *tb = &l->books[shard];
 	struct curesv_cell *cell = &tb->cell[p->account];
@@ -118,7 +121,7 @@ CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv
 	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
 	int64_t n = curesv_cell_d(v) + b, share = curesv_load64(&tb->device[device]) + b;
 	if (__builtin_expect(curesv_cell_serial(v) != p->serial || share > 0 ||
-			     !curesv_cell_set(l, cell, v, p->serial, n, -curesv_load64(&p->a->slack)), 0))
+			     !curesv_cell_set(cell, v, n, -curesv_load64(&p->a->slack), cas), 0))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -129,7 +132,7 @@ CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv
 	struct curesv_device *d = &l->dev[device];
 	int64_t total = curesv_load64(&d->allocated) + share;
 	if (__builtin_expect(view > budget ||
-			     view > curesv_tagged_bytes(&p->a->view_peak, curesv_handle_gen(p->handle)) ||
+			     curesv_tagged_passes(&p->a->view_peak, curesv_handle_gen(p->handle), view) ||
 			     total > curesv_load64(&d->view_peak), 0)) {
 		curesv_charge c;
 		curesv_payer_charge(p, device, bytes, CURESV_KIND_DEVICE, &c);
@@ -164,7 +167,8 @@ CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct cures
 						    : (int64_t)curesv_loadu(&l->res[p->account].size);
 	/* observe mode past the budget: the general path marks it over (a merged read) */
 	if ((!enforce && books > budget) ||
-	    !curesv_cell_set(l, cell, v, p->serial, n, -curesv_load64(&p->a->slack)))
+	    !curesv_cell_set(cell, v, n, -curesv_load64(&p->a->slack),
+			     curesv_reclaimable(l)))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -231,8 +235,8 @@ CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 			books = c->budget;
 		struct curesv_device *d = &l->dev[c->device];
 		int64_t total = curesv_load64(&d->allocated) + curesv_load64(c->share);
-		if (__builtin_expect(books > curesv_tagged_bytes(&c->acct->view_peak,
-								 curesv_handle_gen(c->origin)) ||
+		if (__builtin_expect(curesv_tagged_passes(&c->acct->view_peak,
+							  curesv_handle_gen(c->origin), books) ||
 				     total > curesv_load64(&d->view_peak), 0))
 			curesv_ledger_peaks_(l, c, books, total);
 		return;
@@ -247,7 +251,7 @@ CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
 	int shard = curesv_shard_index();
 	struct curesv_payer p = { c->acct, c->account, c->origin, c->serial };
 	if (__builtin_expect(shard >= 0 && !curesv_kind_host(c->kind), 1) &&
-	    curesv_ledger_charge_payer(l, &p, c->device, c->bytes, shard))
+	    curesv_ledger_charge_payer(l, &p, c->device, c->bytes, shard, curesv_reclaimable(l)))
 		return 1;
 	return curesv_ledger_charge_now_slow(l, c, shard);
 }
@@ -290,9 +294,12 @@ CURESV_HOT bool curesv_ledger_debit_fast_(curesv_ledger *l, uint64_t bytes_, uin
 	int64_t bytes = (int64_t)bytes_;
 	uint64_t v = atomic_load_explicit(&c->books, memory_order_relaxed);
 	int64_t share = curesv_load64(&tb->device[device]) - bytes;
-	if (curesv_cell_serial(v) != serial || share < -curesv_load64(&l->dev[device].slack) ||
-	    (curesv_reclaimable(l) && atomic_load_explicit(&a->draining, memory_order_relaxed)) ||
-	    !curesv_cell_set(l, c, v, serial, curesv_cell_d(v) - bytes, -curesv_load64(&a->slack)))
+	if (curesv_cell_serial(v) != serial || share < -curesv_load64(&l->dev[device].slack))
+		return false;
+	/* origin attribution (checked above): a reclaim may race only in enforce mode */
+	bool cas = l->enforce;
+	if ((cas && atomic_load_explicit(&a->draining, memory_order_relaxed)) ||
+	    !curesv_cell_set(c, v, curesv_cell_d(v) - bytes, -curesv_load64(&a->slack), cas))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_bump(&c->frees);

@@ -323,10 +323,11 @@ static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device
 
 /* Observe mode under origin attribution, the allocation made: who pays is decided now (`origin`,
  * the stream's attachment when `via_stream`), the entry made, then the books charged and counted,
- * in one pass (nothing to undo if the table is full). Called inside the section. */
+ * in one pass (nothing to undo if the table is full). `cas`: curesv_reclaimable, known false to
+ * a caller in observe mode. Called inside the section. */
 CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
 				  enum curesv_kind kind, uint64_t ptr, int shard, curesv_ref origin,
-				  bool via_stream)
+				  bool via_stream, bool cas)
 {
 	curesv_ledger *l = &e->ledger;
 	struct curesv_payer p;
@@ -338,7 +339,7 @@ CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, ui
 	if (__builtin_expect(!book_entry(e, ptr, bytes, p.handle, device, kind, stream, shard, &want),
 			     0))
 		return table_full(e, &want, stream);
-	if (__builtin_expect(!curesv_ledger_charge_payer(l, &p, device, bytes, shard), 0))
+	if (__builtin_expect(!curesv_ledger_charge_payer(l, &p, device, bytes, shard, cas), 0))
 		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
 				     true, &p);
 	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = bytes, .device = (int16_t)device,
@@ -369,7 +370,7 @@ static __attribute__((noinline)) bool observed_with_stack(curesv_engine *e, int 
 	stack_captured(e, true, ptr);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
 	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index(), origin,
-				   via_stream);
+				   via_stream, false);
 	curesv_section_leave(ctl);
 	stack_noted(e, keep, ptr);
 	return keep;
@@ -384,7 +385,7 @@ CURESV_HOT_EXTERN bool curesv_alloc_observed(curesv_engine *e, int device, uint6
 		return observed_with_stack(e, device, stream, bytes, kind, ptr, origin, via_stream);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
 	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index(), origin,
-				   via_stream);
+				   via_stream, false);
 	curesv_section_leave(ctl);
 	return keep;
 }
@@ -396,7 +397,7 @@ static __attribute__((noinline)) bool observed_general(curesv_engine *e, curesv_
 	resolve_origin(e, op);
 	const curesv_charge *c = &op->charge;
 	return alloc_observed(e, c->device, op->stream, c->bytes, c->kind, ptr, curesv_shard_index(),
-			      op->origin, op->via_stream);
+			      op->origin, op->via_stream, curesv_reclaimable(&e->ledger));
 }
 
 /* Inlined, with alloc_end, into the shim's out-of-line end of an enforced allocation (link-time

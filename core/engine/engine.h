@@ -127,7 +127,8 @@ CURESV_HOT bool curesv_alloc_begin_by(curesv_engine *e, int device, uint64_t str
 		return curesv_alloc_enforced_(e, device, bytes, kind, origin, op);
 	return curesv_alloc_begin_slow_(e, device, bytes, kind, op);
 }
-/* Observe mode's whole allocation, once `ptr` exists: `bytes` of `kind` on `device`, stream-ordered
+/* Observe mode's whole allocation (the ledger not enforcing: cells are then written by plain
+ * stores), once `ptr` exists: `bytes` of `kind` on `device`, stream-ordered
  * on `stream` (CURESV_NO_STREAM: not) and within curesv's bounds (1 byte to 64 TiB, a device of
  * curesv's), charged to `origin` (curesv_engine_payer_origin's, asked before: after a rename that
  * takes the ledger's lock, which the books' section must not hold). The same as
