@@ -101,6 +101,18 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 #define FORWARD_KNOWN(sym, params)                                                            \
 	cudaError_t(*real) params = atomic_load_explicit(&real_##sym.fn, memory_order_acquire)
 
+/* The exported hook around tracked_<sym>, and its first call's out-of-line lookup. */
+#define HOOK_ENTRY(sym, params, args)                                                         \
+	static __attribute__((noinline)) cudaError_t first_##sym params                       \
+	{                                                                                     \
+		FORWARD_TO(sym, params);                                                      \
+		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
+	}                                                                                     \
+	CURESV_EXPORT cudaError_t sym params                                                  \
+	{                                                                                     \
+		PASS_OR_TRACK(sym, params, args);                                             \
+	}
+
 /* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
  * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
  * real function is resolved first: a hook without a runtime to forward to starts no engine. */
@@ -119,15 +131,7 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 			*(out) = kept_;                                                       \
 		return res;                                                                   \
 	}                                                                                     \
-	static __attribute__((noinline)) cudaError_t first_##sym params                       \
-	{                                                                                     \
-		FORWARD_TO(sym, params);                                                      \
-		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
-	}                                                                                     \
-	CURESV_EXPORT cudaError_t sym params                                                  \
-	{                                                                                     \
-		PASS_OR_TRACK(sym, params, args);                                             \
-	}
+	HOOK_ENTRY(sym, params, args)
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
 	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
@@ -139,15 +143,7 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 		curesv_call_free_done(&c, r == cudaSuccess);                                  \
 		return r;                                                                     \
 	}                                                                                     \
-	static __attribute__((noinline)) cudaError_t first_##sym params                       \
-	{                                                                                     \
-		FORWARD_TO(sym, params);                                                      \
-		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
-	}                                                                                     \
-	CURESV_EXPORT cudaError_t sym params                                                  \
-	{                                                                                     \
-		PASS_OR_TRACK(sym, params, args);                                             \
-	}
+	HOOK_ENTRY(sym, params, args)
 
 RT_ALLOCS(ALLOC_HOOK)
 RT_FREES(FREE_HOOK)

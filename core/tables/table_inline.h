@@ -151,23 +151,36 @@ CURESV_HOT bool curesv_table_insert_replacing(curesv_table *t, const curesv_entr
 	return curesv_table_insert_replacing_in(t, e, old, curesv_shard_index());
 }
 
-CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
-				 curesv_ticket *ticket)
+/* The common case of a take: the key in its home slot (a key is in the table once while live),
+ * claimed: true with the slot in *slot and the claim in *ticket; false when the key is elsewhere
+ * or absent. */
+CURESV_HOT bool curesv_table_claim_home(curesv_table *t, uint64_t ptr, struct curesv_slot **slot,
+					curesv_ticket *ticket)
 {
 	uint64_t home = curesv_home_of(t, ptr);
-	/* The common case: the key in its home slot (a key is in the table once while live). */
 	struct curesv_slot *h = &t->slots[home];
 	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
 	if (__builtin_expect(ptr != 0 && curesv_st_phase(st) == CURESV_PHASE_LIVE &&
 			     atomic_load_explicit(&h->key, memory_order_relaxed) == ptr, 1) &&
-	    /* acquire: the payload read below is the one published with this occupancy */
+	    /* acquire: the payload read after it is the one published with this occupancy */
 	    atomic_compare_exchange_strong_explicit(&h->state, &st,
 						    curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st),
 								   curesv_st_tag(st)),
 						    memory_order_acquire, memory_order_relaxed)) {
-		if (out)
-			curesv_slot_read(h, st, out);
 		*ticket = (curesv_ticket){ home, home, 0, st };
+		*slot = h;
+		return true;
+	}
+	return false;
+}
+
+CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *out,
+				 curesv_ticket *ticket)
+{
+	struct curesv_slot *h;
+	if (__builtin_expect(curesv_table_claim_home(t, ptr, &h, ticket), 1)) {
+		if (out)
+			curesv_slot_read(h, ticket->state, out);
 		return true;
 	}
 	return curesv_table_take_slow_(t, ptr, out, ticket);
@@ -179,19 +192,10 @@ CURESV_HOT bool curesv_table_take(curesv_table *t, uint64_t ptr, curesv_entry *o
 CURESV_HOT bool curesv_table_take_words(curesv_table *t, uint64_t ptr, uint64_t *meta,
 				       uint32_t *thread, curesv_ticket *ticket)
 {
-	uint64_t home = curesv_home_of(t, ptr);
-	struct curesv_slot *h = &t->slots[home];
-	uint64_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-	if (__builtin_expect(ptr != 0 && curesv_st_phase(st) == CURESV_PHASE_LIVE &&
-			     atomic_load_explicit(&h->key, memory_order_relaxed) == ptr, 1) &&
-	    /* acquire: the payload read below is the one published with this occupancy */
-	    atomic_compare_exchange_strong_explicit(&h->state, &st,
-						    curesv_st_make(CURESV_PHASE_BUSY, curesv_st_version(st),
-								   curesv_st_tag(st)),
-						    memory_order_acquire, memory_order_relaxed)) {
+	struct curesv_slot *h;
+	if (__builtin_expect(curesv_table_claim_home(t, ptr, &h, ticket), 1)) {
 		*meta = atomic_load_explicit(&h->meta, memory_order_relaxed);
 		*thread = atomic_load_explicit(&h->thread, memory_order_relaxed);
-		*ticket = (curesv_ticket){ home, home, 0, st };
 		return true;
 	}
 	curesv_entry e;
