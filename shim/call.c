@@ -165,6 +165,15 @@ CURESV_HOT void charging(struct curesv_call *c, int device)
 		learn_devices_slow(c->e, device);
 }
 
+/* charging() for the device of the thread's last stream record, which keeps it as known_device
+ * once learned (the capacity known stays so). */
+static __attribute__((noinline)) void charging_last(struct curesv_call *c, int device)
+{
+	charging(c, device);
+	if (c->learned && (unsigned)device < CURESV_MAX_DEVICES)
+		curesv_stream_last_.known_device = device;
+}
+
 /* Charges the allocation about to be made (c->layer, c->stream set), or refuses it. */
 CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum curesv_kind kind)
 {
@@ -184,7 +193,11 @@ CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_la
 	curesv_ref ref = l->info.ref;
 	frame.depth++;
 	curesv_ref origin = via_stream ? ref : curesv_thread_origin();
-	charging(c, device);
+	/* the record's device learned before (known_device): nothing to ask */
+	if (__builtin_expect(l->known_device >= 0, 1))
+		c->learned = true;
+	else
+		charging_last(c, device);
 	if (__builtin_expect(curesv_alloc_begin_by(c->e, device, c->stream, c->bytes, c->kind, origin,
 						   via_stream, &c->op), 1))
 		return true;
