@@ -284,11 +284,16 @@ CURESV_HOT int observed_device(struct curesv_call *c, bool *hit)
 }
 
 /* Who pays for the allocation c describes (observed_device's `hit`: the thread's last stream record
- * answered it). Asked outside the books' section: after a rename it takes the ledger's lock. */
-CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, bool hit, bool *via_stream)
+ * answered it), and the stream tag its entry records. Asked outside the books' section: after a
+ * rename it takes the ledger's lock. */
+CURESV_HOT curesv_ref observed_origin(struct curesv_call *c, bool hit, bool *via_stream,
+				     uint16_t *tag)
 {
-	if (!hit)
+	if (!hit) {
+		*tag = c->stream == CURESV_NO_STREAM ? 0 : curesv_stream_tag(c->stream);
 		return curesv_engine_payer_origin(c->e, c->stream, via_stream);
+	}
+	*tag = curesv_stream_last_.tag;
 	*via_stream = curesv_stream_last_.info.flags & CURESV_STREAM_ATTACHED;
 	return *via_stream ? curesv_stream_last_.info.ref : curesv_thread_origin();
 }
@@ -385,8 +390,9 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, ui
 			       c->e->ledger.attribution == CURESV_ATTRIBUTION_ORIGIN), 0))
 		return observed_rare(c, ok, ptr, device);
 	bool via_stream;
-	curesv_ref origin = observed_origin(c, hit, &via_stream);
-	bool keep = curesv_alloc_observed(c->e, device, c->stream, c->bytes, c->kind, ptr, origin,
+	uint16_t tag;
+	curesv_ref origin = observed_origin(c, hit, &via_stream, &tag);
+	bool keep = curesv_alloc_observed(c->e, device, c->stream, tag, c->bytes, c->kind, ptr, origin,
 					  via_stream);
 	if (keep)
 		frame.depth--;

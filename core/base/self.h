@@ -36,6 +36,7 @@ struct curesv_stream_last {
 	/* info.device once the allocation path found its capacity known (which stays so), else -1:
 	 * an allocation on the stream then asks the engine nothing about its device */
 	int known_device;
+	uint16_t tag;           /* the stream's tag in the origin table (streams.h curesv_stream_tag) */
 	curesv_stream_info info;
 };
 

@@ -266,14 +266,20 @@ static __attribute__((noinline)) bool insert_general(curesv_engine *e, const cur
 	return true;
 }
 
+/* The tag an allocation on `stream` records (0: not stream-ordered). */
+static inline uint16_t stream_tag(uint64_t stream)
+{
+	return stream == CURESV_NO_STREAM ? 0 : curesv_stream_tag(stream);
+}
+
 /* Puts a new allocation's entry in the origin table: into its home slot in the common case,
  * written from the words at hand, else by the general insert, which also replaces (and here
- * settles) a stale entry of the address. False when the table is full: *want is then the entry. */
+ * settles) a stale entry of the address. `tag`: its stream's (stream_tag). False when the table is
+ * full: *want is then the entry. */
 CURESV_HOT bool book_entry(curesv_engine *e, uint64_t ptr, uint64_t bytes, uint32_t origin,
-			   int device, unsigned kind, uint64_t stream, int shard, curesv_entry *want)
+			   int device, unsigned kind, uint16_t tag, int shard, curesv_entry *want)
 {
 	uint32_t thread = curesv_thread_serial();
-	uint16_t tag = stream == CURESV_NO_STREAM ? 0 : curesv_stream_tag(stream);
 	if (__builtin_expect(curesv_table_insert_home_(&e->table, ptr,
 						      curesv_slot_meta(bytes, device, kind), thread,
 						      curesv_tag_of(origin, tag), shard), 1))
@@ -325,9 +331,9 @@ static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device
  * the stream's attachment when `via_stream`), the entry made, then the books charged and counted,
  * in one pass (nothing to undo if the table is full). `cas`: curesv_reclaimable, known false to
  * a caller in observe mode. Called inside the section. */
-CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
-				  enum curesv_kind kind, uint64_t ptr, int shard, curesv_ref origin,
-				  bool via_stream, bool cas)
+CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, uint16_t tag,
+				  uint64_t bytes, enum curesv_kind kind, uint64_t ptr, int shard,
+				  curesv_ref origin, bool via_stream, bool cas)
 {
 	curesv_ledger *l = &e->ledger;
 	struct curesv_payer p;
@@ -336,7 +342,7 @@ CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, ui
 		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
 				     false, NULL);
 	curesv_entry want;
-	if (__builtin_expect(!book_entry(e, ptr, bytes, p.handle, device, kind, stream, shard, &want),
+	if (__builtin_expect(!book_entry(e, ptr, bytes, p.handle, device, kind, tag, shard, &want),
 			     0))
 		return table_full(e, &want, stream);
 	if (__builtin_expect(!curesv_ledger_charge_payer(l, &p, device, bytes, shard, cas), 0))
@@ -363,14 +369,14 @@ static __attribute__((noinline)) void stack_noted(curesv_engine *e, bool booked,
 }
 
 static __attribute__((noinline)) bool observed_with_stack(curesv_engine *e, int device,
-							  uint64_t stream, uint64_t bytes,
+							  uint64_t stream, uint16_t tag, uint64_t bytes,
 							  enum curesv_kind kind, uint64_t ptr,
 							  curesv_ref origin, bool via_stream)
 {
 	stack_captured(e, true, ptr);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
-	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index(), origin,
-				   via_stream, false);
+	bool keep = alloc_observed(e, device, stream, tag, bytes, kind, ptr, curesv_shard_index(),
+				   origin, via_stream, false);
 	curesv_section_leave(ctl);
 	stack_noted(e, keep, ptr);
 	return keep;
@@ -378,14 +384,15 @@ static __attribute__((noinline)) bool observed_with_stack(curesv_engine *e, int 
 
 /* Inlined into the shim's hooks by link-time optimisation: observe mode's whole allocation. */
 CURESV_HOT_EXTERN bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream,
-					     uint64_t bytes, enum curesv_kind kind, uint64_t ptr,
+					     uint16_t tag, uint64_t bytes, enum curesv_kind kind, uint64_t ptr,
 					     curesv_ref origin, bool via_stream)
 {
 	if (__builtin_expect(e->table.notes != NULL, 0))
-		return observed_with_stack(e, device, stream, bytes, kind, ptr, origin, via_stream);
+		return observed_with_stack(e, device, stream, tag, bytes, kind, ptr, origin,
+					   via_stream);
 	struct curesv_shard_ctl *ctl = curesv_section_enter();
-	bool keep = alloc_observed(e, device, stream, bytes, kind, ptr, curesv_shard_index(), origin,
-				   via_stream, false);
+	bool keep = alloc_observed(e, device, stream, tag, bytes, kind, ptr, curesv_shard_index(),
+				   origin, via_stream, false);
 	curesv_section_leave(ctl);
 	return keep;
 }
@@ -396,8 +403,9 @@ static __attribute__((noinline)) bool observed_general(curesv_engine *e, curesv_
 {
 	resolve_origin(e, op);
 	const curesv_charge *c = &op->charge;
-	return alloc_observed(e, c->device, op->stream, c->bytes, c->kind, ptr, curesv_shard_index(),
-			      op->origin, op->via_stream, curesv_reclaimable(&e->ledger));
+	return alloc_observed(e, c->device, op->stream, stream_tag(op->stream), c->bytes, c->kind, ptr,
+			      curesv_shard_index(), op->origin, op->via_stream,
+			      curesv_reclaimable(&e->ledger));
 }
 
 /* Inlined, with alloc_end, into the shim's out-of-line end of an enforced allocation (link-time
@@ -442,7 +450,7 @@ CURESV_HOT bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64
 		return true;
 	}
 	curesv_entry want;
-	if (!book_entry(e, ptr, c->bytes, c->origin, c->device, c->kind, op->stream,
+	if (!book_entry(e, ptr, c->bytes, c->origin, c->device, c->kind, stream_tag(op->stream),
 			curesv_shard_index(), &want)) {
 		curesv_ledger_uncharge(&e->ledger, c);
 		return table_full(e, &want, op->stream);

@@ -129,11 +129,12 @@ CURESV_HOT bool curesv_alloc_begin_by(curesv_engine *e, int device, uint64_t str
 }
 /* Observe mode's whole allocation (the ledger not enforcing: cells are then written by plain
  * stores), once `ptr` exists: `bytes` of `kind` on `device`, stream-ordered
- * on `stream` (CURESV_NO_STREAM: not) and within curesv's bounds (1 byte to 64 TiB, a device of
- * curesv's), charged to `origin` (curesv_engine_payer_origin's, asked before: after a rename that
+ * on `stream` (CURESV_NO_STREAM: not) whose tag is `tag` (curesv_stream_tag; 0 when not), within
+ * curesv's bounds (1 byte to 64 TiB, a device of curesv's), charged to `origin` (curesv_engine_payer_origin's, asked before: after a rename that
  * takes the ledger's lock, which the books' section must not hold). The same as
  * curesv_alloc_begin_on then curesv_alloc_end(ok, ptr), in one call. */
-bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint64_t bytes,
+bool curesv_alloc_observed(curesv_engine *e, int device, uint64_t stream, uint16_t tag,
+			   uint64_t bytes,
 			   enum curesv_kind kind, uint64_t ptr, curesv_ref origin, bool via_stream);
 /* The allocation turned out to be `bytes` long (a pitched allocation's pitch * height, known only
  * after the call): call between the real allocation and curesv_alloc_end. False in enforce mode
@@ -223,6 +224,22 @@ static inline curesv_ref curesv_engine_stream_origin(curesv_engine *e, uint64_t 
 			    curesv_engine_stream_table(e, stream, &info) &&
 			    (info.flags & CURESV_STREAM_ATTACHED);
 	return *attached ? l->info.ref : curesv_thread_origin();
+}
+/* The same, and the stream's tag (curesv_stream_tag), read from the thread's last lookup when it
+ * answers. For a stream-ordered free. */
+static inline curesv_ref curesv_engine_stream_origin_tag(curesv_engine *e, uint64_t stream,
+							 bool *attached, uint16_t *tag)
+{
+	const struct curesv_stream_last *l = &curesv_stream_last_;
+	if (__builtin_expect(l->e == e && l->stream == stream &&
+			     l->epoch == curesv_streams_epoch(&e->streams), 1)) {
+		*tag = l->tag;
+		*attached = l->info.flags & CURESV_STREAM_ATTACHED;
+		return *attached ? l->info.ref : curesv_thread_origin();
+	}
+	curesv_ref origin = curesv_engine_stream_origin(e, stream, attached);
+	*tag = curesv_stream_tag(stream);
+	return origin;
 }
 /* Who pays for an allocation on `stream` (CURESV_NO_STREAM: not stream-ordered): the stream's
  * reservation while it is attached (*via_stream), else the calling thread's. */

@@ -76,13 +76,14 @@ CURESV_HOT_EXTERN void curesv_free_end(curesv_engine *e, curesv_free_op *op, boo
 	 * lock, which fork's prepare handler takes only once every section is left. A stream-ordered
 	 * free on an attached stream is the per-stream scheme's debit of the stream's reservation. */
 	bool stream_ordered = op->stream != CURESV_NO_STREAM, attached = false;
-	curesv_ref caller = stream_ordered ? curesv_engine_stream_origin(e, op->stream, &attached)
-					   : curesv_thread_origin();
+	uint16_t freed_on = 0;  /* the freeing stream's tag */
+	curesv_ref caller = stream_ordered
+				    ? curesv_engine_stream_origin_tag(e, op->stream, &attached, &freed_on)
+				    : curesv_thread_origin();
 	uint32_t serial = curesv_thread_serial();
 	uint64_t tag = curesv_st_tag(op->ticket.state);
 	uint16_t stream_tag = (uint16_t)tag;
-	bool cross_stream = stream_ordered && stream_tag &&
-			    stream_tag != curesv_stream_tag(op->stream);
+	bool cross_stream = stream_ordered && stream_tag && stream_tag != freed_on;
 	struct curesv_shard_ctl *shard = curesv_section_enter();
 	if (!ok) {
 		curesv_table_restore(&e->table, &op->ticket);

@@ -15,7 +15,8 @@ bool curesv_engine_stream_table(curesv_engine *e, uint64_t stream, curesv_stream
 	uint32_t epoch = curesv_streams_epoch(&e->streams);
 	if (!curesv_streams_get(&e->streams, stream, out))
 		return false;
-	curesv_stream_last_ = (struct curesv_stream_last){ e, stream, epoch, -1, *out };
+	curesv_stream_last_ = (struct curesv_stream_last){ e, stream, epoch, -1,
+							   curesv_stream_tag(stream), *out };
 	return true;
 }
 
