@@ -231,7 +231,7 @@ static inline int64_t curesv_word_bytes(uint64_t w)
 
 static inline bool curesv_device_ok(int device)
 {
-	return device >= 0 && device < CURESV_MAX_DEVICES;
+	return (unsigned)device < CURESV_MAX_DEVICES;
 }
 
 /* An allocation or a reservation touched device d. Every charge's general path marks it, and

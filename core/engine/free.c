@@ -94,7 +94,7 @@ CURESV_HOT_EXTERN void curesv_free_end(curesv_engine *e, curesv_free_op *op, boo
 		uint64_t meta = op->meta;
 		if (__builtin_expect(!curesv_ledger_debit_fast_(&e->ledger, meta >> 16,
 								(uint32_t)(tag >> 16), op->thread,
-								(int16_t)((meta >> 8 & 0xff) - 1),
+								(int)(meta >> 8 & 0xff) - 1,
 								meta & 0xff, caller, serial,
 								cross_stream, index), 0))
 			debit_general(e, op, caller, serial, cross_stream, index);

@@ -36,12 +36,14 @@ enum curesv_kind {
 				     charged (graphs.c) */
 };
 #define CURESV_KINDS 7
+_Static_assert(CURESV_KINDS <= 32, "curesv_kind_host tests one bit of a 32-bit mask");
 const char *curesv_kind_name(enum curesv_kind kind);
 
 /* Host memory: counted in the host tier (ledger.h), never against a device's capacity. */
 static inline bool curesv_kind_host(unsigned kind)
 {
-	return kind == CURESV_KIND_HOST || kind == CURESV_KIND_VMM_HOST;
+	/* one bit test: a kind is below CURESV_KINDS (< 32) */
+	return (1u << CURESV_KIND_HOST | 1u << CURESV_KIND_VMM_HOST) >> (kind & 31) & 1;
 }
 
 typedef struct curesv_entry {
