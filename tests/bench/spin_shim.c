@@ -1,6 +1,7 @@
 /* The yardstick for curesv's ratios: an interposer that does nothing but spin CURESV_BENCH_SPIN_NS
- * nanoseconds (a loop calibrated at load) before each cudaMallocAsync and cudaFreeAsync it
- * forwards (dlsym(RTLD_NEXT)). Preloaded instead of libcuresv.so, it shows what any given time
+ * nanoseconds (a loop calibrated at load), or add one to a word in each of CURESV_BENCH_TOUCH_LINES
+ * cache lines of its own (the same lines every call, as curesv's books), before each
+ * cudaMallocAsync and cudaFreeAsync it forwards (dlsym(RTLD_NEXT)). Preloaded instead of libcuresv.so, it shows what any given time
  * spent outside the driver, per call, costs a loop of pairs: on a driver whose stream-ordered calls
  * are serialised behind its own locks, the ratio grows faster than the time added (scripts/bench
  * prints both). Not part of curesv. */
@@ -12,6 +13,13 @@
 #include <time.h>
 
 static long spin_ns;
+static long touch_lines;        /* at most MAX_LINES */
+#define MAX_LINES 64
+#define MAX_THREADS 64
+/* each thread's own lines (a thread past MAX_THREADS shares the last ones) */
+static struct { _Alignas(64) uint64_t word[8]; } lines[MAX_THREADS][MAX_LINES];
+static int next_thread;
+static __thread int me = -1;
 static uint64_t spin_iters;     /* loop turns that take spin_ns, calibrated at load */
 static cudaError_t (*real_malloc_async)(void **, size_t, cudaStream_t);
 static cudaError_t (*real_free_async)(void *, cudaStream_t);
@@ -35,6 +43,10 @@ __attribute__((constructor)) static void resolve(void)
 {
 	const char *s = getenv("CURESV_BENCH_SPIN_NS");
 	spin_ns = s ? strtol(s, NULL, 10) : 0;
+	const char *t = getenv("CURESV_BENCH_TOUCH_LINES");
+	touch_lines = t ? strtol(t, NULL, 10) : 0;
+	if (touch_lines < 0 || touch_lines > MAX_LINES)
+		touch_lines = MAX_LINES;
 	*(void **)&real_malloc_async = dlsym(RTLD_NEXT, "cudaMallocAsync");
 	*(void **)&real_free_async = dlsym(RTLD_NEXT, "cudaFreeAsync");
 	if (spin_ns <= 0)
@@ -49,6 +61,17 @@ __attribute__((constructor)) static void resolve(void)
 static void spin(void)
 {
 	turn(spin_iters);
+	if (touch_lines) {
+		int m = me;
+		if (m < 0) {
+			m = __atomic_fetch_add(&next_thread, 1, __ATOMIC_RELAXED);
+			me = m = m < MAX_THREADS ? m : MAX_THREADS - 1;
+		}
+		/* plain loads and stores, as curesv's own cells: no locked instruction */
+		volatile uint64_t *w = &lines[m][0].word[0];
+		for (long i = 0, n = touch_lines; i < n; i++)
+			w[8 * i] += 1;
+	}
 }
 
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s)
