@@ -222,6 +222,13 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 		c->e = NULL;
 		return true;
 	}
+	return curesv_call_alloc_mode(c, e, e->ledger.enforce, layer, kind, bytes, stream, pool);
+}
+
+CURESV_HOT_EXTERN bool curesv_call_alloc_mode(struct curesv_call *c, curesv_engine *e, bool enforce,
+					    enum curesv_layer layer, enum curesv_kind kind,
+					    uint64_t bytes, uint64_t stream, uint64_t pool)
+{
 	c->e = e;
 	if (kind != CURESV_KIND_ASYNC)
 		stream = CURESV_NO_STREAM;
@@ -234,7 +241,7 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 	/* recorded into the graph: no memory now, nothing to charge or refuse */
 	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
 	/* Observe mode refuses nothing: who pays is decided once the allocation exists. */
-	c->begun = !c->graph && c->e->ledger.enforce;
+	c->begun = !c->graph && enforce;
 	if (!c->begun) {
 		frame.depth++;
 		return true;
@@ -369,6 +376,8 @@ static __attribute__((noinline)) bool observed_rare(struct curesv_call *c, bool 
 	return alloc_end_of(c, ok, ptr);
 }
 
+CURESV_HOT bool observed_done(struct curesv_call *c, bool ok, uint64_t ptr);
+
 /* Inlined into each hook (link-time optimisation), as is the engine's curesv_alloc_observed:
  * observe mode's common case reads the call's record in the hook's own frame, and makes no call. */
 CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
@@ -377,6 +386,22 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, ui
 		return true;
 	if (__builtin_expect(c->graph || c->begun, 0))
 		return begun_done(c, ok, ptr);
+	return observed_done(c, ok, ptr);
+}
+
+CURESV_HOT_EXTERN bool curesv_call_alloc_done_mode(struct curesv_call *c, bool enforce, bool ok,
+						 uint64_t ptr)
+{
+	if (enforce) /* begun, or a capture's */
+		return begun_done(c, ok, ptr);
+	if (__builtin_expect(c->graph, 0)) /* never begun */
+		return begun_rare(c, ok, ptr);
+	return observed_done(c, ok, ptr);
+}
+
+/* Observe mode's end of an allocation neither begun nor a capture's. */
+CURESV_HOT bool observed_done(struct curesv_call *c, bool ok, uint64_t ptr)
+{
 	bool hit;
 	int device = observed_device(c, &hit);
 	/* ptr is 0 whenever !ok (shim.h): a non-zero ptr says both */

@@ -109,6 +109,18 @@ CURESV_HIDDEN bool curesv_call_alloc_outer(struct curesv_call *c, enum curesv_la
 					   uint64_t pool);
 CURESV_HIDDEN void curesv_call_free_outer(struct curesv_call *c, enum curesv_layer layer,
 					  uint64_t ptr, uint64_t stream);
+/* curesv_call_alloc_outer and curesv_call_alloc_done for a hook made for one mode: engine `e`
+ * (curesv_shim_ready's, not NULL), enforcing or not (`enforce`, as its ledger says). A hook has
+ * one of each mode, so that neither mode's path pays in registers for the other's. */
+CURESV_HIDDEN bool curesv_call_alloc_mode(struct curesv_call *c, curesv_engine *e, bool enforce,
+					  enum curesv_layer layer, enum curesv_kind kind,
+					  uint64_t bytes, uint64_t stream, uint64_t pool);
+CURESV_HIDDEN bool curesv_call_alloc_done_mode(struct curesv_call *c, bool enforce, bool ok,
+					       uint64_t ptr);
+static inline bool curesv_shim_enforcing(const curesv_engine *e)
+{
+	return e->ledger.enforce;
+}
 /* Between them: the allocation turned out to be `bytes` long (a pitched one's pitch * height).
  * False when enforce mode refuses that (curesv_alloc_resize): the hook frees the allocation and
  * calls curesv_call_close. */
