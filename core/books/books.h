@@ -244,6 +244,30 @@ CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 	curesv_ledger_commit_slow_(l, c);
 }
 
+/* curesv_ledger_commit for a lease charge of enforce mode (c->share set, l->enforce): the view is
+ * read again, as there. */
+CURESV_HOT void curesv_ledger_commit_lease_(curesv_ledger *l, const curesv_charge *c)
+{
+	struct curesv_cell *cell = c->cell;
+	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
+	if (__builtin_expect(curesv_cell_serial(v) != c->serial, 0)) {
+		curesv_ledger_commit_slow_(l, c);
+		return;
+	}
+	curesv_own_bump(&cell->allocs);
+	int64_t books = curesv_word_bytes(atomic_load_explicit(&c->acct->word[0],
+							       memory_order_relaxed)) +
+			curesv_cell_d(v);
+	if (books > c->budget)
+		books = c->budget;
+	struct curesv_device *d = &l->dev[c->device];
+	int64_t total = curesv_load64(&d->allocated) + curesv_load64(c->share);
+	if (__builtin_expect(curesv_tagged_passes(&c->acct->view_peak, curesv_handle_gen(c->origin),
+						  books) ||
+			     total > curesv_load64(&d->view_peak), 0))
+		curesv_ledger_peaks_(l, c, books, total);
+}
+
 /* The same for a charge record (curesv_ledger_target's): returns 0, changing nothing, when the
  * account cannot count that much more (2^47 bytes): the caller passes it through untracked. */
 CURESV_HOT int curesv_ledger_charge_now(curesv_ledger *l, curesv_charge *c)
