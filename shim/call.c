@@ -186,7 +186,8 @@ CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum c
 
 /* The same for a stream-ordered allocation that the thread's last stream lookup `l` answers: its
  * device and who pays are read from that one record. */
-CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_last *l)
+CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_last *l,
+			    uint64_t bytes, enum curesv_kind kind)
 {
 	int device = l->info.device;
 	bool via_stream = l->info.flags & CURESV_STREAM_ATTACHED;
@@ -198,10 +199,10 @@ CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_la
 		c->learned = true;
 	else
 		charging_last(c, device);
-	if (__builtin_expect(curesv_alloc_begin_by(c->e, device, c->stream, c->bytes, c->kind, origin,
+	if (__builtin_expect(curesv_alloc_begin_by(c->e, device, c->stream, bytes, kind, origin,
 						   via_stream, &c->op), 1))
 		return true;
-	return refused(c, c->kind, c->bytes);
+	return refused(c, kind, bytes);
 }
 
 /* The device (and, from a host-located pool, the tier) of the allocation c describes. */
@@ -249,7 +250,7 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_mode(struct curesv_call *c, curesv_engi
 	const struct curesv_stream_last *l = &curesv_stream_last_;
 	if (!pool && stream != CURESV_NO_STREAM && l->e == c->e && l->stream == stream &&
 	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams))
-		return charge_last(c, l);
+		return charge_last(c, l, bytes, kind);
 	/* call_device first: from a host-located pool it makes the allocation's kind the host
 	 * tier's, which the charge reads (an argument list has no order of evaluation) */
 	int device = call_device(c);

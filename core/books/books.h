@@ -149,11 +149,12 @@ CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv
 /* curesv_ledger_charge's common case, payer p found: device memory under origin attribution, the
  * thread's cell (of shard `shard`) already carrying p's serial, and its lease and its share of the
  * device's total covering the bytes; in observe mode the books within the budget too. The bytes
- * are then already counted in the account's word, so an enforced budget holds. Fills c; false,
+ * are then already counted in the account's word, so an enforced budget holds. `cas`: whether a
+ * reclaim may race the cell (curesv_reclaimable, or what the caller knows of it). Fills c; false,
  * changing nothing, for anything else. */
 CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct curesv_payer *p,
 					    int device, uint64_t bytes, enum curesv_kind kind,
-					    bool enforce, int shard, curesv_charge *c)
+					    bool enforce, int shard, bool cas, curesv_charge *c)
 {
 	struct curesv_thread_books *tb = &l->books[shard];
 	struct curesv_cell *cell = &tb->cell[p->account];
@@ -167,8 +168,7 @@ CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct cures
 						    : (int64_t)curesv_loadu(&l->res[p->account].size);
 	/* observe mode past the budget: the general path marks it over (a merged read) */
 	if ((!enforce && books > budget) ||
-	    !curesv_cell_set(cell, v, n, -curesv_load64(&p->a->slack),
-			     curesv_reclaimable(l)))
+	    !curesv_cell_set(cell, v, n, -curesv_load64(&p->a->slack), cas))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -198,7 +198,8 @@ CURESV_HOT bool curesv_ledger_charge_in_(curesv_ledger *l, curesv_ref origin, in
 	if (__builtin_expect(shard >= 0 && !curesv_kind_host(kind) &&
 			     l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
 			     curesv_ledger_payer(l, origin, device, &p) &&
-			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard, c), 1))
+			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard,
+							 curesv_reclaimable(l), c), 1))
 		return true;
 	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
 }
