@@ -122,15 +122,16 @@ CURESV_HOT bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t str
 		return true;
 	return curesv_alloc_begin_slow_(e, device, bytes, kind, op);
 }
-/* The same with who pays already asked: `origin`, the stream's attachment when `via_stream`, as
- * curesv_engine_payer_origin answers (outside the books' section: after a rename it takes the
- * ledger's lock). For a caller that looked at the thread's last stream lookup for the device. */
+/* The same in enforce mode (the ledger enforcing), with who pays already asked: `origin`, the
+ * stream's attachment when `via_stream`, as curesv_engine_payer_origin answers (outside the books'
+ * section: after a rename it takes the ledger's lock). For a caller that looked at the thread's
+ * last stream lookup for the device. */
 CURESV_HOT bool curesv_alloc_begin_by(curesv_engine *e, int device, uint64_t stream,
 					 uint64_t bytes, enum curesv_kind kind, curesv_ref origin,
 					 bool via_stream, curesv_alloc_op *op)
 {
-	if (__builtin_expect(e->ledger.enforce && bytes - 1 < CURESV_SIZE_LIMIT &&
-			     (unsigned)device < CURESV_MAX_DEVICES, 1)) {
+	if (__builtin_expect(bytes - 1 < CURESV_SIZE_LIMIT && (unsigned)device < CURESV_MAX_DEVICES,
+			     1)) {
 		/* every path of the charge fills op->charge */
 		curesv_alloc_op_open(op, stream, origin, via_stream);
 		return curesv_alloc_enforced_(e, device, bytes, kind, origin, op);
