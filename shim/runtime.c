@@ -126,11 +126,6 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
 		PASS_OR_TRACK(sym, params, args, TRACK);                                      \
 	}
 
-/* A tracked call's parameters and arguments: the hook's, then the engine (last: the hook's stay in
- * their registers). */
-#define WITH_ENGINE(...) (__VA_ARGS__, curesv_engine *e_)
-#define AND_ENGINE(...) (__VA_ARGS__, e_)
-
 /* The tracked call in one mode (`enforce`). */
 #define ALLOC_TRACKED(sym, enforce, kind, bytes, stream, pool, out, params, args)             \
 	FORWARD_KNOWN(sym, params);                                                           \
@@ -150,18 +145,18 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
  * a function of its own, so that neither mode's path pays in registers for the other's. */
 #define TRACK_ALLOC(sym, args)                                                                \
 	if (curesv_shim_enforcing(e_))                                                        \
-		return enforced_##sym AND_ENGINE args;                                        \
-	return tracked_##sym AND_ENGINE args
+		return enforced_##sym CURESV_AND_ENGINE args;                                 \
+	return tracked_##sym CURESV_AND_ENGINE args
 
 /* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
  * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
  * real function is resolved first: a hook without a runtime to forward to starts no engine. */
 #define ALLOC_HOOK(sym, kind, bytes, stream, pool, out, params, args)                         \
-	static __attribute__((noinline)) cudaError_t enforced_##sym WITH_ENGINE params        \
+	static __attribute__((noinline)) cudaError_t enforced_##sym CURESV_WITH_ENGINE params \
 	{                                                                                     \
 		ALLOC_TRACKED(sym, true, kind, bytes, stream, pool, out, params, args);       \
 	}                                                                                     \
-	static __attribute__((noinline)) cudaError_t tracked_##sym WITH_ENGINE params         \
+	static __attribute__((noinline)) cudaError_t tracked_##sym CURESV_WITH_ENGINE params  \
 	{                                                                                     \
 		ALLOC_TRACKED(sym, false, kind, bytes, stream, pool, out, params, args);      \
 	}                                                                                     \

@@ -121,6 +121,10 @@ static inline bool curesv_shim_enforcing(const curesv_engine *e)
 {
 	return e->ledger.enforce;
 }
+/* A mode's tracked call's parameters and arguments: its hook's, then the engine e_ (last: the
+ * hook's stay in their registers, and the hook's tail call moves one). */
+#define CURESV_WITH_ENGINE(...) (__VA_ARGS__, curesv_engine *e_)
+#define CURESV_AND_ENGINE(...) (__VA_ARGS__, e_)
 /* Between them: the allocation turned out to be `bytes` long (a pitched one's pitch * height).
  * False when enforce mode refuses that (curesv_alloc_resize): the hook frees the allocation and
  * calls curesv_call_close. */
