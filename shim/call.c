@@ -157,11 +157,11 @@ static __attribute__((noinline)) bool refused(struct curesv_call *c, enum curesv
 CURESV_HOT void charging(struct curesv_call *c, int device)
 {
 	/* known is for good: begun_done need not ask again */
-	c->learned = atomic_load_explicit(&c->e->devices, memory_order_relaxed) != 0 &&
+	c->learn = !(atomic_load_explicit(&c->e->devices, memory_order_relaxed) != 0 &&
 		     ((unsigned)device >= CURESV_MAX_DEVICES ||
 		      atomic_load_explicit(&c->e->ledger.dev[device].capacity_known,
-					   memory_order_relaxed) != 0);
-	if (__builtin_expect(!c->learned, 0))
+					   memory_order_relaxed) != 0));
+	if (__builtin_expect(c->learn, 0))
 		learn_devices_slow(c->e, device);
 }
 
@@ -170,7 +170,7 @@ CURESV_HOT void charging(struct curesv_call *c, int device)
 static __attribute__((noinline)) void charging_last(struct curesv_call *c, int device)
 {
 	charging(c, device);
-	if (c->learned && (unsigned)device < CURESV_MAX_DEVICES)
+	if (!c->learn && (unsigned)device < CURESV_MAX_DEVICES)
 		curesv_stream_last_.known_device = device;
 }
 
@@ -196,7 +196,7 @@ CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_la
 	curesv_ref origin = via_stream ? ref : curesv_thread_origin();
 	/* the record's device learned before (known_device): nothing to ask */
 	if (__builtin_expect(l->known_device >= 0, 1))
-		c->learned = true;
+		c->learn = false;
 	else
 		charging_last(c, device);
 	if (__builtin_expect(curesv_alloc_begin_by(c->e, device, c->stream, bytes, kind, origin,
@@ -350,7 +350,7 @@ static __attribute__((noinline)) bool begun_rare(struct curesv_call *c, bool ok,
 		return true;
 	}
 	/* the first allocation may be what let the driver answer */
-	if (!c->learned)
+	if (c->learn)
 		learn_devices(c->e, c->op.charge.device);
 	return alloc_end_of(c, ok, ptr);
 }
@@ -359,7 +359,7 @@ static __attribute__((noinline)) bool begun_rare(struct curesv_call *c, bool ok,
  * hook (link-time optimisation), as is the engine's curesv_alloc_end, in the common case. */
 CURESV_HOT bool begun_done(struct curesv_call *c, bool ok, uint64_t ptr)
 {
-	if (__builtin_expect(c->graph || c->deny || !c->learned, 0))
+	if (__builtin_expect(c->graph || c->deny || c->learn, 0))
 		return begun_rare(c, ok, ptr);
 	bool keep = curesv_alloc_end(c->e, &c->op, ok, ptr);
 	/* as alloc_end_of: an allocation to undo is freed while still nested */

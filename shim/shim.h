@@ -54,9 +54,10 @@ struct curesv_call {
 	enum curesv_layer layer;
 	bool deny;              /* runtime layer: refused; the nested driver call must fail */
 	bool graph;             /* stream-ordered on a capturing stream: the graph's, not live memory */
+	bool learn;             /* begun with the device's capacity not known: learned after the call
+				   (next to deny and graph: the end tests the three at once) */
 	bool begun;             /* op was begun before the real call (enforce mode, VMM); observe
 				   mode begins it after (curesv_call_alloc_done) */
-	bool learned;           /* begun with the device's capacity known: nothing to learn after */
 	enum curesv_kind kind;  /* what was asked: kind, bytes, stream, memory pool (0: none) */
 	uint64_t bytes;
 	uint64_t stream;        /* a stream-ordered call's stream (CURESV_NO_STREAM: not one) */
