@@ -157,11 +157,11 @@ static __attribute__((noinline)) bool refused(struct curesv_call *c, enum curesv
 CURESV_HOT void charging(struct curesv_call *c, int device)
 {
 	/* known is for good: begun_done need not ask again */
-	c->learned = atomic_load_explicit(&c->e->devices, memory_order_relaxed) != 0 &&
+	c->learn = !(atomic_load_explicit(&c->e->devices, memory_order_relaxed) != 0 &&
 		     ((unsigned)device >= CURESV_MAX_DEVICES ||
 		      atomic_load_explicit(&c->e->ledger.dev[device].capacity_known,
-					   memory_order_relaxed) != 0);
-	if (__builtin_expect(!c->learned, 0))
+					   memory_order_relaxed) != 0));
+	if (__builtin_expect(c->learn, 0))
 		learn_devices_slow(c->e, device);
 }
 
@@ -170,7 +170,7 @@ CURESV_HOT void charging(struct curesv_call *c, int device)
 static __attribute__((noinline)) void charging_last(struct curesv_call *c, int device)
 {
 	charging(c, device);
-	if (c->learned && (unsigned)device < CURESV_MAX_DEVICES)
+	if (!c->learn && (unsigned)device < CURESV_MAX_DEVICES)
 		curesv_stream_last_.known_device = device;
 }
 
@@ -186,7 +186,8 @@ CURESV_HOT bool charge(struct curesv_call *c, int device, uint64_t bytes, enum c
 
 /* The same for a stream-ordered allocation that the thread's last stream lookup `l` answers: its
  * device and who pays are read from that one record. */
-CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_last *l)
+CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_last *l,
+			    uint64_t bytes, enum curesv_kind kind)
 {
 	int device = l->info.device;
 	bool via_stream = l->info.flags & CURESV_STREAM_ATTACHED;
@@ -195,13 +196,13 @@ CURESV_HOT bool charge_last(struct curesv_call *c, const struct curesv_stream_la
 	curesv_ref origin = via_stream ? ref : curesv_thread_origin();
 	/* the record's device learned before (known_device): nothing to ask */
 	if (__builtin_expect(l->known_device >= 0, 1))
-		c->learned = true;
+		c->learn = false;
 	else
 		charging_last(c, device);
-	if (__builtin_expect(curesv_alloc_begin_by(c->e, device, c->stream, c->bytes, c->kind, origin,
+	if (__builtin_expect(curesv_alloc_begin_by(c->e, device, c->stream, bytes, kind, origin,
 						   via_stream, &c->op), 1))
 		return true;
-	return refused(c, c->kind, c->bytes);
+	return refused(c, kind, bytes);
 }
 
 /* The device (and, from a host-located pool, the tier) of the allocation c describes. */
@@ -222,6 +223,13 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 		c->e = NULL;
 		return true;
 	}
+	return curesv_call_alloc_mode(c, e, e->ledger.enforce, layer, kind, bytes, stream, pool);
+}
+
+CURESV_HOT_EXTERN bool curesv_call_alloc_mode(struct curesv_call *c, curesv_engine *e, bool enforce,
+					    enum curesv_layer layer, enum curesv_kind kind,
+					    uint64_t bytes, uint64_t stream, uint64_t pool)
+{
 	c->e = e;
 	if (kind != CURESV_KIND_ASYNC)
 		stream = CURESV_NO_STREAM;
@@ -234,7 +242,7 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 	/* recorded into the graph: no memory now, nothing to charge or refuse */
 	c->graph = stream != CURESV_NO_STREAM && capturing(c->e, stream);
 	/* Observe mode refuses nothing: who pays is decided once the allocation exists. */
-	c->begun = !c->graph && c->e->ledger.enforce;
+	c->begun = !c->graph && enforce;
 	if (!c->begun) {
 		frame.depth++;
 		return true;
@@ -242,7 +250,7 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_outer(struct curesv_call *c, enum cures
 	const struct curesv_stream_last *l = &curesv_stream_last_;
 	if (!pool && stream != CURESV_NO_STREAM && l->e == c->e && l->stream == stream &&
 	    l->info.device >= 0 && l->epoch == curesv_streams_epoch(&c->e->streams))
-		return charge_last(c, l);
+		return charge_last(c, l, bytes, kind);
 	/* call_device first: from a host-located pool it makes the allocation's kind the host
 	 * tier's, which the charge reads (an argument list has no order of evaluation) */
 	int device = call_device(c);
@@ -347,7 +355,7 @@ static __attribute__((noinline)) bool begun_rare(struct curesv_call *c, bool ok,
 		return true;
 	}
 	/* the first allocation may be what let the driver answer */
-	if (!c->learned)
+	if (c->learn)
 		learn_devices(c->e, c->op.charge.device);
 	return alloc_end_of(c, ok, ptr);
 }
@@ -356,7 +364,7 @@ static __attribute__((noinline)) bool begun_rare(struct curesv_call *c, bool ok,
  * hook (link-time optimisation), as is the engine's curesv_alloc_end, in the common case. */
 CURESV_HOT bool begun_done(struct curesv_call *c, bool ok, uint64_t ptr)
 {
-	if (__builtin_expect(c->graph || c->deny || !c->learned, 0))
+	if (__builtin_expect(c->graph || c->deny || c->learn, 0))
 		return begun_rare(c, ok, ptr);
 	bool keep = curesv_alloc_end(c->e, &c->op, ok, ptr);
 	/* as alloc_end_of: an allocation to undo is freed while still nested */
@@ -374,6 +382,8 @@ static __attribute__((noinline)) bool observed_rare(struct curesv_call *c, bool 
 	return alloc_end_of(c, ok, ptr);
 }
 
+CURESV_HOT bool observed_done(struct curesv_call *c, bool ok, uint64_t ptr);
+
 /* Inlined into each hook (link-time optimisation), as is the engine's curesv_alloc_observed:
  * observe mode's common case reads the call's record in the hook's own frame, and makes no call. */
 CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, uint64_t ptr)
@@ -382,6 +392,22 @@ CURESV_HOT_EXTERN bool curesv_call_alloc_done(struct curesv_call *c, bool ok, ui
 		return true;
 	if (__builtin_expect(c->graph || c->begun, 0))
 		return begun_done(c, ok, ptr);
+	return observed_done(c, ok, ptr);
+}
+
+CURESV_HOT_EXTERN bool curesv_call_alloc_done_mode(struct curesv_call *c, bool enforce, bool ok,
+						 uint64_t ptr)
+{
+	if (enforce) /* begun, or a capture's */
+		return begun_done(c, ok, ptr);
+	if (__builtin_expect(c->graph, 0)) /* never begun */
+		return begun_rare(c, ok, ptr);
+	return observed_done(c, ok, ptr);
+}
+
+/* Observe mode's end of an allocation neither begun nor a capture's. */
+CURESV_HOT bool observed_done(struct curesv_call *c, bool ok, uint64_t ptr)
+{
 	bool hit;
 	int device = observed_device(c, &hit);
 	/* ptr is 0 whenever !ok (shim.h): a non-zero ptr says both */

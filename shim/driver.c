@@ -224,34 +224,75 @@ static void give_back(uint64_t ptr, enum curesv_kind kind)
 	}
 }
 
+/* An allocation curesv_call_alloc_done said to undo. */
+static CUresult undone(struct curesv_call *c, uint64_t ptr, enum curesv_kind kind)
+{
+	give_back(ptr, kind);
+	curesv_call_close(c);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 CURESV_HOT CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr, enum curesv_kind kind)
 {
 	if (curesv_call_alloc_done(c, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? ptr : 0))
 		return r;
-	give_back(ptr, kind);
-	curesv_call_close(c);
-	return CUDA_ERROR_OUT_OF_MEMORY;
+	return undone(c, ptr, kind);
+}
+
+/* The same for a hook made for one mode (`enforce`, curesv_call_alloc_mode). */
+CURESV_HOT CUresult alloc_result_in(struct curesv_call *c, bool enforce, CUresult r, uint64_t ptr,
+				    enum curesv_kind kind)
+{
+	if (curesv_call_alloc_done_mode(c, enforce, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? ptr : 0))
+		return r;
+	return undone(c, ptr, kind);
 }
 
 
 #define ALLOC_HOOK(sym, kind, bytes, stream, out, params, args)                               \
 	ALLOC_HOOK_POOL(sym, kind, bytes, stream, 0, out, params, args)
 
+/* The tracked call in one mode (`enforce`), the engine e_ known. */
+#define ALLOC_TRACKED(sym, enforce, kind, bytes, stream, pool, out, params, args)             \
+	CURESV_FORWARD_TO(sym);                                                               \
+	struct curesv_call c;                                                                 \
+	if (!curesv_call_alloc_mode(&c, e_, enforce, CURESV_LAYER_DRIVER, kind, bytes,        \
+				    (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool)))  \
+		return CUDA_ERROR_OUT_OF_MEMORY;                                              \
+	__typeof__(*(out)) kept_ = (out) ? *(out) : 0; /* what the caller sees if refused */     \
+	CUresult r = real args;                                                               \
+	CUresult res = alloc_result_in(&c, enforce, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, \
+				       kind);                                                 \
+	if (res != r && (out))                                                                \
+		*(out) = kept_;                                                               \
+	return res
+
+/* The tracked call of the engine's mode: observe mode's observed_<sym>, enforce mode's
+ * enforced_<sym>, each a function of its own, so that neither mode's path pays in registers for
+ * the other's. */
+#define TRACK_MODE(sym, args)                                                                 \
+	if (curesv_shim_enforcing(e_))                                                        \
+		return enforced_##sym CURESV_AND_ENGINE args;                                 \
+	return observed_##sym CURESV_AND_ENGINE args
+
 /* `pool`: the memory pool a stream-ordered allocation comes from (0: the stream's device's). */
 #define ALLOC_HOOK_POOL(sym, kind, bytes, stream, pool, out, params, args)                    \
+	static __attribute__((noinline)) CUresult observed_##sym CURESV_WITH_ENGINE params    \
+	{                                                                                     \
+		ALLOC_TRACKED(sym, false, kind, bytes, stream, pool, out, params, args);      \
+	}                                                                                     \
+	static __attribute__((noinline)) CUresult enforced_##sym CURESV_WITH_ENGINE params    \
+	{                                                                                     \
+		ALLOC_TRACKED(sym, true, kind, bytes, stream, pool, out, params, args);       \
+	}                                                                                     \
+	/* Before the engine is known: made now, or curesv disabled (straight through). */    \
 	static __attribute__((noinline)) CUresult tracked_##sym params                        \
 	{                                                                                     \
 		CURESV_FORWARD_TO(sym);                                                       \
-		struct curesv_call c;                                                         \
-		if (!curesv_call_alloc(&c, CURESV_LAYER_DRIVER, kind, bytes,                  \
-				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
-			return CUDA_ERROR_OUT_OF_MEMORY;                                      \
-		__typeof__(*(out)) kept_ = (out) ? *(out) : 0; /* what the caller sees if refused */ \
-		CUresult r = real args;                                                       \
-		CUresult res = alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind); \
-		if (res != r && (out))                                                        \
-			*(out) = kept_;                                                       \
-		return res;                                                                   \
+		curesv_engine *e_ = curesv_shim_engine();                                     \
+		if (!e_)                                                                      \
+			return real args;                                                     \
+		TRACK_MODE(sym, args);                                                        \
 	}                                                                                     \
 	static __attribute__((noinline)) CUresult nested_##sym params                         \
 	{                                                                                     \
@@ -262,8 +303,14 @@ CURESV_HOT CUresult alloc_result(struct curesv_call *c, CUresult r, uint64_t ptr
 	 * path is a tail call, so the common one (driver known, no denial) saves no registers. */ \
 	CUresult curesv_hook_##sym params                                                     \
 	{                                                                                     \
-		if (!curesv_nested())                                                         \
-			return tracked_##sym args;                                            \
+		if (!curesv_nested()) {                                                       \
+			/* acquire: pairs with the store that published it */                 \
+			curesv_engine *e_ = atomic_load_explicit(&curesv_shim_ready,          \
+								 memory_order_acquire);       \
+			if (__builtin_expect(e_ == NULL, 0))                                  \
+				return tracked_##sym args;                                    \
+			TRACK_MODE(sym, args);                                                \
+		}                                                                             \
 		CURESV_FORWARD_FAST(sym, real);                                               \
 		if (__builtin_expect(!real || curesv_nested_denied(kind, bytes), 0))          \
 			return nested_##sym args;                                             \

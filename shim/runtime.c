@@ -66,14 +66,21 @@ static void give_back(uint64_t ptr, enum curesv_kind kind)
 		fn((void *)(uintptr_t)ptr);
 }
 
-CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64_t ptr,
-				enum curesv_kind kind)
+/* An allocation curesv_call_alloc_done said to undo. */
+static cudaError_t undone(struct curesv_call *c, uint64_t ptr, enum curesv_kind kind)
 {
-	if (curesv_call_alloc_done(c, r == cudaSuccess, r == cudaSuccess ? ptr : 0))
-		return r;
 	give_back(ptr, kind);
 	curesv_call_close(c);
 	return cudaErrorMemoryAllocation;
+}
+
+/* What a hook made for one mode (`enforce`, curesv_call_alloc_mode) returns. */
+CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaError_t r,
+				    uint64_t ptr, enum curesv_kind kind)
+{
+	if (curesv_call_alloc_done_mode(c, enforce, r == cudaSuccess, r == cudaSuccess ? ptr : 0))
+		return r;
+	return undone(c, ptr, kind);
 }
 
 /* Declares `real`, the runtime's own <sym>, or returns when it cannot be found. */
@@ -83,16 +90,19 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 		return no_runtime(#sym)
 
 /* The hook's body once the runtime's function and the engine are known: straight through while
- * nested (or disabled), else the tracked call. Every path is a tail call, so the hook saves no
- * registers; anything not yet known is first_<sym>'s to look up. */
-#define PASS_OR_TRACK(sym, params, args)                                                      \
+ * nested (or disabled), else the tracked call (TRACK, with e_ the engine). Every path is a tail
+ * call, so the hook saves no registers; anything not yet known is first_<sym>'s to look up. */
+#define PASS_OR_TRACK(sym, params, args, TRACK)                                               \
 	cudaError_t(*real) params = atomic_load_explicit(&real_##sym.fn, memory_order_acquire); \
 	if (__builtin_expect(real == NULL, 0))                                                \
 		return first_##sym args;                                                      \
 	if (curesv_nested())                                                                  \
 		return real args;                                                             \
-	if (__builtin_expect(atomic_load_explicit(&curesv_shim_ready, memory_order_relaxed) != NULL, 1)) \
-		return tracked_##sym args;                                                    \
+	/* acquire: pairs with the store that published it */                                 \
+	curesv_engine *e_ = atomic_load_explicit(&curesv_shim_ready, memory_order_acquire);   \
+	if (__builtin_expect(e_ != NULL, 1)) {                                                \
+		TRACK(sym, args);                                                             \
+	}                                                                                     \
 	if (atomic_load_explicit(&curesv_shim_off, memory_order_relaxed))                     \
 		return real args;                                                             \
 	return first_##sym args
@@ -101,37 +111,58 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 #define FORWARD_KNOWN(sym, params)                                                            \
 	cudaError_t(*real) params = atomic_load_explicit(&real_##sym.fn, memory_order_acquire)
 
-/* The exported hook around tracked_<sym>, and its first call's out-of-line lookup. */
-#define HOOK_ENTRY(sym, params, args)                                                         \
+/* The exported hook around the tracked call, and its first call's out-of-line lookup. */
+#define HOOK_ENTRY(sym, params, args, TRACK)                                                  \
 	static __attribute__((noinline)) cudaError_t first_##sym params                       \
 	{                                                                                     \
 		FORWARD_TO(sym, params);                                                      \
-		return curesv_shim_tracking() ? tracked_##sym args : real args;               \
+		curesv_engine *e_;                                                            \
+		if (!curesv_shim_tracking() || (e_ = curesv_shim_engine()) == NULL)           \
+			return real args;                                                     \
+		TRACK(sym, args);                                                             \
 	}                                                                                     \
 	CURESV_EXPORT cudaError_t sym params                                                  \
 	{                                                                                     \
-		PASS_OR_TRACK(sym, params, args);                                             \
+		PASS_OR_TRACK(sym, params, args, TRACK);                                      \
 	}
+
+/* The tracked call in one mode (`enforce`). */
+#define ALLOC_TRACKED(sym, enforce, kind, bytes, stream, pool, out, params, args)             \
+	FORWARD_KNOWN(sym, params);                                                           \
+	struct curesv_call c;                                                                 \
+	if (!curesv_call_alloc_mode(&c, e_, enforce, CURESV_LAYER_RUNTIME, kind, bytes,       \
+				    (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool)))  \
+		return cudaErrorMemoryAllocation;                                             \
+	void *kept_ = (out) ? *(out) : NULL; /* what the caller sees if refused */               \
+	cudaError_t r = real args;                                                            \
+	cudaError_t res = alloc_result(&c, enforce, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, \
+				       kind);                                                 \
+	if (res != r && (out))                                                                \
+		*(out) = kept_;                                                               \
+	return res
+
+/* An allocation's tracked call: observe mode's tracked_<sym>, enforce mode's enforced_<sym>, each
+ * a function of its own, so that neither mode's path pays in registers for the other's. */
+#define TRACK_ALLOC(sym, args)                                                                \
+	if (curesv_shim_enforcing(e_))                                                        \
+		return enforced_##sym CURESV_AND_ENGINE args;                                 \
+	return tracked_##sym CURESV_AND_ENGINE args
 
 /* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
  * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
  * real function is resolved first: a hook without a runtime to forward to starts no engine. */
 #define ALLOC_HOOK(sym, kind, bytes, stream, pool, out, params, args)                         \
-	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
+	static __attribute__((noinline)) cudaError_t enforced_##sym CURESV_WITH_ENGINE params \
 	{                                                                                     \
-		FORWARD_KNOWN(sym, params);                                                   \
-		struct curesv_call c;                                                         \
-		if (!curesv_call_alloc_outer(&c, CURESV_LAYER_RUNTIME, kind, bytes,           \
-				       (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool))) \
-			return cudaErrorMemoryAllocation;                                     \
-		void *kept_ = (out) ? *(out) : NULL; /* what the caller sees if refused */       \
-		cudaError_t r = real args;                                                    \
-		cudaError_t res = alloc_result(&c, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, kind); \
-		if (res != r && (out))                                                        \
-			*(out) = kept_;                                                       \
-		return res;                                                                   \
+		ALLOC_TRACKED(sym, true, kind, bytes, stream, pool, out, params, args);       \
 	}                                                                                     \
-	HOOK_ENTRY(sym, params, args)
+	static __attribute__((noinline)) cudaError_t tracked_##sym CURESV_WITH_ENGINE params  \
+	{                                                                                     \
+		ALLOC_TRACKED(sym, false, kind, bytes, stream, pool, out, params, args);      \
+	}                                                                                     \
+	HOOK_ENTRY(sym, params, args, TRACK_ALLOC)
+
+#define TRACK_FREE(sym, args) return tracked_##sym args
 
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
 	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
@@ -143,7 +174,7 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, cudaError_t r, uint64
 		curesv_call_free_done(&c, r == cudaSuccess);                                  \
 		return r;                                                                     \
 	}                                                                                     \
-	HOOK_ENTRY(sym, params, args)
+	HOOK_ENTRY(sym, params, args, TRACK_FREE)
 
 RT_ALLOCS(ALLOC_HOOK)
 RT_FREES(FREE_HOOK)
@@ -169,8 +200,9 @@ CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t w
 		curesv_call_close(&c);
 		res = cudaErrorMemoryAllocation;
 	} else {
-		res = alloc_result(&c, r, devPtr ? (uint64_t)(uintptr_t)*devPtr : 0,
-				   CURESV_KIND_DEVICE);
+		uint64_t ptr = devPtr ? (uint64_t)(uintptr_t)*devPtr : 0;
+		res = curesv_call_alloc_done(&c, r == cudaSuccess, r == cudaSuccess ? ptr : 0)
+			      ? r : undone(&c, ptr, CURESV_KIND_DEVICE);
 	}
 	if (res != r) {
 		if (devPtr)

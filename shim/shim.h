@@ -54,9 +54,10 @@ struct curesv_call {
 	enum curesv_layer layer;
 	bool deny;              /* runtime layer: refused; the nested driver call must fail */
 	bool graph;             /* stream-ordered on a capturing stream: the graph's, not live memory */
+	bool learn;             /* begun with the device's capacity not known: learned after the call
+				   (next to deny and graph: the end tests the three at once) */
 	bool begun;             /* op was begun before the real call (enforce mode, VMM); observe
 				   mode begins it after (curesv_call_alloc_done) */
-	bool learned;           /* begun with the device's capacity known: nothing to learn after */
 	enum curesv_kind kind;  /* what was asked: kind, bytes, stream, memory pool (0: none) */
 	uint64_t bytes;
 	uint64_t stream;        /* a stream-ordered call's stream (CURESV_NO_STREAM: not one) */
@@ -109,6 +110,22 @@ CURESV_HIDDEN bool curesv_call_alloc_outer(struct curesv_call *c, enum curesv_la
 					   uint64_t pool);
 CURESV_HIDDEN void curesv_call_free_outer(struct curesv_call *c, enum curesv_layer layer,
 					  uint64_t ptr, uint64_t stream);
+/* curesv_call_alloc_outer and curesv_call_alloc_done for a hook made for one mode: engine `e`
+ * (curesv_shim_ready's, not NULL), enforcing or not (`enforce`, as its ledger says). A hook has
+ * one of each mode, so that neither mode's path pays in registers for the other's. */
+CURESV_HIDDEN bool curesv_call_alloc_mode(struct curesv_call *c, curesv_engine *e, bool enforce,
+					  enum curesv_layer layer, enum curesv_kind kind,
+					  uint64_t bytes, uint64_t stream, uint64_t pool);
+CURESV_HIDDEN bool curesv_call_alloc_done_mode(struct curesv_call *c, bool enforce, bool ok,
+					       uint64_t ptr);
+static inline bool curesv_shim_enforcing(const curesv_engine *e)
+{
+	return e->ledger.enforce;
+}
+/* A mode's tracked call's parameters and arguments: its hook's, then the engine e_ (last: the
+ * hook's stay in their registers, and the hook's tail call moves one). */
+#define CURESV_WITH_ENGINE(...) (__VA_ARGS__, curesv_engine *e_)
+#define CURESV_AND_ENGINE(...) (__VA_ARGS__, e_)
 /* Between them: the allocation turned out to be `bytes` long (a pitched one's pitch * height).
  * False when enforce mode refuses that (curesv_alloc_resize): the hook frees the allocation and
  * calls curesv_call_close. */

@@ -292,12 +292,13 @@ static inline uint64_t curesv_loadu(_Atomic uint64_t *v)
 	return atomic_load_explicit(v, memory_order_relaxed);
 }
 /* Owner-only updates of a cell field: a load and a store, no read-modify-write, since only the
- * shard's holder writes it. */
-static inline void curesv_own_add(_Atomic int64_t *v, int64_t d)
+ * shard's holder writes it. Inline everywhere: the allocation path's charges and debits make them,
+ * and an out-of-line copy would cost more than it holds. */
+CURESV_HOT void curesv_own_add(_Atomic int64_t *v, int64_t d)
 {
 	atomic_store_explicit(v, curesv_load64(v) + d, memory_order_relaxed);
 }
-static inline void curesv_own_bump(_Atomic uint64_t *v)
+CURESV_HOT void curesv_own_bump(_Atomic uint64_t *v)
 {
 	atomic_store_explicit(v, curesv_loadu(v) + 1, memory_order_relaxed);
 }

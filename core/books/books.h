@@ -149,11 +149,12 @@ CURESV_HOT bool curesv_ledger_charge_payer(curesv_ledger *l, const struct curesv
 /* curesv_ledger_charge's common case, payer p found: device memory under origin attribution, the
  * thread's cell (of shard `shard`) already carrying p's serial, and its lease and its share of the
  * device's total covering the bytes; in observe mode the books within the budget too. The bytes
- * are then already counted in the account's word, so an enforced budget holds. Fills c; false,
+ * are then already counted in the account's word, so an enforced budget holds. `cas`: whether a
+ * reclaim may race the cell (curesv_reclaimable, or what the caller knows of it). Fills c; false,
  * changing nothing, for anything else. */
 CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct curesv_payer *p,
 					    int device, uint64_t bytes, enum curesv_kind kind,
-					    bool enforce, int shard, curesv_charge *c)
+					    bool enforce, int shard, bool cas, curesv_charge *c)
 {
 	struct curesv_thread_books *tb = &l->books[shard];
 	struct curesv_cell *cell = &tb->cell[p->account];
@@ -167,8 +168,7 @@ CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct cures
 						    : (int64_t)curesv_loadu(&l->res[p->account].size);
 	/* observe mode past the budget: the general path marks it over (a merged read) */
 	if ((!enforce && books > budget) ||
-	    !curesv_cell_set(cell, v, n, -curesv_load64(&p->a->slack),
-			     curesv_reclaimable(l)))
+	    !curesv_cell_set(cell, v, n, -curesv_load64(&p->a->slack), cas))
 		return false;
 	atomic_store_explicit(&tb->device[device], share, memory_order_relaxed);
 	curesv_own_add(&cell->view, b);
@@ -198,7 +198,8 @@ CURESV_HOT bool curesv_ledger_charge_in_(curesv_ledger *l, curesv_ref origin, in
 	if (__builtin_expect(shard >= 0 && !curesv_kind_host(kind) &&
 			     l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
 			     curesv_ledger_payer(l, origin, device, &p) &&
-			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard, c), 1))
+			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard,
+							 curesv_reclaimable(l), c), 1))
 		return true;
 	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
 }
@@ -242,6 +243,30 @@ CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
 		return;
 	}
 	curesv_ledger_commit_slow_(l, c);
+}
+
+/* curesv_ledger_commit for a lease charge of enforce mode (c->share set, l->enforce): the view is
+ * read again, as there. */
+CURESV_HOT void curesv_ledger_commit_lease_(curesv_ledger *l, const curesv_charge *c)
+{
+	struct curesv_cell *cell = c->cell;
+	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
+	if (__builtin_expect(curesv_cell_serial(v) != c->serial, 0)) {
+		curesv_ledger_commit_slow_(l, c);
+		return;
+	}
+	curesv_own_bump(&cell->allocs);
+	int64_t books = curesv_word_bytes(atomic_load_explicit(&c->acct->word[0],
+							       memory_order_relaxed)) +
+			curesv_cell_d(v);
+	if (books > c->budget)
+		books = c->budget;
+	struct curesv_device *d = &l->dev[c->device];
+	int64_t total = curesv_load64(&d->allocated) + curesv_load64(c->share);
+	if (__builtin_expect(curesv_tagged_passes(&c->acct->view_peak, curesv_handle_gen(c->origin),
+						  books) ||
+			     total > curesv_load64(&d->view_peak), 0))
+		curesv_ledger_peaks_(l, c, books, total);
 }
 
 /* The same for a charge record (curesv_ledger_target's): returns 0, changing nothing, when the

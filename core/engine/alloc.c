@@ -135,11 +135,22 @@ CURESV_HOT_EXTERN bool curesv_alloc_enforced_(curesv_engine *e, int device, uint
 					      enum curesv_kind kind, curesv_ref origin,
 					      curesv_alloc_op *op)
 {
+	curesv_ledger *l = &e->ledger;
 	curesv_charge *c = &op->charge;
 	struct curesv_shard_ctl *shard = curesv_section_enter();
-	bool ok = curesv_ledger_charge_in_(&e->ledger, origin, device, bytes, kind, true, c);
-	if (__builtin_expect(c->fell_back || c->wrong_device, 0))
-		fell_back(e, op);
+	int s = curesv_shard_index();
+	struct curesv_payer p;
+	bool ok = true;
+	/* the lease charge of curesv_ledger_charge_in_, enforcing: a reclaim may race the cell */
+	if (__builtin_expect(!(s >= 0 && !curesv_kind_host(kind) &&
+			       l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
+			       curesv_ledger_payer(l, origin, device, &p) &&
+			       curesv_ledger_charge_lease_(l, &p, device, bytes, kind, true, s, true,
+							   c)), 0)) {
+		ok = curesv_ledger_charge_slow_(l, origin, device, bytes, kind, true, c);
+		if (__builtin_expect(c->fell_back || c->wrong_device, 0))
+			fell_back(e, op);
+	}
 	if (ok) {
 		op->charged = true;
 		op->state = CURESV_OP_CHARGED;
@@ -408,10 +419,56 @@ static __attribute__((noinline)) bool observed_general(curesv_engine *e, curesv_
 			      curesv_reclaimable(&e->ledger));
 }
 
-/* Inlined, with alloc_end, into the shim's out-of-line end of an enforced allocation (link-time
- * optimisation): one frame for the whole end. */
+/* end_leased with a table that took no entry: the charge undone (CURESV_TABLE_FULL=fail), or kept
+ * untracked. Inside the section, which it leaves. */
+static __attribute__((noinline)) bool leased_table_full(curesv_engine *e, curesv_alloc_op *op,
+							struct curesv_shard_ctl *shard,
+							const curesv_entry *want)
+{
+	curesv_ledger_uncharge(&e->ledger, &op->charge);
+	bool keep = table_full(e, want, op->stream);
+	alloc_retired(shard, op);
+	curesv_section_leave(shard);
+	return keep;
+}
+
+/* Enforce mode's common end: the allocation made, its charge a lease charge (op->charged,
+ * c->share set: on the books, published for fork), no stacks to note. */
+CURESV_HOT bool end_leased(curesv_engine *e, curesv_alloc_op *op, uint64_t ptr)
+{
+	const curesv_charge *c = &op->charge;
+	struct curesv_shard_ctl *shard = curesv_section_enter();
+	curesv_entry want;
+	if (__builtin_expect(!book_entry(e, ptr, c->bytes, c->origin, c->device, c->kind, op->stream,
+					 curesv_shard_index(), &want), 0))
+		return leased_table_full(e, op, shard, &want);
+	curesv_ledger_commit_lease_(&e->ledger, c);
+	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
+		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
+		     .stream = curesv_op_stream(op->stream));
+	/* charged: published CURESV_OP_CHARGED (curesv_alloc_enforced_) */
+	op->state = CURESV_OP_IDLE;
+	curesv_shard_publish(shard, NULL);
+	curesv_section_leave(shard);
+	return true;
+}
+
+static bool alloc_end_general(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64_t ptr);
+
+/* Inlined into the shim's end of an enforced allocation (link-time optimisation): its common case,
+ * else the general end, out of line. */
 CURESV_HOT_EXTERN bool curesv_alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok,
 					uint64_t ptr)
+{
+	/* charged implies tracked: untracked is set only with charged clear */
+	if (__builtin_expect(ok && ptr && op->charged && op->charge.share != NULL &&
+			     e->table.notes == NULL, 1))
+		return end_leased(e, op, ptr);
+	return alloc_end_general(e, op, ok, ptr);
+}
+
+static __attribute__((noinline)) bool alloc_end_general(curesv_engine *e, curesv_alloc_op *op,
+							bool ok, uint64_t ptr)
 {
 	if (__builtin_expect(e->table.notes != NULL, 0))
 		stack_captured(e, ok, ptr);

@@ -89,20 +89,28 @@ bool curesv_alloc_begin_slow_(curesv_engine *e, int device, uint64_t bytes, enum
 			      curesv_alloc_op *op);
 bool curesv_alloc_enforced_(curesv_engine *e, int device, uint64_t bytes, enum curesv_kind kind,
 			    curesv_ref origin, curesv_alloc_op *op);
-/* An allocation's op as its begin starts it: idle, nothing charged, paid by `origin`. */
-CURESV_HOT void curesv_alloc_op_start(curesv_alloc_op *op, int device, uint64_t stream,
-				      uint64_t bytes, enum curesv_kind kind, curesv_ref origin,
-				      bool via_stream)
+/* An allocation's op as its begin starts it: idle, nothing charged, paid by `origin`; its charge
+ * record is left to a charge, which fills it. */
+CURESV_HOT void curesv_alloc_op_open(curesv_alloc_op *op, uint64_t stream, curesv_ref origin,
+				     bool via_stream)
 {
 	op->state = CURESV_OP_IDLE;
 	op->stream = stream;
-	op->charge.device = device;
-	op->charge.bytes = bytes;
-	op->charge.kind = (uint8_t)kind;
 	op->origin = origin;
 	op->via_stream = via_stream;
 	op->charged = false;
 	op->untracked = false;
+}
+
+/* The same with what is asked written in the record. */
+CURESV_HOT void curesv_alloc_op_start(curesv_alloc_op *op, int device, uint64_t stream,
+				      uint64_t bytes, enum curesv_kind kind, curesv_ref origin,
+				      bool via_stream)
+{
+	curesv_alloc_op_open(op, stream, origin, via_stream);
+	op->charge.device = device;
+	op->charge.bytes = bytes;
+	op->charge.kind = (uint8_t)kind;
 }
 
 CURESV_HOT bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t stream,
@@ -114,17 +122,21 @@ CURESV_HOT bool curesv_alloc_begin_on(curesv_engine *e, int device, uint64_t str
 		return true;
 	return curesv_alloc_begin_slow_(e, device, bytes, kind, op);
 }
-/* The same with who pays already asked: `origin`, the stream's attachment when `via_stream`, as
- * curesv_engine_payer_origin answers (outside the books' section: after a rename it takes the
- * ledger's lock). For a caller that looked at the thread's last stream lookup for the device. */
+/* The same in enforce mode (the ledger enforcing), with who pays already asked: `origin`, the
+ * stream's attachment when `via_stream`, as curesv_engine_payer_origin answers (outside the books'
+ * section: after a rename it takes the ledger's lock). For a caller that looked at the thread's
+ * last stream lookup for the device. */
 CURESV_HOT bool curesv_alloc_begin_by(curesv_engine *e, int device, uint64_t stream,
 					 uint64_t bytes, enum curesv_kind kind, curesv_ref origin,
 					 bool via_stream, curesv_alloc_op *op)
 {
-	curesv_alloc_op_start(op, device, stream, bytes, kind, origin, via_stream);
-	if (__builtin_expect(e->ledger.enforce && bytes - 1 < CURESV_SIZE_LIMIT &&
-			     (unsigned)device < CURESV_MAX_DEVICES, 1))
+	if (__builtin_expect(bytes - 1 < CURESV_SIZE_LIMIT && (unsigned)device < CURESV_MAX_DEVICES,
+			     1)) {
+		/* every path of the charge fills op->charge */
+		curesv_alloc_op_open(op, stream, origin, via_stream);
 		return curesv_alloc_enforced_(e, device, bytes, kind, origin, op);
+	}
+	curesv_alloc_op_start(op, device, stream, bytes, kind, origin, via_stream);
 	return curesv_alloc_begin_slow_(e, device, bytes, kind, op);
 }
 /* Observe mode's whole allocation (the ledger not enforcing: cells are then written by plain

@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "books/ledger.h"
+#include "base/hot.h"
 #include "base/self.h"
 
 #define CURESV_THREAD_NAME 16   /* as pthread_getname_np: 15 characters + NUL */
@@ -57,7 +58,8 @@ extern _Atomic uint32_t curesv_rename_epoch_;   /* moves when any thread is rena
 #define curesv_thread_ref_ curesv_self_.ref              /* the attachment, as of ... */
 #define curesv_thread_epoch_ curesv_self_.epoch          /* ... this epoch (0: never looked) */
 curesv_ref curesv_thread_origin_slow(void);
-static inline curesv_ref curesv_thread_origin(void)
+/* Inline everywhere: enforce mode's charge asks it before the real call, in the hook's frame. */
+CURESV_HOT curesv_ref curesv_thread_origin(void)
 {
 	if (__builtin_expect(curesv_thread_epoch_ ==
 				     atomic_load_explicit(&curesv_rename_epoch_, memory_order_relaxed), 1))
