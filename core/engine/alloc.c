@@ -439,8 +439,8 @@ CURESV_HOT bool end_leased(curesv_engine *e, curesv_alloc_op *op, uint64_t ptr)
 	const curesv_charge *c = &op->charge;
 	struct curesv_shard_ctl *shard = curesv_section_enter();
 	curesv_entry want;
-	if (__builtin_expect(!book_entry(e, ptr, c->bytes, c->origin, c->device, c->kind, op->stream,
-					 curesv_shard_index(), &want), 0))
+	if (__builtin_expect(!book_entry(e, ptr, c->bytes, c->origin, c->device, c->kind,
+					 stream_tag(op->stream), curesv_shard_index(), &want), 0))
 		return leased_table_full(e, op, shard, &want);
 	curesv_ledger_commit_lease_(&e->ledger, c);
 	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,

@@ -1174,6 +1174,11 @@ def cases(stack, bindir, sanitized=False):
     out.append(Case("streams: 16 threads on 8 attached streams, frees on others",
                     [b("streams"), "pool", "16", str(rounds)], check_streams_pool,
                     env={"CURESV_RESERVATIONS": "r0=256M,r1=256M,r2=256M,r3=256M"}))
+    # enforce mode books the entry after a charge it took before the call: the same exact counts
+    out.append(Case("streams: 16 threads on 8 attached streams, frees on others, enforce",
+                    [b("streams"), "pool", "16", str(rounds)], check_streams_pool,
+                    env={"CURESV_RESERVATIONS": "r0=256M,r1=256M,r2=256M,r3=256M",
+                         "CURESV_MODE": "enforce"}))
     out.append(Case("driver OOM changes nothing", [b("oom")], check_untouched))
     out.append(Case("enforce: shared pool refuses, report shows it", [b("oom"), "2097152"],
                     check_pool_denial, env={"CURESV_MODE": "enforce", "CURESV_CAPACITY": "1M"}))
