@@ -179,7 +179,8 @@ bool curesv_alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 {
 	struct curesv_shard_ctl *shard = curesv_section_enter();
 	bool ok = alloc_resize(e, op, bytes);
-	if (!ok)
+	/* a charge given back (refused, or passed through untracked) leaves a fork nothing to undo */
+	if (!ok || !op->charged)
 		alloc_retired(shard, op);
 	curesv_section_leave(shard);
 	if (!ok) {

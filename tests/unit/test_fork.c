@@ -14,6 +14,7 @@ struct midway {
 	sem_t inside, go;
 	bool alloc;             /* else a free */
 	uint64_t ptr, bytes;
+	bool resize;            /* an allocation found past 64 TiB before the wait (a pitch) */
 	curesv_alloc_op aop;
 	curesv_free_op fop;
 };
@@ -23,7 +24,9 @@ static void midway_call(struct actor *a, void *arg)
 	struct midway *m = arg;
 	if (m->alloc)
 		cr_assert(curesv_alloc_begin(a->e, 0, m->bytes, CURESV_KIND_DEVICE, &m->aop));
-	else
+	if (m->alloc && m->resize)
+		cr_assert(curesv_alloc_resize(a->e, &m->aop, CURESV_SIZE_LIMIT + 1));
+	else if (!m->alloc)
 		curesv_free_begin(a->e, m->ptr, &m->fop);
 	sem_post(&m->inside);
 	sem_wait(&m->go);
@@ -142,6 +145,38 @@ Test(fork, an_enforced_charge_in_flight_is_undone_in_the_child)
 	EXPECT_RES(&E, "r", .size = 1 * MiB, .allocated = 512 * KiB, .peak = 512 * KiB,
 		   .caller_view = 512 * KiB, .allocs = 1);
 	cr_assert(actor_free(&a, fake_ptr(2)));
+	actor_stop(&a);
+	curesv_engine_destroy(&E);
+}
+
+static void child_resized_balances(void)
+{
+	/* the charge the resize gave back is not given back a second time */
+	curesv_stats_t st;
+	CHILD_EXPECT(curesv_ledger_stats_by_name(&E.ledger, "r", &st) == CURESV_OK);
+	CHILD_EXPECT(st.allocated == 0 && st.allocs == 0);
+	CHILD_EXPECT(dev_stats(&E, 0).allocated == 0);
+}
+
+/* An allocation whose charge its resize undid (a pitched allocation whose pitch * height passes
+ * 64 TiB, passed through untracked) has nothing left for a forked child to settle. */
+Test(fork, a_charge_undone_by_a_resize_is_not_undone_again_in_the_child)
+{
+	ENGINE(&E, "CURESV_CAPACITY=2M", "CURESV_MODE=enforce", "CURESV_RESERVATIONS=r=1M",
+	       "CURESV_ATTACH=slow-*=r");
+	struct actor a;
+	actor_start(&a, &E, "slow-alloc");
+	struct midway m = { .alloc = true, .ptr = fake_ptr(2), .bytes = 512 * KiB, .resize = true };
+	sem_init(&m.inside, 0, 0);
+	sem_init(&m.go, 0, 0);
+	a.arg = &m;
+	pthread_t t;
+	pthread_create(&t, NULL, run_midway, &a);
+	sem_wait(&m.inside);
+	fork_and_check(child_resized_balances);
+	sem_post(&m.go);
+	pthread_join(t, NULL);
+	EXPECT_RES(&E, "r", .size = 1 * MiB);
 	actor_stop(&a);
 	curesv_engine_destroy(&E);
 }
