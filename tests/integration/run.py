@@ -108,6 +108,20 @@ def check_enforce_denied(report, out):
     return 0, 0, 0
 
 
+def check_family_denied(report, out):
+    """scan's one allocation refused by its budget: counted as refused, nothing booked or freed."""
+    scan = res(report, "scan")
+    expect("scan denied", scan["denied"], 1)
+    for key in ("allocs", "frees", "allocated", "peak"):
+        expect("scan " + key, scan[key], 0)
+    expect("shared allocs", report["shared"]["allocs"], 0)
+    expect("untracked", report["untracked"]["count"], 0)
+    expect("table live", report["table"]["live"], 0)
+    expect("unknown frees", report["unknown_frees"], 0)
+    expect("program saw the refusal", " FAILED" in out, True)
+    return 0, 0, 0
+
+
 def check_stress(threads, rounds):
     def check(report, out):
         total = threads * rounds
@@ -1104,6 +1118,18 @@ def cases(stack, bindir, sanitized=False):
         for fam in families:
             out.append(Case("%s %s" % (build, fam), [b(build), fam],
                             check_handoff(kinds.get(fam, "device")), env=HANDOFF_ENV))
+    # enforce mode: every family's hook of that mode (runtime, per-thread and driver ones) books
+    # the hand-off as observe mode does, and refuses a device-tier allocation past scan's budget
+    for build in ("families", "families_ptds", "families_static"):
+        for fam in families:
+            kind = kinds.get(fam, "device")
+            out.append(Case("%s %s, enforce" % (build, fam), [b(build), fam], check_handoff(kind),
+                            env=dict(HANDOFF_ENV, CURESV_MODE="enforce")))
+            if kind != "host":  # the host tier is held to no device budget
+                out.append(Case("%s %s, enforce refuses past the budget" % (build, fam),
+                                [b(build), fam], check_family_denied, exit_code=1,
+                                env=dict(HANDOFF_ENV, CURESV_MODE="enforce",
+                                         CURESV_RESERVATIONS="scan=16K,pipe=200K")))
     for build in ("handoff", "handoff_static"):
         out.append(Case(build, [b(build)], check_handoff("device"), env=HANDOFF_ENV))
     out.append(Case("enforce denies past budget", [b("handoff")], check_enforce_denied,
@@ -1260,6 +1286,14 @@ def cases(stack, bindir, sanitized=False):
                     check_table_full_passthrough(4, 500), env={"CURESV_TABLE_SLOTS": "8"}))
     out.append(Case("table full: fail", [b("stress"), "4", "500"], check_table_full_fail,
                     env={"CURESV_TABLE_SLOTS": "8", "CURESV_TABLE_FULL": "fail"}, exit_code=1))
+    # enforce mode charges before the call: a full table undoes that charge, then passes the
+    # allocation through untracked or fails it
+    out.append(Case("table full: passthrough, enforce", [b("stress"), "4", "500"],
+                    check_table_full_passthrough(4, 500),
+                    env={"CURESV_TABLE_SLOTS": "8", "CURESV_MODE": "enforce"}))
+    out.append(Case("table full: fail, enforce", [b("stress"), "4", "500"], check_table_full_fail,
+                    env={"CURESV_TABLE_SLOTS": "8", "CURESV_TABLE_FULL": "fail",
+                         "CURESV_MODE": "enforce"}, exit_code=1))
     out.append(Case("injected driver OOM, enforce mode", [b("handoff")], check_untouched_scan,
                     env=dict(HANDOFF_ENV, CURESV_MODE="enforce", CUDA_SIM_FAIL_ALLOC="1"),
                     exit_code=1, stacks=("sim",)))
