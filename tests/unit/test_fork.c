@@ -8,6 +8,8 @@
 
 static curesv_engine E;
 
+#define STREAM UINT64_C(0x5000) /* a stream's handle */
+
 /* A thread in the middle of an operation: `begin` ran, the real call "is slow" (the thread waits
  * on `go`), `end` has not run yet. */
 struct midway {
@@ -15,6 +17,8 @@ struct midway {
 	bool alloc;             /* else a free */
 	uint64_t ptr, bytes;
 	bool resize;            /* an allocation found past 64 TiB before the wait (a pitch) */
+	bool by;                /* begun as a stream-ordered one whose payer was asked (origin) */
+	curesv_ref origin;
 	curesv_alloc_op aop;
 	curesv_free_op fop;
 };
@@ -22,7 +26,10 @@ struct midway {
 static void midway_call(struct actor *a, void *arg)
 {
 	struct midway *m = arg;
-	if (m->alloc)
+	if (m->alloc && m->by)
+		cr_assert(curesv_alloc_begin_by(a->e, 0, STREAM, m->bytes, CURESV_KIND_ASYNC, m->origin,
+						true, &m->aop));
+	else if (m->alloc)
 		cr_assert(curesv_alloc_begin(a->e, 0, m->bytes, CURESV_KIND_DEVICE, &m->aop));
 	if (m->alloc && m->resize)
 		cr_assert(curesv_alloc_resize(a->e, &m->aop, CURESV_SIZE_LIMIT + 1));
@@ -177,6 +184,32 @@ Test(fork, a_charge_undone_by_a_resize_is_not_undone_again_in_the_child)
 	sem_post(&m.go);
 	pthread_join(t, NULL);
 	EXPECT_RES(&E, "r", .size = 1 * MiB);
+	actor_stop(&a);
+	curesv_engine_destroy(&E);
+}
+
+/* Enforce mode's charge of a stream-ordered allocation whose payer the thread's last stream record
+ * answered (curesv_alloc_begin_by: the stream's reservation), its end the common one: a fork in
+ * between undoes the charge in the child, once. */
+Test(fork, a_stream_charge_in_flight_is_undone_in_the_child)
+{
+	ENGINE(&E, "CURESV_CAPACITY=2M", "CURESV_MODE=enforce", "CURESV_RESERVATIONS=r=1M");
+	struct actor a;
+	actor_start(&a, &E, "slow-alloc");
+	struct midway m = { .alloc = true, .ptr = fake_ptr(3), .bytes = 512 * KiB, .by = true };
+	cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "r", &m.origin), CURESV_OK);
+	sem_init(&m.inside, 0, 0);
+	sem_init(&m.go, 0, 0);
+	a.arg = &m;
+	pthread_t t;
+	pthread_create(&t, NULL, run_midway, &a);
+	sem_wait(&m.inside);
+	fork_and_check(child_alloc_balances);
+	sem_post(&m.go);
+	pthread_join(t, NULL);
+	EXPECT_RES(&E, "r", .size = 1 * MiB, .allocated = 512 * KiB, .peak = 512 * KiB,
+		   .caller_view = 512 * KiB, .allocs = 1);
+	cr_assert(actor_free(&a, fake_ptr(3)));
 	actor_stop(&a);
 	curesv_engine_destroy(&E);
 }
