@@ -188,18 +188,29 @@ CURESV_HOT bool curesv_ledger_charge_lease_(curesv_ledger *l, const struct cures
 	return true;
 }
 
+/* The lease charge of a device and a size within curesv's bounds, for the calling thread (shard
+ * `shard`): device memory under origin attribution, payer found, lease covering. `cas`: what the
+ * caller knows of curesv_reclaimable. False, changing nothing, for anything else:
+ * curesv_ledger_charge_slow_ then decides. */
+CURESV_HOT bool curesv_ledger_charge_leased_(curesv_ledger *l, curesv_ref origin, int device,
+					     uint64_t bytes, enum curesv_kind kind, bool enforce,
+					     int shard, bool cas, curesv_charge *c)
+{
+	struct curesv_payer p;
+	return shard >= 0 && !curesv_kind_host(kind) &&
+	       l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
+	       curesv_ledger_payer(l, origin, device, &p) &&
+	       curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard, cas, c);
+}
+
 /* curesv_ledger_charge for a device and a size already found within curesv's bounds. */
 CURESV_HOT bool curesv_ledger_charge_in_(curesv_ledger *l, curesv_ref origin, int device,
 					 uint64_t bytes, enum curesv_kind kind, bool enforce,
 					 curesv_charge *c)
 {
-	int shard = curesv_shard_index();
-	struct curesv_payer p;
-	if (__builtin_expect(shard >= 0 && !curesv_kind_host(kind) &&
-			     l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
-			     curesv_ledger_payer(l, origin, device, &p) &&
-			     curesv_ledger_charge_lease_(l, &p, device, bytes, kind, enforce, shard,
-							 curesv_reclaimable(l), c), 1))
+	if (__builtin_expect(curesv_ledger_charge_leased_(l, origin, device, bytes, kind, enforce,
+							  curesv_shard_index(),
+							  curesv_reclaimable(l), c), 1))
 		return true;
 	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
 }
@@ -213,52 +224,13 @@ CURESV_HOT bool curesv_ledger_charge(curesv_ledger *l, curesv_ref origin, int de
 	return curesv_ledger_charge_slow_(l, origin, device, bytes, kind, enforce, c);
 }
 
-/* The common commit: a lease charge's (device memory under origin attribution, from the thread's
- * cell, not over its budget: c->share set), the cell still carrying the account's serial; the
- * peaks rise on the general path only when passed. */
-CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
+/* A lease charge's commit once its cell is found still carrying the account's serial: counts the
+ * allocation, and raises the peaks on the general path only when `books` (the account's view, held
+ * to its budget) or the device's total passes them. */
+CURESV_HOT void curesv_ledger_commit_counted_(curesv_ledger *l, const curesv_charge *c,
+					      int64_t books)
 {
-	struct curesv_cell *cell = c->cell;
-	uint64_t v;
-	if (__builtin_expect(c->share != NULL &&
-			     curesv_cell_serial(v = atomic_load_explicit(&cell->books,
-									 memory_order_relaxed)) ==
-				     c->serial, 1)) {
-		curesv_own_bump(&cell->allocs);
-		/* With leases the charge came before the real allocation: the view is read again
-		 * (reclaimable: a lease charge is origin attribution's). */
-		int64_t books = c->books;
-		if (l->enforce)
-			books = curesv_word_bytes(atomic_load_explicit(&c->acct->word[0],
-								       memory_order_relaxed)) +
-				curesv_cell_d(v);
-		if (books > c->budget)
-			books = c->budget;
-		struct curesv_device *d = &l->dev[c->device];
-		int64_t total = curesv_load64(&d->allocated) + curesv_load64(c->share);
-		if (__builtin_expect(curesv_tagged_passes(&c->acct->view_peak,
-							  curesv_handle_gen(c->origin), books) ||
-				     total > curesv_load64(&d->view_peak), 0))
-			curesv_ledger_peaks_(l, c, books, total);
-		return;
-	}
-	curesv_ledger_commit_slow_(l, c);
-}
-
-/* curesv_ledger_commit for a lease charge of enforce mode (c->share set, l->enforce): the view is
- * read again, as there. */
-CURESV_HOT void curesv_ledger_commit_lease_(curesv_ledger *l, const curesv_charge *c)
-{
-	struct curesv_cell *cell = c->cell;
-	uint64_t v = atomic_load_explicit(&cell->books, memory_order_relaxed);
-	if (__builtin_expect(curesv_cell_serial(v) != c->serial, 0)) {
-		curesv_ledger_commit_slow_(l, c);
-		return;
-	}
-	curesv_own_bump(&cell->allocs);
-	int64_t books = curesv_word_bytes(atomic_load_explicit(&c->acct->word[0],
-							       memory_order_relaxed)) +
-			curesv_cell_d(v);
+	curesv_own_bump(&c->cell->allocs);
 	if (books > c->budget)
 		books = c->budget;
 	struct curesv_device *d = &l->dev[c->device];
@@ -267,6 +239,42 @@ CURESV_HOT void curesv_ledger_commit_lease_(curesv_ledger *l, const curesv_charg
 						  books) ||
 			     total > curesv_load64(&d->view_peak), 0))
 		curesv_ledger_peaks_(l, c, books, total);
+}
+
+/* The view of a lease charge's account once its allocation is made, `v` its cell: read again, as
+ * enforce mode's charge came before the real allocation. */
+CURESV_HOT int64_t curesv_lease_view_(const curesv_charge *c, uint64_t v)
+{
+	return curesv_word_bytes(atomic_load_explicit(&c->acct->word[0], memory_order_relaxed)) +
+	       curesv_cell_d(v);
+}
+
+/* The common commit: a lease charge's (device memory under origin attribution, from the thread's
+ * cell, not over its budget: c->share set), the cell still carrying the account's serial; the
+ * peaks rise on the general path only when passed. */
+CURESV_HOT void curesv_ledger_commit(curesv_ledger *l, const curesv_charge *c)
+{
+	uint64_t v;
+	if (__builtin_expect(c->share != NULL &&
+			     curesv_cell_serial(v = atomic_load_explicit(&c->cell->books,
+									 memory_order_relaxed)) ==
+				     c->serial, 1)) {
+		/* reclaimable (enforce): a lease charge is origin attribution's */
+		curesv_ledger_commit_counted_(l, c, l->enforce ? curesv_lease_view_(c, v) : c->books);
+		return;
+	}
+	curesv_ledger_commit_slow_(l, c);
+}
+
+/* curesv_ledger_commit for a lease charge of enforce mode (c->share set, l->enforce). */
+CURESV_HOT void curesv_ledger_commit_lease_(curesv_ledger *l, const curesv_charge *c)
+{
+	uint64_t v = atomic_load_explicit(&c->cell->books, memory_order_relaxed);
+	if (__builtin_expect(curesv_cell_serial(v) != c->serial, 0)) {
+		curesv_ledger_commit_slow_(l, c);
+		return;
+	}
+	curesv_ledger_commit_counted_(l, c, curesv_lease_view_(c, v));
 }
 
 /* The same for a charge record (curesv_ledger_target's): returns 0, changing nothing, when the

@@ -138,15 +138,10 @@ CURESV_HOT_EXTERN bool curesv_alloc_enforced_(curesv_engine *e, int device, uint
 	curesv_ledger *l = &e->ledger;
 	curesv_charge *c = &op->charge;
 	struct curesv_shard_ctl *shard = curesv_section_enter();
-	int s = curesv_shard_index();
-	struct curesv_payer p;
 	bool ok = true;
-	/* the lease charge of curesv_ledger_charge_in_, enforcing: a reclaim may race the cell */
-	if (__builtin_expect(!(s >= 0 && !curesv_kind_host(kind) &&
-			       l->attribution == CURESV_ATTRIBUTION_ORIGIN &&
-			       curesv_ledger_payer(l, origin, device, &p) &&
-			       curesv_ledger_charge_lease_(l, &p, device, bytes, kind, true, s, true,
-							   c)), 0)) {
+	/* enforcing: a reclaim may race the cell */
+	if (__builtin_expect(!curesv_ledger_charge_leased_(l, origin, device, bytes, kind, true,
+							   curesv_shard_index(), true, c), 0)) {
 		ok = curesv_ledger_charge_slow_(l, origin, device, bytes, kind, true, c);
 		if (__builtin_expect(c->fell_back || c->wrong_device, 0))
 			fell_back(e, op);
