@@ -267,14 +267,6 @@ CURESV_HOT CUresult alloc_result_in(struct curesv_call *c, bool enforce, CUresul
 		*(out) = kept_;                                                               \
 	return res
 
-/* The tracked call of the engine's mode: observe mode's observed_<sym>, enforce mode's
- * enforced_<sym>, each a function of its own, so that neither mode's path pays in registers for
- * the other's. */
-#define TRACK_MODE(sym, args)                                                                 \
-	if (curesv_shim_enforcing(e_))                                                        \
-		return enforced_##sym CURESV_AND_ENGINE args;                                 \
-	return observed_##sym CURESV_AND_ENGINE args
-
 /* `pool`: the memory pool a stream-ordered allocation comes from (0: the stream's device's). */
 #define ALLOC_HOOK_POOL(sym, kind, bytes, stream, pool, out, params, args)                    \
 	static __attribute__((noinline)) CUresult observed_##sym CURESV_WITH_ENGINE params    \
@@ -292,7 +284,7 @@ CURESV_HOT CUresult alloc_result_in(struct curesv_call *c, bool enforce, CUresul
 		curesv_engine *e_ = curesv_shim_engine();                                     \
 		if (!e_)                                                                      \
 			return real args;                                                     \
-		TRACK_MODE(sym, args);                                                        \
+		CURESV_TRACK_MODE(sym, args);                                                 \
 	}                                                                                     \
 	static __attribute__((noinline)) CUresult nested_##sym params                         \
 	{                                                                                     \
@@ -309,7 +301,7 @@ CURESV_HOT CUresult alloc_result_in(struct curesv_call *c, bool enforce, CUresul
 								 memory_order_acquire);       \
 			if (__builtin_expect(e_ == NULL, 0))                                  \
 				return tracked_##sym args;                                    \
-			TRACK_MODE(sym, args);                                                \
+			CURESV_TRACK_MODE(sym, args);                                         \
 		}                                                                             \
 		CURESV_FORWARD_FAST(sym, real);                                               \
 		if (__builtin_expect(!real || curesv_nested_denied(kind, bytes), 0))          \

@@ -141,13 +141,6 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
 		*(out) = kept_;                                                               \
 	return res
 
-/* An allocation's tracked call: observe mode's tracked_<sym>, enforce mode's enforced_<sym>, each
- * a function of its own, so that neither mode's path pays in registers for the other's. */
-#define TRACK_ALLOC(sym, args)                                                                \
-	if (curesv_shim_enforcing(e_))                                                        \
-		return enforced_##sym CURESV_AND_ENGINE args;                                 \
-	return tracked_##sym CURESV_AND_ENGINE args
-
 /* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
  * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
  * real function is resolved first: a hook without a runtime to forward to starts no engine. */
@@ -156,11 +149,11 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
 	{                                                                                     \
 		ALLOC_TRACKED(sym, true, kind, bytes, stream, pool, out, params, args);       \
 	}                                                                                     \
-	static __attribute__((noinline)) cudaError_t tracked_##sym CURESV_WITH_ENGINE params  \
+	static __attribute__((noinline)) cudaError_t observed_##sym CURESV_WITH_ENGINE params \
 	{                                                                                     \
 		ALLOC_TRACKED(sym, false, kind, bytes, stream, pool, out, params, args);      \
 	}                                                                                     \
-	HOOK_ENTRY(sym, params, args, TRACK_ALLOC)
+	HOOK_ENTRY(sym, params, args, CURESV_TRACK_MODE)
 
 #define TRACK_FREE(sym, args) return tracked_##sym args
 

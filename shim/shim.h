@@ -126,6 +126,14 @@ static inline bool curesv_shim_enforcing(const curesv_engine *e)
  * hook's stay in their registers, and the hook's tail call moves one). */
 #define CURESV_WITH_ENGINE(...) (__VA_ARGS__, curesv_engine *e_)
 #define CURESV_AND_ENGINE(...) (__VA_ARGS__, e_)
+
+/* An allocation hook's tracked call, its engine e_ known: observe mode's observed_<sym>, enforce
+ * mode's enforced_<sym>, each a function of its own, so that neither mode's path pays in registers
+ * for the other's. */
+#define CURESV_TRACK_MODE(sym, args)                                                          \
+	if (curesv_shim_enforcing(e_))                                                        \
+		return enforced_##sym CURESV_AND_ENGINE args;                                 \
+	return observed_##sym CURESV_AND_ENGINE args
 /* Between them: the allocation turned out to be `bytes` long (a pitched one's pitch * height).
  * False when enforce mode refuses that (curesv_alloc_resize): the hook frees the allocation and
  * calls curesv_call_close. */
