@@ -67,6 +67,21 @@ static void fork_and_check(void (*check)(void))
 		  status);
 }
 
+/* Forks while actor `a` is in the middle of operation m (midway_call), the child running `check`;
+ * then lets the operation end. */
+static void fork_midway(struct actor *a, struct midway *m, void (*check)(void))
+{
+	sem_init(&m->inside, 0, 0);
+	sem_init(&m->go, 0, 0);
+	a->arg = m;
+	pthread_t t;
+	pthread_create(&t, NULL, run_midway, a);
+	sem_wait(&m->inside);
+	fork_and_check(check);
+	sem_post(&m->go);
+	pthread_join(t, NULL);
+}
+
 #define CHILD_EXPECT(cond)                                                                     \
 	do {                                                                                   \
 		if (!(cond)) {                                                                 \
@@ -105,15 +120,7 @@ Test(fork, a_free_in_flight_in_another_thread_is_settled_in_the_child)
 	actor_start(&a, &E, "slow-free");
 	cr_assert_eq(actor_alloc(&a, fake_ptr(1), 64 * KiB), GRANTED);
 	struct midway m = { .alloc = false, .ptr = fake_ptr(1) };
-	sem_init(&m.inside, 0, 0);
-	sem_init(&m.go, 0, 0);
-	a.arg = &m;
-	pthread_t t;
-	pthread_create(&t, NULL, run_midway, &a);
-	sem_wait(&m.inside);
-	fork_and_check(child_free_balances);
-	sem_post(&m.go);
-	pthread_join(t, NULL);
+	fork_midway(&a, &m, child_free_balances);
 	EXPECT_SHARED(&E, .device = 0, .size = 1 * MiB, .peak = 64 * KiB, .allocs = 1, .frees = 1);
 	EXPECT_DEV(&E, 0, .allocated = 0, .peak = 64 * KiB, .headroom = 1 * MiB);
 	actor_stop(&a);
@@ -140,15 +147,7 @@ Test(fork, an_enforced_charge_in_flight_is_undone_in_the_child)
 	struct actor a;
 	actor_start(&a, &E, "slow-alloc");
 	struct midway m = { .alloc = true, .ptr = fake_ptr(2), .bytes = 512 * KiB };
-	sem_init(&m.inside, 0, 0);
-	sem_init(&m.go, 0, 0);
-	a.arg = &m;
-	pthread_t t;
-	pthread_create(&t, NULL, run_midway, &a);
-	sem_wait(&m.inside);
-	fork_and_check(child_alloc_balances);
-	sem_post(&m.go);
-	pthread_join(t, NULL);
+	fork_midway(&a, &m, child_alloc_balances);
 	EXPECT_RES(&E, "r", .size = 1 * MiB, .allocated = 512 * KiB, .peak = 512 * KiB,
 		   .caller_view = 512 * KiB, .allocs = 1);
 	cr_assert(actor_free(&a, fake_ptr(2)));
@@ -174,15 +173,7 @@ Test(fork, a_charge_undone_by_a_resize_is_not_undone_again_in_the_child)
 	struct actor a;
 	actor_start(&a, &E, "slow-alloc");
 	struct midway m = { .alloc = true, .ptr = fake_ptr(2), .bytes = 512 * KiB, .resize = true };
-	sem_init(&m.inside, 0, 0);
-	sem_init(&m.go, 0, 0);
-	a.arg = &m;
-	pthread_t t;
-	pthread_create(&t, NULL, run_midway, &a);
-	sem_wait(&m.inside);
-	fork_and_check(child_resized_balances);
-	sem_post(&m.go);
-	pthread_join(t, NULL);
+	fork_midway(&a, &m, child_resized_balances);
 	EXPECT_RES(&E, "r", .size = 1 * MiB);
 	actor_stop(&a);
 	curesv_engine_destroy(&E);
@@ -198,15 +189,7 @@ Test(fork, a_stream_charge_in_flight_is_undone_in_the_child)
 	actor_start(&a, &E, "slow-alloc");
 	struct midway m = { .alloc = true, .ptr = fake_ptr(3), .bytes = 512 * KiB, .by = true };
 	cr_assert_eq(curesv_ledger_find_ref(&E.ledger, "r", &m.origin), CURESV_OK);
-	sem_init(&m.inside, 0, 0);
-	sem_init(&m.go, 0, 0);
-	a.arg = &m;
-	pthread_t t;
-	pthread_create(&t, NULL, run_midway, &a);
-	sem_wait(&m.inside);
-	fork_and_check(child_alloc_balances);
-	sem_post(&m.go);
-	pthread_join(t, NULL);
+	fork_midway(&a, &m, child_alloc_balances);
 	EXPECT_RES(&E, "r", .size = 1 * MiB, .allocated = 512 * KiB, .peak = 512 * KiB,
 		   .caller_view = 512 * KiB, .allocs = 1);
 	cr_assert(actor_free(&a, fake_ptr(3)));
