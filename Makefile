@@ -106,9 +106,26 @@ $(O)/shim/%.o: shim/%.S Makefile
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+# libcuresv.so, or a bench build of it, from the objects given ($^).
+LINK_SHIM = $(CC) -shared $(LDFLAGS_ALL) $(LINK_LTO) -Wl,-soname,libcuresv.so -Wl,-z,now \
+	-Wl,-e,curesv_entry $^ $(BT_LIBS) $(BT_HIDE) -ldl -o $@
+
 $(O)/libcuresv.so: $(SHIM_OBJ) $(CORE_OBJ)
-	$(CC) -shared $(LDFLAGS_ALL) $(LINK_LTO) -Wl,-soname,libcuresv.so -Wl,-z,now -Wl,-e,curesv_entry $^ \
-		$(BT_LIBS) $(BT_HIDE) -ldl -o $@
+	$(LINK_SHIM)
+
+# The bench's clock on the runtime's tracked calls (shim/self_time.h): libcuresv.so with a TSC read
+# around each real call and tests/bench/self_time.c's sums, printed at exit. Bench only.
+$(O)/selftime/shim/runtime.o: shim/runtime.c Makefile | $(CUDA_INC)/cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(SHIM_CFLAGS) -DCURESV_SELF_TIME -MMD -MP -c $< -o $@
+
+$(O)/selftime/self_time.o: tests/bench/self_time.c shim/self_time.h Makefile
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -DCURESV_SELF_TIME -c $< -o $@
+
+$(O)/libcuresv-selftime.so: $(filter-out $(O)/shim/runtime.o,$(SHIM_OBJ)) $(O)/selftime/shim/runtime.o \
+		$(O)/selftime/self_time.o $(CORE_OBJ)
+	$(LINK_SHIM)
 
 $(O)/libcuresv_core.a: $(CORE_OBJ)
 	@rm -f $@
@@ -376,7 +393,8 @@ fuzz-%: $(FUZZ)/fuzz_%
 
 bench: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/trace_bench \
-		$(BUILD)/plain/alloc_bench $(BUILD)/plain/libspin_shim.so $(BUILD)/plain/libcuresv.so sim
+		$(BUILD)/plain/alloc_bench $(BUILD)/plain/libspin_shim.so $(BUILD)/plain/libcuresv.so \
+		$(BUILD)/plain/libcuresv-selftime.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/bench --stack sim --bin $(BUILD)/plain
 
 # The table's peers are C++ designs (std::unordered_map, std::map): written in C++.

@@ -5,6 +5,7 @@
  * runtime these are never called and the driver hooks do the counting. */
 #include <cuda_runtime_api.h>
 
+#include "self_time.h"
 #include "shim.h"
 
 /* In a _ptsz variant the NULL stream is the calling thread's own (cudaStreamPerThread). */
@@ -128,17 +129,21 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
 
 /* The tracked call in one mode (`enforce`). */
 #define ALLOC_TRACKED(sym, enforce, kind, bytes, stream, pool, out, params, args)             \
+	CURESV_SELF_LAP(t0_);                                                                 \
 	FORWARD_KNOWN(sym, params);                                                           \
 	struct curesv_call c;                                                                 \
 	if (!curesv_call_alloc_mode(&c, e_, enforce, CURESV_LAYER_RUNTIME, kind, bytes,       \
 				    (uint64_t)(uintptr_t)(stream), (uint64_t)(uintptr_t)(pool)))  \
 		return cudaErrorMemoryAllocation;                                             \
 	void *kept_ = (out) ? *(out) : NULL; /* what the caller sees if refused */               \
+	CURESV_SELF_LAP(t1_);                                                                 \
 	cudaError_t r = real args;                                                            \
+	CURESV_SELF_LAP(t2_);                                                                 \
 	cudaError_t res = alloc_result(&c, enforce, r, (out) ? (uint64_t)(uintptr_t)*(out) : 0, \
 				       kind);                                                 \
 	if (res != r && (out))                                                                \
 		*(out) = kept_;                                                               \
+	CURESV_SELF_DONE(CURESV_SELF_ALLOC, t0_, t1_, t2_);                                   \
 	return res
 
 /* Each hook: a pass-through while nested in another hook of the thread or while curesv is disabled,
@@ -160,11 +165,15 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
 #define FREE_HOOK(sym, ptr, stream, params, args)                                             \
 	static __attribute__((noinline)) cudaError_t tracked_##sym params                     \
 	{                                                                                     \
+		CURESV_SELF_LAP(t0_);                                                         \
 		FORWARD_KNOWN(sym, params);                                                   \
 		struct curesv_call c;                                                         \
 		curesv_call_free_outer(&c, CURESV_LAYER_RUNTIME, (uint64_t)(uintptr_t)(ptr), stream); \
+		CURESV_SELF_LAP(t1_);                                                         \
 		cudaError_t r = real args;                                                    \
+		CURESV_SELF_LAP(t2_);                                                         \
 		curesv_call_free_done(&c, r == cudaSuccess);                                  \
+		CURESV_SELF_DONE(CURESV_SELF_FREE, t0_, t1_, t2_);                            \
 		return r;                                                                     \
 	}                                                                                     \
 	HOOK_ENTRY(sym, params, args, TRACK_FREE)

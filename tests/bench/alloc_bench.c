@@ -4,7 +4,10 @@
  * libcuresv.so preloaded (scripts/bench, scripts/gpu-check): the difference is curesv's cost.
  *
  *   alloc_bench [THREADS [ITERS [BYTES [sync|async]]]]   defaults 1, 200000, 4096, sync
- * Prints "ns_per_pair=N": wall time of the timed loop (all threads at once) per pair. */
+ * Prints "ns_per_pair=N": wall time of the timed loop (all threads at once) per pair; then the
+ * process's CPU time (its threads and the driver's, user and system) and context switches
+ * (voluntary: a thread that slept, on a lock or in the kernel) over the same loop, per pair.
+ */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 /* Absent from older simulated runtimes: the pool then keeps its default threshold. */
@@ -29,6 +33,12 @@ static double now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static double cpu_ns(const struct rusage *r)
+{
+	return ((double)r->ru_utime.tv_sec + (double)r->ru_stime.tv_sec) * 1e9 +
+	       ((double)r->ru_utime.tv_usec + (double)r->ru_stime.tv_usec) * 1e3;
 }
 
 static int pair(cudaStream_t s)
@@ -84,13 +94,20 @@ int main(int argc, char **argv)
 	pthread_t t[256];
 	for (int k = 0; k < threads; k++)
 		pthread_create(&t[k], NULL, loop, (void *)(intptr_t)k);
+	struct rusage r0, r1;
 	pthread_barrier_wait(&ready);
+	getrusage(RUSAGE_SELF, &r0);
 	double t0 = now_ns();
 	pthread_barrier_wait(&go);
 	for (int k = 0; k < threads; k++)
 		pthread_join(t[k], NULL);
 	double ns = (now_ns() - t0) / (double)iters;
-	printf("ns_per_pair=%.1f threads=%d iters=%ld bytes=%zu mode=%s%s\n", ns, threads, iters, bytes,
-	       async_mode ? "async" : "sync", failures ? " FAILED" : "");
+	getrusage(RUSAGE_SELF, &r1);
+	double pairs = (double)iters * threads;
+	double cpu = (cpu_ns(&r1) - cpu_ns(&r0)) / pairs;
+	printf("ns_per_pair=%.1f threads=%d iters=%ld bytes=%zu mode=%s cpu_ns_per_pair=%.1f "
+	       "vcsw_per_pair=%.3f ivcsw_per_pair=%.3f%s\n", ns, threads, iters, bytes,
+	       async_mode ? "async" : "sync", cpu, (double)(r1.ru_nvcsw - r0.ru_nvcsw) / pairs,
+	       (double)(r1.ru_nivcsw - r0.ru_nivcsw) / pairs, failures ? " FAILED" : "");
 	return failures != 0;
 }
