@@ -28,7 +28,8 @@ static inline uint64_t curesv_self_ticks(void)
 
 enum curesv_self_op { CURESV_SELF_ALLOC, CURESV_SELF_FREE };
 /* `before` and `after`: ticks of curesv's work before and after the real call; `real`: the
- * real call's. Called by the thread that made the call; lock-free (a slot per thread). */
+ * real call's. Called by the thread that made the call; lock-free: a slot per thread for the first
+ * 256 threads, whose sums are exact; the threads after them share one, whose sums may lose counts. */
 void curesv_self_time_add(enum curesv_self_op op, uint64_t before, uint64_t after, uint64_t real);
 
 /* A tick count read into a new variable `t`. */
