@@ -410,9 +410,11 @@ $(O)/trace_bench: tests/bench/trace_bench.c $(O)/libcuresv_core.a
 	$(CC) $(CFLAGS_ALL) $^ $(BT_LIBS) $(LDFLAGS_ALL) -o $@
 
 $(O)/alloc_bench: tests/bench/alloc_bench.c $(SIM_LINKS)
+	@mkdir -p $(@D)
 	$(IT_CC) $< $(IT_DYN) -o $@
 
 $(O)/libspin_shim.so: tests/bench/spin_shim.c
+	@mkdir -p $(@D)
 	$(IT_CC) -fPIC -shared $< -ldl -o $@
 
 clean:
