@@ -269,14 +269,8 @@ CURESV_HOT CUresult alloc_result_in(struct curesv_call *c, bool enforce, CUresul
 
 /* `pool`: the memory pool a stream-ordered allocation comes from (0: the stream's device's). */
 #define ALLOC_HOOK_POOL(sym, kind, bytes, stream, pool, out, params, args)                    \
-	static __attribute__((noinline)) CUresult observed_##sym CURESV_WITH_ENGINE params    \
-	{                                                                                     \
-		ALLOC_TRACKED(sym, false, kind, bytes, stream, pool, out, params, args);      \
-	}                                                                                     \
-	static __attribute__((noinline)) CUresult enforced_##sym CURESV_WITH_ENGINE params    \
-	{                                                                                     \
-		ALLOC_TRACKED(sym, true, kind, bytes, stream, pool, out, params, args);       \
-	}                                                                                     \
+	CURESV_MODE_FUNCTIONS(CUresult, ALLOC_TRACKED, sym, params, kind, bytes, stream, pool, out, \
+			      params, args)                                                   \
 	/* Before the engine is known: made now, or curesv disabled (straight through). */    \
 	static __attribute__((noinline)) CUresult tracked_##sym params                        \
 	{                                                                                     \

@@ -150,14 +150,8 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
  * else the tracked call, a frame apart (the pass-through then saves no registers for it). The
  * real function is resolved first: a hook without a runtime to forward to starts no engine. */
 #define ALLOC_HOOK(sym, kind, bytes, stream, pool, out, params, args)                         \
-	static __attribute__((noinline)) cudaError_t enforced_##sym CURESV_WITH_ENGINE params \
-	{                                                                                     \
-		ALLOC_TRACKED(sym, true, kind, bytes, stream, pool, out, params, args);       \
-	}                                                                                     \
-	static __attribute__((noinline)) cudaError_t observed_##sym CURESV_WITH_ENGINE params \
-	{                                                                                     \
-		ALLOC_TRACKED(sym, false, kind, bytes, stream, pool, out, params, args);      \
-	}                                                                                     \
+	CURESV_MODE_FUNCTIONS(cudaError_t, ALLOC_TRACKED, sym, params, kind, bytes, stream, pool, \
+			      out, params, args)                                              \
 	HOOK_ENTRY(sym, params, args, CURESV_TRACK_MODE)
 
 #define TRACK_FREE(sym, args) return tracked_##sym args

@@ -134,6 +134,17 @@ static inline bool curesv_shim_enforcing(const curesv_engine *e)
 	if (curesv_shim_enforcing(e_))                                                        \
 		return enforced_##sym CURESV_AND_ENGINE args;                                 \
 	return observed_##sym CURESV_AND_ENGINE args
+/* Those two functions for a hook returning `ret`: the body of each is TRACKED(sym, enforce, ...), the
+ * mode's `enforce` then the rest of the arguments given here (each hook layer has its TRACKED). */
+#define CURESV_MODE_FUNCTIONS(ret, TRACKED, sym, params, ...)                                 \
+	static __attribute__((noinline)) ret observed_##sym CURESV_WITH_ENGINE params         \
+	{                                                                                     \
+		TRACKED(sym, false, __VA_ARGS__);                                             \
+	}                                                                                     \
+	static __attribute__((noinline)) ret enforced_##sym CURESV_WITH_ENGINE params         \
+	{                                                                                     \
+		TRACKED(sym, true, __VA_ARGS__);                                              \
+	}
 /* Between them: the allocation turned out to be `bytes` long (a pitched one's pitch * height).
  * False when enforce mode refuses that (curesv_alloc_resize): the hook frees the allocation and
  * calls curesv_call_close. */
