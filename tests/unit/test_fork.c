@@ -127,12 +127,26 @@ Test(fork, a_free_in_flight_in_another_thread_is_settled_in_the_child)
 	curesv_engine_destroy(&E);
 }
 
-static void child_alloc_balances(void)
+/* An enforce-mode engine E whose reservation r (1 MiB of 2) pays for actor `a`, thread slow-alloc. */
+static void enforced_r_actor(struct actor *a)
 {
-	/* the enforce-mode charge made before the missing thread's real allocation is undone */
+	ENGINE(&E, "CURESV_CAPACITY=2M", "CURESV_MODE=enforce", "CURESV_RESERVATIONS=r=1M",
+	       "CURESV_ATTACH=slow-*=r");
+	actor_start(a, &E, "slow-alloc");
+}
+
+/* In the child: reservation r holds no allocation and no charge. */
+static void child_r_uncharged(void)
+{
 	curesv_stats_t st;
 	CHILD_EXPECT(curesv_ledger_stats_by_name(&E.ledger, "r", &st) == CURESV_OK);
 	CHILD_EXPECT(st.allocated == 0 && st.allocs == 0);
+}
+
+static void child_alloc_balances(void)
+{
+	/* the enforce-mode charge made before the missing thread's real allocation is undone */
+	child_r_uncharged();
 	/* so the whole reservation is the child's */
 	CHILD_EXPECT(curesv_thread_attach("r") == CURESV_OK);
 	CHILD_EXPECT(eng_alloc(&E, fake_ptr(7), 1 * MiB) == GRANTED);
@@ -142,10 +156,8 @@ static void child_alloc_balances(void)
 
 Test(fork, an_enforced_charge_in_flight_is_undone_in_the_child)
 {
-	ENGINE(&E, "CURESV_CAPACITY=2M", "CURESV_MODE=enforce", "CURESV_RESERVATIONS=r=1M",
-	       "CURESV_ATTACH=slow-*=r");
 	struct actor a;
-	actor_start(&a, &E, "slow-alloc");
+	enforced_r_actor(&a);
 	struct midway m = { .alloc = true, .ptr = fake_ptr(2), .bytes = 512 * KiB };
 	fork_midway(&a, &m, child_alloc_balances);
 	EXPECT_RES(&E, "r", .size = 1 * MiB, .allocated = 512 * KiB, .peak = 512 * KiB,
@@ -158,9 +170,7 @@ Test(fork, an_enforced_charge_in_flight_is_undone_in_the_child)
 static void child_resized_balances(void)
 {
 	/* the charge the resize gave back is not given back a second time */
-	curesv_stats_t st;
-	CHILD_EXPECT(curesv_ledger_stats_by_name(&E.ledger, "r", &st) == CURESV_OK);
-	CHILD_EXPECT(st.allocated == 0 && st.allocs == 0);
+	child_r_uncharged();
 	CHILD_EXPECT(dev_stats(&E, 0).allocated == 0);
 }
 
@@ -168,10 +178,8 @@ static void child_resized_balances(void)
  * 64 TiB, passed through untracked) has nothing left for a forked child to settle. */
 Test(fork, a_charge_undone_by_a_resize_is_not_undone_again_in_the_child)
 {
-	ENGINE(&E, "CURESV_CAPACITY=2M", "CURESV_MODE=enforce", "CURESV_RESERVATIONS=r=1M",
-	       "CURESV_ATTACH=slow-*=r");
 	struct actor a;
-	actor_start(&a, &E, "slow-alloc");
+	enforced_r_actor(&a);
 	struct midway m = { .alloc = true, .ptr = fake_ptr(2), .bytes = 512 * KiB, .resize = true };
 	fork_midway(&a, &m, child_resized_balances);
 	EXPECT_RES(&E, "r", .size = 1 * MiB);
