@@ -113,8 +113,8 @@ LINK_SHIM = $(CC) -shared $(LDFLAGS_ALL) $(LINK_LTO) -Wl,-soname,libcuresv.so -W
 $(O)/libcuresv.so: $(SHIM_OBJ) $(CORE_OBJ)
 	$(LINK_SHIM)
 
-# The bench's clock on the runtime's tracked calls (shim/self_time.h): libcuresv.so with a TSC read
-# around each real call and tests/bench/self_time.c's sums, printed at exit. Bench only.
+# The bench's clock on the runtime's tracked calls (shim/self_time.h): libcuresv.so with a tick
+# counter read around each real call and tests/bench/self_time.c's sums, printed at exit. Bench only.
 $(O)/selftime/shim/runtime.o: shim/runtime.c Makefile | $(CUDA_INC)/cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(SHIM_CFLAGS) -DCURESV_SELF_TIME -MMD -MP -c $< -o $@
@@ -420,4 +420,4 @@ $(O)/libspin_shim.so: tests/bench/spin_shim.c
 clean:
 	rm -rf $(BUILD)
 
--include $(CORE_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(SHIM_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(O)/selftime/shim/runtime.d
