@@ -260,9 +260,11 @@ MAN3_LINKS := $(shell sed -n '/^\.SH NAME/,/\\-/{/^\.SH/d;s/\\-.*//;s/,/ /g;p}' 
 # The scripts that read curesv's output, installed beside the launcher (curesv-top loads
 # curesv-stat from its own folder).
 TOOLS := curesv-plot curesv-merge curesv-export curesv-stat curesv-top
+# The man pages: the launcher's and one per tool, the API's, and the formats'.
+MAN1 := curesv $(TOOLS)
 INSTALLED := $(BINDIR)/curesv $(TOOLS:%=$(BINDIR)/%) $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
-	$(PKGCONFIGDIR)/curesv.pc $(MANDIR)/man1/curesv.1 $(MANDIR)/man3/curesv.3 \
-	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py
+	$(PKGCONFIGDIR)/curesv.pc $(MAN1:%=$(MANDIR)/man1/%.1) $(MANDIR)/man3/curesv.3 \
+	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(MANDIR)/man5/curesv-report.5 $(PYTHONDIR)/curesv.py
 # Paths under PREFIX are written relative to it, so pkg-config --define-prefix can move them.
 pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
@@ -277,7 +279,7 @@ install:
 		> $(BUILD)/curesv.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
-		$(DESTDIR)$(PYTHONDIR)
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(PYTHONDIR)
 	install -m 755 $(BUILD)/plain/libcuresv.so $(DESTDIR)$(LIBDIR)/libcuresv.so
 	sed -e 's|^installed_lib=$$|installed_lib=$(LIBDIR)/libcuresv.so|' \
 		-e 's|^installed_pydir=$$|installed_pydir=$(PYTHONDIR)|' scripts/curesv > $(BUILD)/curesv.sh
@@ -288,8 +290,9 @@ install:
 	install -m 755 $(BUILD)/curesv-stat.py $(DESTDIR)$(BINDIR)/curesv-stat
 	install -m 644 core/curesv.h $(DESTDIR)$(INCLUDEDIR)/curesv.h
 	install -m 644 $(BUILD)/curesv.pc $(DESTDIR)$(PKGCONFIGDIR)/curesv.pc
-	install -m 644 scripts/man/curesv.1 $(DESTDIR)$(MANDIR)/man1/curesv.1
+	install -m 644 $(MAN1:%=scripts/man/%.1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 scripts/man/curesv.3 $(DESTDIR)$(MANDIR)/man3/curesv.3
+	install -m 644 scripts/man/curesv-report.5 $(DESTDIR)$(MANDIR)/man5/curesv-report.5
 	for f in $(MAN3_LINKS); do ln -sfn curesv.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	install -m 644 scripts/curesv.py $(DESTDIR)$(PYTHONDIR)/curesv.py
 

@@ -5,8 +5,9 @@
 - pkg-config finds curesv.pc; a program built with its --cflags and --libs links and runs;
 - the installed launcher finds the installed library (--version, --check, a program under it) and
   lets the program import the installed Python module;
-- the man pages render without a warning (groff -ww; mandoc -Tlint when it is there) and list
-  every variable of core/config/config.c's table, as does README.md;
+- the man pages (curesv(1), one per tool, curesv(3), curesv-report(5)) render without a warning
+  (groff -ww; mandoc -Tlint when it is there), man finds each by its name, and curesv(1) lists
+  every variable of core/config/config.c's table;
 - the tools that read curesv's output (curesv-plot, curesv-merge, curesv-export, curesv-stat,
   curesv-top) are installed beside the launcher, run from there, and curesv(1) names them;
   curesv-stat names the installed library, and it and curesv-top (which loads curesv-stat from
@@ -40,6 +41,12 @@ FILES = {  # path under PREFIX: mode
     "include/curesv.h": 0o644,
     "lib/pkgconfig/curesv.pc": 0o644,
     "share/man/man1/curesv.1": 0o644,
+    "share/man/man1/curesv-plot.1": 0o644,
+    "share/man/man1/curesv-merge.1": 0o644,
+    "share/man/man1/curesv-export.1": 0o644,
+    "share/man/man1/curesv-stat.1": 0o644,
+    "share/man/man1/curesv-top.1": 0o644,
+    "share/man/man5/curesv-report.5": 0o644,
     "share/man/man3/curesv.3": 0o644,
     "share/man/man3/curesv_reserve.3": 0o644,
     "share/man/man3/curesv_attach_stream.3": 0o644,
@@ -253,9 +260,11 @@ def man_links(man):
 def man_pages(stage):
     man = os.path.join(stage, PREFIX.lstrip("/"), "share", "man")
     man_links(man)
-    pages = [os.path.join(man, "man1", "curesv.1"), os.path.join(man, "man3", "curesv.3")]
+    pages = [os.path.join(man, "man1", "curesv.1"), os.path.join(man, "man3", "curesv.3"),
+             os.path.join(man, "man5", "curesv-report.5")] + \
+        [os.path.join(man, "man1", "%s.1" % tool) for tool in TOOLS]
     for page in pages:
-        g = run(["groff", "-man", "-ww", "-z", page])
+        g = run(["groff", "-man", "-Tutf8", "-ww", "-z", page])
         check("groff -man -ww renders %s without a warning" % os.path.basename(page),
               g.returncode == 0 and not g.stderr, g.stderr)
         if shutil.which("mandoc"):
@@ -272,18 +281,19 @@ def man_pages(stage):
               '"curesv %s"' % header_version() in first, first)
     if shutil.which("man"):
         env = dict(os.environ, MANWIDTH="100", MANPATH=man)
+        for name, section in [("curesv-report", "5")] + [(tool, "1") for tool in TOOLS]:
+            r = run(["man", section, name], env)
+            check("man %s %s opens %s(%s)" % (section, name, name, section),
+                  r.returncode == 0 and "SEE ALSO" in r.stdout, r.stderr)
         r = run(["man", "curesv_attach"], env)
         check("man curesv_attach opens curesv(3)", r.returncode == 0 and "curesv_attach" in r.stdout
               and "RETURN VALUE" in r.stdout, r.stderr)
     with open(pages[0]) as f:
         page1 = f.read()
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
     names = config_variables()
     check("core/config/config.c's table has the variables", len(names) >= 13, repr(names))
     for name in names:
         check("curesv(1) documents %s" % name, re.search(r"^\.BR %s " % name, page1, re.M) is not None)
-        check("README.md documents %s" % name, "| `%s` |" % name in readme)
 
 
 def main():

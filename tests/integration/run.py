@@ -21,8 +21,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import check_trace  # noqa: E402  (tests/unit/check_trace.py)
 import check_report  # noqa: E402  (tests/unit/check_report.py)
 
-README_KEYS = check_report.readme_keys(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                    "..", "..", "README.md"))
+# The key table of curesv-report(5), which names every key of a JSON report.
+PAGE_KEYS = check_report.page_keys(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                "..", "..", "scripts", "man", "curesv-report.5"))
 
 KiB = 1024
 HANDOFF_ENV = {
@@ -39,7 +40,7 @@ class Case:
     False runs the program without libcuresv.so. `setup`: called before the run, returns more
     environment. `trace`: "rmm" or "chrome": the run writes a CURESV_TRACE too, checked against the
     report (its final values too when `quiescent`: nothing ran on after the report).
-    Every JSON report is checked besides: README's key table names each of its keys, and, when
+    Every JSON report is checked besides: curesv-report(5)'s key table names each of its keys, and, when
     `quiescent`, its rows add up (check_report.py --rows).
     `report_file(tmp)`, when given, makes what CURESV_REPORT_FILE names and returns its path and a
     function that checks it afterwards. `per_process`: every process writes its own JSON report
@@ -1457,7 +1458,7 @@ def cases(stack, bindir, sanitized=False):
         out.append(Case("orphan tier: %d release cycles, the rows add up" % cycles,
                         [b("orphans"), str(cycles)], check_orphans(cycles),
                         env={"CURESV_CAPACITY": "64M"}))
-    out.append(Case("README's key table names every key of a report with every section",
+    out.append(Case("curesv-report(5)'s key table names every key of a report with every section",
                     [b("orphans"), "300", "all"], check_every_section,
                     env={"CURESV_CAPACITY": "64M"}, stacks=("sim",)))
     out.append(Case("orphan tier: the text report's rows add up", [b("orphans"), "600"],
@@ -1555,8 +1556,8 @@ def text_rows(text, device):
 
 
 def check_every_section(report, out):
-    """orphans.c 300 all: a report with something in every section, each key of which README's
-    key table names (run_case checks the keys of every report; this one has them all)."""
+    """orphans.c 300 all: a report with something in every section, each key of which
+    curesv-report(5)'s key table names (run_case checks the keys of every report; this one has them all)."""
     expect("program", "orphans: 300 cycles ok all" in out, True)
     d, keep = device_of(report, 0), reservation(report, "keep")
     have = {"retired reservations": d["retired"]["reservations"] > 0,
@@ -1960,9 +1961,9 @@ def configuration_cases(b):
 
 
 def report_problems(report, quiescent):
-    """What every JSON report must meet: its keys named in README, its rows adding up."""
-    problems = ["key %s is not in README's key table" % k
-                for k in check_report.unnamed_keys(report, README_KEYS)]
+    """What every JSON report must meet: its keys named in curesv-report(5), its rows adding up."""
+    problems = ["key %s is not in curesv-report(5)'s key table" % k
+                for k in check_report.unnamed_keys(report, PAGE_KEYS)]
     if quiescent:
         problems += check_report.rows_problems(report)
     if problems:

@@ -10,7 +10,7 @@ the JSON reports it leaves against the books it kept:
     table, the VMM section, the leaks; and that its rows add up (check_report.py --rows);
   - every report, the racing ones too: nothing unknown, untracked or stale, counters that never go
     back from one report to the next, in enforce mode no peak past its budget or capacity, and
-    every key named in README's key table (check_report.py --keys).
+    every key named in curesv-report(5)'s key table (check_report.py --keys).
 
     run.py --lib build/plain/libcuresv.so --bin build/plain/soak/soak [--ops N] [--threads T]
            [--config observe|enforce] [--sanitizer-runtime /path/libtsan.so] [--keep DIR]
@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "unit"))
 import check_report  # noqa: E402  (tests/unit/check_report.py)
 
-README_KEYS = check_report.readme_keys(os.path.join(HERE, "..", "..", "README.md"))
+PAGE_KEYS = check_report.page_keys(os.path.join(HERE, "..", "..", "scripts", "man", "curesv-report.5"))
 STABLE = ["s0", "s1", "s2", "s3", "s4"]
 CHURN = ["c0", "c1", "c2", "c3"]
 ATTACH = "g-s0-*=s0,g-s1-*=s1,g-c0-*=c0,g-c1-*=c1"
@@ -96,8 +96,8 @@ def check_always(p, where, report, mode, previous):
     p.eq(where, "vmm unknown_releases", report["vmm"]["unknown_releases"], 0)
     p.eq(where, "vmm untracked", report["vmm"]["untracked"], 0)
     p.eq(where, "mode", report["mode"], mode)
-    for key in check_report.unnamed_keys(report, README_KEYS):
-        p.lines.append("%s: key %s is not in README's key table" % (where, key))
+    for key in check_report.unnamed_keys(report, PAGE_KEYS):
+        p.lines.append("%s: key %s is not in curesv-report(5)'s key table" % (where, key))
     p.true(where, len(report["reservations"]) <= 255, "more than 255 reservations listed")
     names = sorted(r["name"] for r in report["reservations"] if r["device"] == 0)
     p.eq(where, "device 0's reservations", names, STABLE)

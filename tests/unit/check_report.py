@@ -19,18 +19,17 @@ integers, not floats or booleans).
 
     check_report.py --rows REPORT.json...
 
-Each report, written while nothing ran, adds up (README, "The report"): on each device the rows
+Each report, written while nothing ran, adds up (curesv-report(5), "HOW THE ROWS ADD UP"): on each device the rows
 (its reservations listed, its retired reservations, its orphan tier, its shared pool) hold every
 allocation and free, so allocations less frees over all rows is what is live (leaks.count);
 transfers in equal transfers out on each device; under origin attribution, the live bytes of the
 live reservations, the shared pool and the orphan tier are the device's; the top-level orphan
 figures are the devices' summed.
 
-    check_report.py --keys README.md REPORT.json...
+    check_report.py --keys scripts/man/curesv-report.5 REPORT.json...
 
-Every key each report has, at any depth, is named in README.md's key table (section "The
-report"): a row's first column names top-level keys; the backquoted lists of its second column
-name their keys, `name{...}` an object's own and `name[]{...}` those of an array's objects.
+Every key each report has, at any depth, is named in the key table of curesv-report(5) (section
+JSON REPORT): an item's tag names top-level keys; the bold lists of its text name their keys, `name{...}` an object's own and `name[]{...}` those of an array's objects.
 
 Exit status 0 when all match; otherwise 1, one line per mismatch on stderr.
 """
@@ -121,7 +120,7 @@ def rows_problems(report):
     return out
 
 
-# ---- README's key table names every key -------------------------------------------------------------
+# ---- curesv-report(5)'s key table names every key -------------------------------------------------------------
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -152,22 +151,35 @@ def parse_keys(span, pos=0, depth=0):
         return keys, pos
 
 
-def readme_keys(path):
-    """The key table of README's section "The report", as a tree of names."""
+def roff_text(text):
+    """A man page's line as plain text, bold spans as `...` (as the key table's markdown was)."""
+    text = re.sub(r"\\fB[^\\]*\\fR\(\d\)", "", text)  # a page named, curesv(1): no key
+    text = re.sub(r"\\f[BI]", "`", text)
+    text = re.sub(r"\\f[RP]", "`", text)
+    text = text.replace("\\-", "-").replace("\\&", "").replace("\\e", "\\")
+    return text.replace("``", "")
+
+
+def page_keys(path):
+    """The key table of curesv-report(5)'s section JSON REPORT, as a tree of names: each item's tag
+    names keys, and the key lists in bold in its text (`a, b[]{c, d}`) are the keys below them."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    section = text.split("\n## The report\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split('\n.SH "JSON REPORT"\n', 1)[1].split("\n.SH ", 1)[0]
     tree = {}
-    for line in section.splitlines():
-        cells = line.split(" | ")
-        if not line.startswith("| `") or len(cells) < 2:
-            continue
+    for item in section.split("\n.TP\n")[1:]:
+        lines = item.split("\n")
+        tag, body = roff_text(lines[0]), []
+        for line in lines[1:]:
+            if line.startswith("."):
+                break
+            body.append(line)
         children = {}
-        for span in re.findall(r"`([^`]*)`", " | ".join(cells[1:])):
+        for span in re.findall(r"`([^`]*)`", roff_text(" ".join(body))):
             parsed = parse_keys(span)
             if parsed:
                 merge_tree(children, parsed[0])
-        for span in re.findall(r"`([^`]*)`", cells[0]):
+        for span in re.findall(r"`([^`]*)`", tag):
             for name in (parse_keys(span) or ({}, 0))[0]:
                 merge_tree(tree.setdefault(name, {}), children)
     return tree
@@ -200,10 +212,10 @@ def load_report(path):
 
 
 def check_many(args):
-    """--rows REPORT... or --keys README REPORT...: one line per problem."""
+    """--rows REPORT... or --keys PAGE REPORT...: one line per problem."""
     if args[0] == "--keys":
-        tree = readme_keys(args[1])
-        problems = ["%s: key %s is not in README's key table" % (p, k)
+        tree = page_keys(args[1])
+        problems = ["%s: key %s is not in curesv-report(5)'s key table" % (p, k)
                     for p in args[2:] for k in unnamed_keys(load_report(p), tree)]
     else:
         problems = ["%s: %s" % (p, line) for p in args[1:] for line in rows_problems(load_report(p))]

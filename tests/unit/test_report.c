@@ -205,11 +205,11 @@ Test(report, json_contract_keys_exact, .timeout = 60)
 	curesv_engine_destroy(&E);
 }
 
-/* Whether README's key table names every key of report `json_path` (check_report.py --keys). */
+/* Whether curesv-report(5)'s key table names every key of report `json_path` (check_report.py --keys). */
 static bool keys_named(const char *json_path, bool quiet)
 {
 	char args[1024];
-	snprintf(args, sizeof args, "--keys '%s/../../README.md' '%s' %s", test_dir(), json_path,
+	snprintf(args, sizeof args, "--keys '%s/../../scripts/man/curesv-report.5' '%s' %s", test_dir(), json_path,
 		 quiet ? "2>/dev/null" : ">&2");
 	return run_check_report(args) == 0;
 }
