@@ -108,7 +108,7 @@ static char *read_file(const char *path)
 	return buf;
 }
 
-/* The folder of this file (check_report.py's; README.md is two above). */
+/* The folder of this file (check_report.py's; scripts/man/curesv-report.5 is two above). */
 static const char *test_dir(void)
 {
 	static char dir[512];
@@ -214,7 +214,7 @@ static bool keys_named(const char *json_path, bool quiet)
 	return run_check_report(args) == 0;
 }
 
-/* README's key table names every key of the report, however deep; a key it does not name, at the
+/* curesv-report(5)'s key table names every key of the report, however deep; a key it does not name, at the
  * top or in an object of a device, fails the check. */
 Test(report, readme_names_every_key, .timeout = 60)
 {

@@ -268,11 +268,11 @@ Test(stacks, the_report_names_where_a_leak_was_made, .timeout = 60)
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the JSON's frames: %s", json);
 	char keys[2048], dir[512];
 	snprintf(dir, sizeof dir, "%s", __FILE__);
-	*strrchr(dir, '/') = '\0'; /* tests/unit: check_report.py's, and README.md two above */
+	*strrchr(dir, '/') = '\0'; /* tests/unit: check_report.py's, and scripts/ two above */
 	snprintf(keys, sizeof keys, "python3 '%s/check_report.py' --keys '%s/../../scripts/man/curesv-report.5' '%s' >&2",
 		 dir, dir, path);
 	st = system(keys);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "README's key table lacks a key of %s", json);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "curesv-report(5)'s key table lacks a key of %s", json);
 	unlink(path);
 	const char *text = report_text(CURESV_REPORT_TEXT, path, sizeof path);
 	unlink(path);
