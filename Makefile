@@ -1,7 +1,8 @@
-# curesv — see README.md.
+# curesv — see README.md; how it is built and tested: HACKING.md.
 #
 #   make            build build/plain/libcuresv.so (needs the CUDA headers: CUDA_HOME)
 #   make test       install what the tests need, then run every test: plain, ASan+UBSan, TSan
+#   make check-docs README's commands, and the man pages (see HACKING.md)
 #   make demo       run the hand-off demo under the shim (real GPU if there is one, else simulated)
 #   make bench      print the benchmark tables
 #   make install    install under PREFIX (default /usr/local; DESTDIR for staging); make uninstall
@@ -76,7 +77,8 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live test \
+.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live \
+	check-docs test \
 	deps deps-build \
 	demo bench fuzz soak clean install uninstall
 all: $(O)/libcuresv.so
@@ -322,6 +324,13 @@ check-live: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/live.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
+# The documentation: README.md's commands run on the simulated stack, its output blocks checked
+# against what they print; the man pages render without a warning and name every option, variable
+# and metric (tests/integration/docs.py; HACKING.md says how README's blocks are marked).
+check-docs: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(IT_BIN)/live_hold
+	python3 tests/integration/docs.py
+
 # ---- the demo ---------------------------------------------------------------------------------------
 demo: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so $(BUILD)/plain/it/handoff
@@ -342,7 +351,7 @@ check-layers:
 test: deps
 	$(MAKE) check-layers
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools check-live \
-		sim-selftest soak
+		check-docs sim-selftest soak
 	$(MAKE) VARIANT=asan check-unit check-integration soak
 	$(MAKE) VARIANT=tsan check-unit check-integration
 	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)
