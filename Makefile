@@ -189,7 +189,7 @@ $(IT)/libc10_cuda.so: tests/integration/fake_c10.c | $(IT)
 	$(IT_CC) -fPIC -shared $< -o $@
 $(IT)/layout: tests/integration/layout.c core/curesv.h | $(IT)
 	$(IT_CC) -Ishim $< -o $@
-# -lcuresv after -lcudart, as README says; then before it under --as-needed, the mistake it warns of.
+# -lcuresv after -lcudart, as curesv(3) says; then before it under --as-needed, the mistake it warns of.
 $(IT)/linked: tests/integration/linked.c $(O)/libcuresv.so $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim -Wl,--as-needed $< -L$(SIM_DIR) -lcudart -L$(O) -Wl,-rpath,$(abspath $(O)) \
 		-lcuresv -o $@
@@ -343,7 +343,7 @@ deps:
 deps-build:
 	@scripts/install-deps build
 
-# The core's layers: no include cycle between its modules, nothing from shim/ (README, "How curesv
+# The core's layers: no include cycle between its modules, nothing from shim/ (HACKING.md, "How curesv
 # is built").
 check-layers:
 	python3 tests/layers/check_layers.py

@@ -16,7 +16,7 @@ that CURESV_ATTACH rules match them.
 Without the library every control call raises Unavailable (a CuresvError), so a program can try
 them unconditionally. A call the library refuses raises CuresvError with the status's C name in
 `.name` ("CURESV_ERR_UNKNOWN_NAME") and its number in `.status`. Sizes are bytes. Every call is
-thread-safe; attachment is per OS thread. Documented in curesv(3) and README.md.
+thread-safe; attachment is per OS thread. Documented in curesv(3).
 """
 import contextlib
 import ctypes

@@ -131,7 +131,7 @@ def pkg_config(stage, args):
     check("pkg-config --cflags", cflags.stdout.split() == ["-I" + inc], cflags.stdout + cflags.stderr)
     check("pkg-config --libs", libs.stdout.split() == ["-L" + lib, "-lcuresv"],
           libs.stdout + libs.stderr)
-    # a cooperating program, linked the way README says: -lcuresv after -lcudart
+    # a cooperating program, linked the way curesv(3) says: -lcuresv after -lcudart
     prog = os.path.join(tmp, "linked")
     cuda_inc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include")
     cc = run(["cc", "-std=c11", "-Wl,--as-needed", "-I" + cuda_inc] + cflags.stdout.split() +

@@ -7,7 +7,7 @@
  *
  *   pipeline        prints "pipeline: N granted, M failed" and exits 0
  *
- * The plot of its trace (tools.py, README's picture) has something in every panel: budgets from
+ * The plot of its trace (tools.py, the picture curesv-plot(1) names) has something in every panel: budgets from
  * 12 KiB to 4 MiB, refusals bunched in time, cross-thread frees, a shared pool in use. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>

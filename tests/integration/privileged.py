@@ -71,7 +71,7 @@ def setuid_base(args):
 
 
 def build_setuid(args, tmp):
-    """linked.c, linked with -lcuresv as README says, in a root-owned folder every user can read,
+    """linked.c, linked with -lcuresv as curesv(3) says, in a root-owned folder every user can read,
     beside the libraries it loads; set-user-ID root. The loader ignores LD_LIBRARY_PATH for it and
     expands no $ORIGIN outside the system's folders, so it finds them by an absolute rpath
     (DT_RPATH: libcudart's dlopen of libcuda.so.1 searches it too)."""

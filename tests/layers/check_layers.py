@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The core's layering (README "How curesv is built"): no #include cycle between core modules, and
+"""The core's layering (HACKING.md, "How curesv is built"): no #include cycle between core modules, and
 nothing under core/ includes a file under shim/.
 
 A module is x.c with x.h (and x_inline.h, its inline half) in one folder of core/; a file includes
