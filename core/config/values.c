@@ -280,6 +280,10 @@ static bool spaced_pair(const struct pair *it, struct curesv_bad *bad)
 	return true;
 }
 
+/* As a reservation of 0 bytes is: a device that may hand out nothing refuses every allocation in
+ * enforce mode, which is never what was meant. */
+#define ZERO_CAPACITY "zero size: a device of capacity 0 could hand out nothing"
+
 static bool capacity_item(const struct pair *it, curesv_config *c, struct curesv_bad *bad)
 {
 	int dev;
@@ -291,6 +295,8 @@ static bool capacity_item(const struct pair *it, curesv_config *c, struct curesv
 		return curesv_bad_fail(bad, it->item, it->len, "device given twice");
 	if (!parse_size_of(it->value, it->value_len, &c->capacity[dev], bad, it->item, it->len))
 		return false;
+	if (c->capacity[dev] == 0)
+		return curesv_bad_fail(bad, it->item, it->len, ZERO_CAPACITY);
 	c->capacity_set[dev] = true;
 	keep_text(c->capacity_text[dev], it->value, it->value_len);
 	return true;
@@ -302,6 +308,8 @@ bool curesv_parse_capacity(const char *v, curesv_config *c, struct curesv_bad *b
 		return each_pair(v, "DEVICE=SIZE", capacity_item, c, bad);
 	if (!parse_size_of(v, strlen(v), &c->capacity_all, bad, v, strlen(v)))
 		return false;
+	if (c->capacity_all == 0)
+		return curesv_bad_fail(bad, v, strlen(v), ZERO_CAPACITY);
 	c->capacity_all_set = true;
 	keep_text(c->capacity_all_text, v, strlen(v));
 	return true;

@@ -86,7 +86,8 @@ ORACLE static void check_capacity(const curesv_config *cfg, char *const *envp)
 		return;
 	if (!strchr(v, '=')) {
 		uint64_t want;
-		bool ok = ref_parse_size(v, strlen(v), &want);
+		/* a capacity of 0 is refused, as a reservation of 0 bytes is */
+		bool ok = ref_parse_size(v, strlen(v), &want) && want != 0;
 		oracle_what = "CURESV_CAPACITY", oracle_text = v, oracle_len = strlen(v);
 		if (ok != cfg->capacity_all_set)
 			oracle_fail("accepted: %d, the reference: %d", cfg->capacity_all_set, ok);

@@ -380,7 +380,8 @@ def sigkill(ctx):
         lines = r.stderr.splitlines()
         want = ["curesv-stat: removed %s: process %d is gone" % (path, p.pid)] if verbose else []
         want.append("curesv-stat: no process of uid %d publishes its books (run one with "
-                    "CURESV_LIVE=1, or curesv --live)" % os.geteuid())
+                    "CURESV_LIVE=1, or curesv --live); looked in %s (--dir DIR looks elsewhere)"
+                    % (os.geteuid(), ctx.folder))
         expect("stderr", lines, want)
         expect("files after the read", ctx.files(), [])
     return "removed, quietly and with --verbose"
@@ -989,12 +990,77 @@ def gpu_driver(ctx):
     return "held and freed snapshots agree"
 
 
+def not_found(ctx):
+    """Where a reader finds no books, it says why: the process's owner, its environment, where it
+    looked and how to look elsewhere."""
+    p = Program(ctx)
+    p.expect("held 4")
+    # a reader with another XDG_RUNTIME_DIR than the program's looks elsewhere, and says where
+    other = tempfile.mkdtemp(prefix="curesv-live-other-", dir=os.path.dirname(ctx.xdg))
+    try:
+        env = dict(os.environ, XDG_RUNTIME_DIR=other)
+        theirs = ctx.stat(str(p.pid), env=env, folder=False)
+        one_line(theirs, 2, "curesv-stat: no live books of pid %d: it publishes them in %s, under "
+                 "its own XDG_RUNTIME_DIR: curesv-stat --dir %s reads them"
+                 % (p.pid, ctx.folder, ctx.folder))
+        every = ctx.stat(env=env, folder=False)
+        if every.returncode == 0:
+            pass  # another program of this user publishes in the reader's folders: not this case's
+        else:
+            one_line(every, 2, "curesv-stat: no process of uid %d publishes its books (run one "
+                     "with CURESV_LIVE=1, or curesv --live); looked in %s and /dev/shm/curesv-%d "
+                     "(--dir DIR looks elsewhere)" % (os.geteuid(), os.path.join(other, "curesv"),
+                                                      os.geteuid()))
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+    p.step()
+    p.expect("freed")
+    p.step()
+    p.wait()
+    one_line(ctx.stat(str(p.pid)), 2, "curesv-stat: no live books of pid %d: no process %d is "
+             "running" % (p.pid, p.pid))
+    # a process of this user that was not asked to publish
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        one_line(ctx.stat(str(sleeper.pid)), 2, "curesv-stat: no live books of pid %d: it was "
+                 "started without CURESV_LIVE=1 (run it with curesv --live)" % sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # another user's process: its owner is the reason (as root: a process of uid 65534)
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0:
+        owner, theirs = 0, None
+        pid = 1
+    elif setpriv:
+        owner = 65534
+        theirs = subprocess.Popen([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   "sleep", "60"])
+        pid = theirs.pid
+        for _ in range(100):  # until setpriv has changed its uid
+            if os.stat("/proc/%d" % pid).st_uid == owner:
+                break
+            time.sleep(0.05)
+    else:
+        return "XDG_RUNTIME_DIR, gone, not publishing; another user's: SKIPPED (no setpriv)"
+    try:
+        one_line(ctx.stat(str(pid)), 2, "curesv-stat: no live books of pid %d: it is a process "
+                 "of uid %d; curesv-stat reads the books of its own user's processes (uid %d) "
+                 "alone" % (pid, owner, os.geteuid()))
+    finally:
+        if theirs:
+            theirs.kill()
+            theirs.wait()
+    return "XDG_RUNTIME_DIR, gone, not publishing, another user's"
+
+
 CASES = [
     ("publish: 0600 file in a 0700 folder, removed at exit", publish),
     ("folder: $XDG_RUNTIME_DIR/curesv, else /dev/shm/curesv-UID", folder_rule),
     ("curesv-stat text and JSON: the held program's numbers", stat_text_json),
     ("a quiescent snapshot equals the exit report", quiescent),
     ("SIGKILL: the file left is removed, not listed", sigkill),
+    ("no books found: the reason, where it looked, where to look", not_found),
     ("a pid another program holds is not mistaken", pid_reused),
     ("fork: the child's books under its pid, the parent's stay", fork),
     ("exec: the new program's books under the same pid", exec_again),

@@ -402,9 +402,13 @@ Test(config, capacity_for_every_device)
 	cr_assert_not(set);
 	good("CURESV_CAPACITY=64T");
 	cr_assert_eq(cfg.capacity_all, 64 * TiB);
-	good("CURESV_CAPACITY=0");
-	cr_assert(cfg.capacity_all_set);
-	cr_assert_eq(cfg.capacity_all, 0);
+	/* refused as a reservation of 0 bytes is: enforce mode would refuse every allocation */
+	bad("CURESV_CAPACITY=0", "CURESV_CAPACITY: '0': zero size: a device of capacity 0 could hand out "
+	    "nothing");
+	bad("CURESV_CAPACITY=0K", "CURESV_CAPACITY: '0K': zero size: a device of capacity 0 could hand "
+	    "out nothing");
+	bad("CURESV_CAPACITY=1=0", "CURESV_CAPACITY: '1=0': zero size: a device of capacity 0 could hand "
+	    "out nothing");
 
 	bad("CURESV_CAPACITY=12Q", "CURESV_CAPACITY: '12Q': unknown suffix 'Q' " SUFFIXES);
 	bad("CURESV_CAPACITY=", "CURESV_CAPACITY: '': empty size");
