@@ -119,8 +119,10 @@ static const char *option_value(char *const *envp, const char *name)
 	return NULL;
 }
 
-/* Read by scripts/curesv, not by the library. */
-static const char *const launcher_names[] = { "CURESV_LIB" };
+/* CURESV_LIB is read by scripts/curesv, not by the library. CURESV_LAUNCHER_LABELS is set by
+ * scripts/curesv for the program it starts: "VAR=LABEL ..." for each variable one of its options
+ * set, so that a line about VAR names what the user typed (--reserve), as its --check does. */
+static const char *const launcher_names[] = { "CURESV_LIB", "CURESV_LAUNCHER_LABELS" };
 
 /* Edit distance of two short strings (a typo is one or two edits away). */
 static size_t distance(const char *a, size_t na, const char *b, size_t nb)
@@ -388,6 +390,44 @@ unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *
 	return curesv_config_load_secure(cfg, envp, diag, curesv_secure_execution());
 }
 
+/* A label the launcher gives: an option or two, "--reserve/CURESV_RESERVATIONS"; anything else is
+ * not the launcher's and is left unused, so no line can be forged from it. */
+static bool launcher_label(const char *s, size_t n)
+{
+	if (n < 3 || n > 48 || strncmp(s, "--", 2) != 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(s[i] >= 'a' && s[i] <= 'z') && !(s[i] >= 'A' && s[i] <= 'Z') && !strchr("-/_", s[i]))
+			return false;
+	return true;
+}
+
+/* Each line "VAR: ..." whose VAR the launcher labelled reads "LABEL: ...". */
+static unsigned relabelled(curesv_diag *d, char *const *envp)
+{
+	const char *labels = option_value(envp, "CURESV_LAUNCHER_LABELS");
+	for (unsigned i = 0; labels && i < d->count; i++) {
+		char *text = d->line[i].text;
+		for (const char *w = labels; *w;) {
+			size_t len = strcspn(w, " ");
+			const char *eq = memchr(w, '=', len);
+			size_t var = eq ? (size_t)(eq - w) : 0, label = eq ? len - var - 1 : 0;
+			if (var > 7 && strncmp(text, w, var) == 0 && text[var] == ':' &&
+			    launcher_label(eq + 1, label)) {
+				size_t rest = strlen(text + var);
+				if (label + rest >= CURESV_DIAG_WIDTH)
+					rest = CURESV_DIAG_WIDTH - 1 - label;
+				memmove(text + label, text + var, rest);
+				memcpy(text, eq + 1, label);
+				text[label + rest] = '\0';
+				break;
+			}
+			w += len + strspn(w + len, " ");
+		}
+	}
+	return d->errors;
+}
+
 unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv_diag *diag,
 				   bool secure)
 {
@@ -424,7 +464,7 @@ unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv
 		/* CURESV_ENABLE=0 is the off switch: nothing else is read, so a bad value elsewhere
 		 * can neither print nor abort (CURESV_STRICT). It is first in the table. */
 		if (!cfg->enable)
-			return diag->errors;
+			return relabelled(diag, envp);
 	}
 	say_secure(cfg, ignored_report, ignored_trace, diag);
 	load_rank(cfg, envp, diag);
@@ -434,5 +474,5 @@ unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv
 	if (option_value(envp, "CURESV_RESERVATIONS") || !reservations_misspelt(envp))
 		warn_unresolved_rules(cfg, diag);
 	warn_unknown(envp, diag);
-	return diag->errors;
+	return relabelled(diag, envp);
 }

@@ -1831,9 +1831,49 @@ def launcher_cases(launcher, b):
                                                    "--attach", "scan=scan", "--attach", "pipe=pipe",
                                                    "--attach", "other=nosuch", "--",
                                                    b("handoff")],
-             check_has("curesv: CURESV_ATTACH: 'other=nosuch': no reservation 'nosuch' in "
+             # at start-up the library names the option the user typed, as --check does
+             check_has("curesv: --attach: 'other=nosuch': no reservation 'nosuch' in "
                        "CURESV_RESERVATIONS; matching threads use the shared pool until it is "
                        "created", then=check_handoff("device")), sanitized=False),
+        Case("launcher: a warning names the variable when the environment set it",
+             [launcher, "--", b("handoff")],
+             check_has("curesv: CURESV_ATTACH: 'other=nosuch': no reservation 'nosuch' in "
+                       "CURESV_RESERVATIONS; matching threads use the shared pool until it is "
+                       "created", then=check_handoff("device")),
+             env=dict(HANDOFF_ENV, CURESV_ATTACH="scan=scan,pipe=pipe,other=nosuch"),
+             sanitized=False),
+        Case("launcher: a list the environment had too is named both ways at start-up",
+             [launcher, "--reserve", "big=1M", "--", b("handoff")],
+             check_has("curesv: --reserve/CURESV_RESERVATIONS: device 0: reservations total "
+                       "1.3 MiB (1355776 bytes), more than its capacity of 400K (409600 bytes, "
+                       "CURESV_CAPACITY): 'big=1M' does not fit; all are kept, the shared pool "
+                       "is empty", then=check_handoff("device")), env=HANDOFF_ENV, sanitized=False),
+        Case("launcher --check: a capacity of 0 is refused, as a reservation of 0 bytes is",
+             [launcher, "--check", "--capacity", "0", "--reserve", "a=0"],
+             check_lines("curesv: configuration: 2 errors, 0 warnings: curesv would be off and the "
+                         "program run unchanged",
+                         "curesv: --capacity: '0': zero size: a device of capacity 0 could hand "
+                         "out nothing",
+                         "curesv: --reserve: 'a=0': zero size"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: a device's capacity of 0 too",
+             [launcher, "--check"],
+             check_lines("curesv: configuration: 1 error, 0 warnings: curesv would be off and the "
+                         "program run unchanged",
+                         "curesv: CURESV_CAPACITY: '1=0K': zero size: a device of capacity 0 could "
+                         "hand out nothing"),
+             env={"CURESV_CAPACITY": "0=1G,1=0K"}, exit_code=2, report="absent", sanitized=False),
+        # a program that cannot be run: one curesv line and the shell's status, 126
+        Case("launcher: a file that is not executable",
+             [launcher, "--", "/etc/passwd"],
+             check_only_output("curesv: '/etc/passwd': not executable, not a program to run "
+                               "(Permission denied)\n"),
+             exit_code=126, report="absent", sanitized=False),
+        Case("launcher: a folder",
+             [launcher, "--", "/"],
+             check_only_output("curesv: '/': a folder, not a program to run (Permission "
+                               "denied)\n"),
+             exit_code=126, report="absent", sanitized=False),
         # A flag given a value ran the value as the program (--json=echo ran echo), and an empty
         # value set a variable to nothing.
         ] + [Case("launcher: %s" % " ".join(a or "''" for a in argv),
@@ -1844,6 +1884,17 @@ def launcher_cases(launcher, b):
             (["--no-report=", "--check=x"],
              "curesv: --no-report takes no value ('--no-report='; see curesv --help)"),
             (["--bogus=1"], "curesv: unknown option '--bogus' (see curesv --help)"),
+            # the natural guess from CURESV_REPORT, and typos: the nearest options, as git does
+            (["--report", "json"], "curesv: unknown option '--report' (did you mean --json, "
+             "--no-report or --report-file? see curesv --help)"),
+            (["--report=json"], "curesv: unknown option '--report' (did you mean --json, "
+             "--no-report or --report-file? see curesv --help)"),
+            (["--jsno"], "curesv: unknown option '--jsno' (did you mean --json? see curesv "
+             "--help)"),
+            (["--reservations", "a=1M"], "curesv: unknown option '--reservations' (did you mean "
+             "--reserve? see curesv --help)"),
+            (["--trace-fmt", "chrome"], "curesv: unknown option '--trace-fmt' (did you mean "
+             "--trace or --trace-format? see curesv --help)"),
             (["--reserve", ""], "curesv: --reserve: empty value (see curesv --help)"),
             (["--reserve="], "curesv: --reserve: empty value (see curesv --help)"),
             (["--capacity=400K", "--attach", ""],
