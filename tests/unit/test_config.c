@@ -1041,6 +1041,38 @@ Test(config, report_file_and_trace_naming_one_file)
 
 /* ---- unknown variables, several problems at once --------------------------------------------------- */
 
+/* The launcher's labels: a line about a variable one of its options set names the option, as its
+ * --check does; a label that is not an option's is not used, and the variable is no unknown one. */
+Test(config, launcher_labels_name_the_option)
+{
+	unsigned e = LOAD("CURESV_RESERVATIONS=a=0", "CURESV_ATTACH=w=nosuch",
+			  "CURESV_LAUNCHER_LABELS=CURESV_RESERVATIONS=--reserve/CURESV_RESERVATIONS "
+			  "CURESV_ATTACH=--attach");
+	cr_assert_eq(e, 1);
+	cr_assert_eq(diag.count, 2);
+	cr_assert_str_eq(diag.line[0].text, "--reserve/CURESV_RESERVATIONS: 'a=0': zero size");
+	cr_assert(strncmp(diag.line[1].text, "--attach: 'w=nosuch': ", 22) == 0, "%s",
+		  diag.line[1].text);
+	e = LOAD("CURESV_ATTACH=w=nosuch", "CURESV_LAUNCHER_LABELS=CURESV_ATTACH=--attach");
+	cr_assert_eq(e, 0);
+	cr_assert_eq(diag.count, 1);
+	cr_assert_str_eq(diag.line[0].text, "--attach: 'w=nosuch': no reservation 'nosuch' in "
+			 "CURESV_RESERVATIONS; matching threads use the shared pool until it is created");
+	/* not an option: a newline, a space, no leading "--", too long */
+	const char *hostile[] = { "CURESV_LAUNCHER_LABELS=CURESV_ATTACH=--x\ncuresv: forged",
+				  "CURESV_LAUNCHER_LABELS=CURESV_ATTACH=attach",
+				  "CURESV_LAUNCHER_LABELS=CURESV_ATTACH=--aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+				  "aaaaaaaaaaaaaaaaaaaaaaaa", "CURESV_LAUNCHER_LABELS=CURESV_ATTACH" };
+	for (size_t i = 0; i < sizeof hostile / sizeof *hostile; i++) {
+		char buf[256];
+		snprintf(buf, sizeof buf, "%s", hostile[i]);
+		e = curesv_config_load(&cfg, (char *[]){ "CURESV_ATTACH=w=nosuch", buf, NULL }, &diag);
+		cr_assert_eq(diag.count, 1, "%s", hostile[i]);
+		cr_assert(strncmp(diag.line[0].text, "CURESV_ATTACH: 'w=nosuch'", 25) == 0, "%s: %s",
+			  hostile[i], diag.line[0].text);
+	}
+}
+
 Test(config, unknown_variables_warn)
 {
 	unsigned e = LOAD("CURESV_FOO=1", "CURESV_MODE=enforce", "CURESV_CAPACITYX=1", "CURESV_=2",
