@@ -14,7 +14,8 @@
 - README is a front page: at most 450 lines, and its tools table names every tool;
 - every man page renders with `groff -man -Tutf8 -ww -z` and `man -l` without a warning;
 - curesv(1) names every option `scripts/curesv --help` lists, each tool's page every option of
-  the tool's --help, and curesv-report(5) every metric curesv-stat prints.
+  the tool's --help, and curesv-report(5) every metric curesv-stat prints;
+- what the pages say of other projects' tools: RMM's replay takes -f, trace_plot PyTorch 2.1.
 
     docs.py              (LD_LIBRARY_PATH need not be set: the README's commands set it)
 
@@ -188,8 +189,26 @@ def metrics_named():
               re.search(r"(?<!\w)%s(?!\w)" % name, text) is not None)
 
 
+def other_tools():
+    """What the pages say of other projects' tools holds: RMM's replay benchmark takes its log with
+    -f/--file (benchmarks/replay/replay.cpp), not --log_file; PyTorch's trace_plot needs 2.1."""
+    docs = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "HACKING.md")] + \
+        [os.path.join(MAN, p) for p in PAGES]
+    for path in docs:
+        with open(path, encoding="utf-8") as f:
+            text = f.read().replace("\\-", "-")
+        check("%s names no --log_file (RMM's replay takes -f FILE)" % os.path.basename(path),
+              "log_file" not in text)
+    check("curesv-report(5) gives RMM's replay its -f", "REPLAY_BENCHMARK -f" in
+          read_page("curesv-report.5"))
+    export = read_page("curesv-export.1")
+    check("curesv-export(1) says trace_plot needs PyTorch 2.1, and what an older one reads",
+          "PyTorch 2.1" in export and "An older PyTorch reads" in export)
+
+
 def main():
     front_page()
+    other_tools()
     pages_render()
     options_named()
     metrics_named()

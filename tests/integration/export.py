@@ -194,8 +194,9 @@ def chrome_handoff(args, tmp):
     expect("exit status (%s)" % p.stderr.strip(), p.returncode, 0)
     expect("summary", p.stdout.strip(), "curesv-export: wrote %s: PyTorch memory snapshot of the "
            "Chrome trace %s: 1 allocation, 1 free, 0 live at the end, on device 0; open it at "
-           "https://pytorch.org/memory_viz, or: python -m torch.cuda._memory_viz trace_plot %s "
-           "-o %s.html" % (out, trace, out, out[:-len(".pickle")]))
+           "https://pytorch.org/memory_viz, or (PyTorch 2.1 or later): python -m "
+           "torch.cuda._memory_viz trace_plot %s -o %s.html" % (out, trace, out,
+                                                               out[:-len(".pickle")]))
     snap = validate(out)
     a = allocs(snap)
     expect("allocations", [(e["size"], e["category"], e["user_metadata"]) for e in a],
