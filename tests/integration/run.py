@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import check_trace  # noqa: E402  (tests/unit/check_trace.py)
 import check_report  # noqa: E402  (tests/unit/check_report.py)
 
-README_KEYS = check_report.readme_keys(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                    "..", "..", "README.md"))
+README_KEYS = check_report.documented_keys(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                       "..", ".."))
 
 KiB = 1024
 HANDOFF_ENV = {

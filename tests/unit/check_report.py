@@ -35,6 +35,7 @@ name their keys, `name{...}` an object's own and `name[]{...}` those of an array
 Exit status 0 when all match; otherwise 1, one line per mismatch on stderr.
 """
 import json
+import os
 import re
 import sys
 
@@ -170,6 +171,28 @@ def readme_keys(path):
         for span in re.findall(r"`([^`]*)`", cells[0]):
             for name in (parse_keys(span) or ({}, 0))[0]:
                 merge_tree(tree.setdefault(name, {}), children)
+    return tree
+
+
+def man_keys(path):
+    """The key lists of a man page (curesv(1) names the hand-off audit's keys so): each line of a
+    no-fill block (.nf ... .fi) that is a whole key list, as a tree of names."""
+    tree, filling = {}, True
+    with open(path, encoding="utf-8") as f:
+        for line in f.read().splitlines():
+            if line.startswith((".nf", ".fi")):
+                filling = line.startswith(".fi")
+                continue
+            parsed = None if filling else parse_keys(line)
+            if parsed:
+                merge_tree(tree, parsed[0])
+    return tree
+
+
+def documented_keys(root):
+    """README's key table and the man page's key lists (curesv(1)), from the tree at `root`."""
+    tree = readme_keys(os.path.join(root, "README.md"))
+    merge_tree(tree, man_keys(os.path.join(root, "scripts", "man", "curesv.1")))
     return tree
 
 
