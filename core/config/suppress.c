@@ -77,10 +77,8 @@ static void close_block(struct reader *r, unsigned line)
 		return;
 	}
 	if (r->out->n == CURESV_SUPPRESSIONS_MAX) {
-		if (!r->full_said)
+		if (!r->full_said) /* one error says it for every block past the bound */
 			complain(r, r->block.line, NULL, 0, "more than 256 suppressions in one file");
-		else
-			r->errors++;
 		r->full_said = true;
 		return;
 	}
