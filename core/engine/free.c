@@ -2,6 +2,9 @@
  * origin it names is debited once that free succeeded, or the entry goes back (curesv_free_end). */
 #include "engine/engine.h"
 
+#include <pthread.h>
+#include <string.h>
+
 #include "books/books.h"
 #include "trace/trace.h"
 
@@ -95,8 +98,11 @@ static __attribute__((noinline)) void audit_free(curesv_engine *e, const curesv_
 						      .free_thread = serial,
 						      .stream = curesv_op_stream(op->stream),
 						      .kind = entry.kind };
-		curesv_thread_name(entry.thread, first.alloc_name);
-		curesv_thread_name(serial, first.free_name);
+		/* a thread that never allocated on its own account has no name registered yet */
+		if (!curesv_thread_name(serial, first.free_name))
+			pthread_getname_np(pthread_self(), first.free_name, sizeof first.free_name);
+		if (!curesv_thread_name(entry.thread, first.alloc_name) && entry.thread == serial)
+			memcpy(first.alloc_name, first.free_name, sizeof first.alloc_name);
 		curesv_ledger_name(&e->ledger, entry.origin, first.origin_name);
 		curesv_ledger_name(&e->ledger, payer, first.payer_name);
 		curesv_handoffs_add(&e->handoffs, &key, &first, entry.bytes, released);
