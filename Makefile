@@ -352,7 +352,7 @@ test: deps
 FUZZ_CC ?= clang
 FUZZ_RUNS ?= 100000
 FUZZ := $(BUILD)/fuzz
-FUZZERS := config report stat
+FUZZERS := config report stat suppressions
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -Icore -Ishim \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
