@@ -100,18 +100,24 @@ static void plural(char *out, size_t n, uint64_t k, const char *one, const char 
  * _exit()s with the new status; the program's buffered output is written as usual. */
 static void exit_as_judged(int status)
 {
-	char leaks[48], refusals[48], over[64];
+	char leaks[48], refusals[48], over[64], handoffs[80] = "", found[256];
 	plural(leaks, sizeof leaks, findings.leaks, "leaked allocation", "leaked allocations");
 	plural(refusals, sizeof refusals, findings.refusals, "refusal", "refusals");
 	plural(over, sizeof over, findings.over_budget, "allocation past a budget",
 	       "allocations past a budget");
-	if (status >= 0 && status != wanted_status)
-		curesv_log(CURESV_LOG_ERROR, "CURESV_ERROR_EXITCODE=%d: the report found %s, %s and %s: "
-			   "exit status %d instead of %d", wanted_status, leaks, refusals, over,
-			   wanted_status, status);
+	if (findings.audit)
+		plural(handoffs, sizeof handoffs, findings.handoffs, "hand-off without transfer",
+		       "hand-offs without transfer");
+	if (findings.audit)
+		snprintf(found, sizeof found, "%s, %s, %s and %s", leaks, refusals, over, handoffs);
 	else
-		curesv_log(CURESV_LOG_ERROR, "CURESV_ERROR_EXITCODE=%d: the report found %s, %s and %s: "
-			   "exit status %d", wanted_status, leaks, refusals, over, wanted_status);
+		snprintf(found, sizeof found, "%s, %s and %s", leaks, refusals, over);
+	if (status >= 0 && status != wanted_status)
+		curesv_log(CURESV_LOG_ERROR, "CURESV_ERROR_EXITCODE=%d: the report found %s: exit status "
+			   "%d instead of %d", wanted_status, found, wanted_status, status);
+	else
+		curesv_log(CURESV_LOG_ERROR, "CURESV_ERROR_EXITCODE=%d: the report found %s: exit status "
+			   "%d", wanted_status, found, wanted_status);
 	if (status != wanted_status)
 		exit(wanted_status);
 }
@@ -167,7 +173,7 @@ static void judge_exit(void)
 		return;
 	curesv_findings f;
 	curesv_report_findings(engine, &f);
-	if (!f.leaks && !f.refusals && !f.over_budget)
+	if (!f.leaks && !f.refusals && !f.over_budget && !f.handoffs)
 		return;
 	findings = f;
 	wanted_status = engine->cfg.error_exitcode;

@@ -12,6 +12,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "config/suppress.h"
 #include "config/values.h"
 
 extern char **environ;
@@ -69,6 +70,32 @@ KEYWORD_PARSER(parse_stream_attach, stream_attach, enum curesv_stream_attach, "o
 KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format,
 	       "rmm (RMM's CSV) or chrome (Chrome trace-event JSON)", "rmm", "chrome")
 
+/* 0 or off, 1 or reservations, all */
+static bool parse_require_transfer(const char *v, curesv_config *c, struct curesv_bad *bad)
+{
+	static const char *const words[] = { "0", "1", "all", "off", "reservations", NULL };
+	static const enum curesv_require_transfer as[] = {
+		CURESV_REQUIRE_OFF, CURESV_REQUIRE_RESERVATIONS, CURESV_REQUIRE_ALL, CURESV_REQUIRE_OFF,
+		CURESV_REQUIRE_RESERVATIONS };
+	int k = curesv_keyword(v, words);
+	if (k < 0)
+		return curesv_bad_fail(bad, v, strlen(v), "expected 0 (off), 1 (reservations: a "
+				       "reservation frees another's buffer) or all (an unattached "
+				       "thread's free of a reserved buffer too)");
+	c->require_transfer = as[k];
+	return true;
+}
+
+/* A file curesv reads: any path that fits (no %-sequences: nothing is expanded) */
+static bool parse_suppressions(const char *v, curesv_config *c, struct curesv_bad *bad)
+{
+	size_t n = strlen(v);
+	if (n == 0 || n >= sizeof c->suppressions_file)
+		return curesv_bad_fail(bad, v, n, n ? "path too long" : "empty path");
+	memcpy(c->suppressions_file, v, n + 1);
+	return true;
+}
+
 static bool parse_report_file(const char *v, curesv_config *c, struct curesv_bad *bad)
 {
 	return curesv_parse_path(v, c->report_file, bad);
@@ -104,6 +131,9 @@ static const struct option options[] = {
 	{ "CURESV_LIVE", "0", parse_live, true, "0", true },
 	/* cosmetic: stacks only shape what the report and the trace show */
 	{ "CURESV_BACKTRACE", "0", curesv_parse_backtrace, true, "0: no stacks", false },
+	{ "CURESV_REQUIRE_TRANSFER", "0", parse_require_transfer, false, NULL, false },
+	/* read, not written, but named by the environment: not under secure execution either */
+	{ "CURESV_SUPPRESSIONS", NULL, parse_suppressions, false, NULL, true },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -270,6 +300,26 @@ static void warn_format_without_trace(const curesv_config *c, char *const *envp,
 			"CURESV_TRACE (the launcher's --trace) names no file", shown);
 }
 
+/* CURESV_SUPPRESSIONS: its file is read now, so that its errors count with the others (and
+ * `curesv --check` lists them). Under secure execution it is not read: every hand-off is then
+ * reported. */
+static void load_suppressions(curesv_config *c, char *const *envp, bool ignored, curesv_diag *d)
+{
+	static curesv_suppressions loaded;
+	c->suppressions = NULL;
+	if (ignored)
+		curesv_diag_add(d, CURESV_LOG_WARN, "secure execution (a setuid, setgid or "
+				"file-capability program): CURESV_SUPPRESSIONS ignored, curesv reads no "
+				"file that the environment names; no hand-off is suppressed");
+	if (!c->suppressions_file[0])
+		return;
+	if (curesv_suppressions_load(c->suppressions_file, &loaded, d) == 0)
+		c->suppressions = &loaded;
+	if (c->require_transfer == CURESV_REQUIRE_OFF && option_value(envp, "CURESV_SUPPRESSIONS"))
+		curesv_diag_add(d, CURESV_LOG_WARN, "CURESV_SUPPRESSIONS: nothing to suppress, since "
+				"CURESV_REQUIRE_TRANSFER (the launcher's --require-transfer) is off");
+}
+
 /* The launchers' rank variables, in the order they are looked at (torchrun, Open MPI, MPICH and
  * Intel MPI, Slurm): not curesv's, so never warned about as unknown. */
 static const char *const rank_names[] = { "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
@@ -434,7 +484,7 @@ unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv
 	memset(diag, 0, sizeof *diag);
 	curesv_config_defaults(cfg);
 	curesv_refused_forget();
-	bool own = !envp, ignored_report = false, ignored_trace = false;
+	bool own = !envp, ignored_report = false, ignored_trace = false, ignored_supp = false;
 	if (own)
 		envp = environ;
 	for (size_t i = 0; i < N_OPTIONS; i++) {
@@ -446,6 +496,8 @@ unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv
 				ignored_trace = ignored;
 			else if (options[i].parse == parse_report_file)
 				ignored_report = ignored;
+			else if (options[i].parse == parse_suppressions)
+				ignored_supp = ignored;
 		} else {
 			value = option_value(envp, options[i].name);
 		}
@@ -467,6 +519,7 @@ unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv
 			return relabelled(diag, envp);
 	}
 	say_secure(cfg, ignored_report, ignored_trace, diag);
+	load_suppressions(cfg, envp, ignored_supp, diag);
 	load_rank(cfg, envp, diag);
 	load_host(cfg);
 	warn_format_without_trace(cfg, envp, diag);

@@ -24,6 +24,12 @@ enum curesv_table_full { CURESV_TABLE_FULL_PASSTHROUGH, CURESV_TABLE_FULL_FAIL }
 enum curesv_report_format { CURESV_REPORT_TEXT, CURESV_REPORT_JSON, CURESV_REPORT_OFF };
 enum curesv_trace_format { CURESV_TRACE_RMM, CURESV_TRACE_CHROME };
 enum curesv_stream_attach { CURESV_STREAM_ATTACH_OFF, CURESV_STREAM_ATTACH_CREATOR };
+/* CURESV_REQUIRE_TRANSFER: which frees of a buffer by another payer than its origin, with no
+ * curesv_transfer to that payer first, are hand-offs without transfer. RESERVATIONS: a payer that
+ * is a reservation (the buffer's origin a reservation or the shared pool); ALL: a shared pool
+ * payer too (an unattached thread freeing a reserved buffer). */
+enum curesv_require_transfer { CURESV_REQUIRE_OFF, CURESV_REQUIRE_RESERVATIONS, CURESV_REQUIRE_ALL };
+struct curesv_suppressions;
 
 #define CURESV_RANK_MAX 20              /* digits of a rank (RANK, OMPI_COMM_WORLD_RANK, ...) */
 #define CURESV_HOST_MAX 65              /* host name, NUL included (HOST_NAME_MAX + 1) */
@@ -68,6 +74,11 @@ typedef struct curesv_config {
 	bool live;                                      /* CURESV_LIVE: publish the books */
 	unsigned backtrace;                             /* CURESV_BACKTRACE: frames kept per allocation,
 						   0..64 (CURESV_BACKTRACE_MAX); 0 = off */
+	enum curesv_require_transfer require_transfer;  /* CURESV_REQUIRE_TRANSFER */
+	char suppressions_file[CURESV_PATH_MAX];        /* CURESV_SUPPRESSIONS; "" = none */
+	/* what that file holds, read by the load (config/suppress.h; process-wide storage, NULL when
+	 * none): only the process that loaded it may follow this pointer */
+	const struct curesv_suppressions *suppressions;
 	/* The process's place in a multi-process job: the first of RANK, OMPI_COMM_WORLD_RANK,
 	 * PMI_RANK, SLURM_PROCID that is set to a non-negative integer ("" when none), and the host
 	 * name (gethostname, '/' and control characters replaced by '_'). */

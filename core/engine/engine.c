@@ -80,6 +80,9 @@ bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct cu
 						  CURESV_STACKS_MAX))
 		curesv_log(CURESV_LOG_WARN, "CURESV_BACKTRACE: cannot map the stack table; no stacks "
 			   "are recorded");
+	if (cfg->require_transfer != CURESV_REQUIRE_OFF && !curesv_handoffs_init(&e->handoffs))
+		curesv_log(CURESV_LOG_WARN, "CURESV_REQUIRE_TRANSFER: cannot map the hand-off sites' "
+			   "table; hand-offs are counted without their sites");
 	curesv_trace_open(cfg, &e->stacks);
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
 		for (int i = 0; i < 4; i++)
@@ -113,6 +116,7 @@ void curesv_engine_destroy(curesv_engine *e)
 {
 	curesv_trace_close();
 	curesv_stacks_destroy(&e->stacks);
+	curesv_handoffs_destroy(&e->handoffs);
 	curesv_streams_destroy(&e->streams);
 	curesv_table_destroy(&e->table);
 	curesv_ledger_destroy(&e->ledger);

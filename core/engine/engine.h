@@ -18,6 +18,7 @@
 #include "base/hot.h"
 #include "base/region.h"
 #include "tables/graph_registry.h"
+#include "tables/handoffs.h"
 #include "books/ledger.h"
 #include "payers/streams.h"
 #include "tables/stacks.h"
@@ -46,6 +47,8 @@ typedef struct curesv_engine {
 	 * executable graph's destroy): used and reserved, current and high; -1 never read */
 	_Atomic int64_t graph_mem[CURESV_MAX_DEVICES][4];
 	curesv_stacks stacks;                   /* CURESV_BACKTRACE: where allocations were made */
+	curesv_handoffs handoffs;               /* CURESV_REQUIRE_TRANSFER: hand-offs without
+						   transfer, by site (free.c records them) */
 } curesv_engine;
 
 /* Builds the engine from a parsed configuration: allocates the table, sets configured capacities,

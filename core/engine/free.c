@@ -2,6 +2,9 @@
  * origin it names is debited once that free succeeded, or the entry goes back (curesv_free_end). */
 #include "engine/engine.h"
 
+#include <pthread.h>
+#include <string.h>
+
 #include "books/books.h"
 #include "trace/trace.h"
 
@@ -59,13 +62,69 @@ CURESV_HOT_EXTERN void curesv_free_begin_on(curesv_engine *e, uint64_t ptr, uint
 		atomic_fetch_add_explicit(&e->unknown_frees, 1, memory_order_relaxed);
 }
 
-/* The debit of the taken entry outside the common case (books.c). */
+/* CURESV_REQUIRE_TRANSFER: who pays for a free, as a transfer would need to name it: the freeing
+ * thread's or stream's reservation while it is live and on the buffer's device, else that
+ * device's shared pool. */
+static uint32_t payer_of(curesv_ledger *l, curesv_ref caller, int device)
+{
+	return curesv_ledger_ref_device(l, caller) == device ? curesv_ref_handle(caller)
+							    : CURESV_SHARED;
+}
+
+/* A free made by another payer than the buffer's origin (the origin not transferred to it first:
+ * a transfer makes the payer the origin) is a hand-off without transfer, unless the payer is a
+ * shared pool and only reservations' are asked for. Its stack is captured (CURESV_BACKTRACE) and
+ * its site counted (handoffs.h), outside the books' section: the unwinder reads other objects'
+ * tables. Reached only from the debit's general path, which every free by another payer takes. */
+static __attribute__((noinline)) void audit_free(curesv_engine *e, const curesv_free_op *op,
+						 curesv_ref caller, uint32_t serial)
+{
+	curesv_entry entry = op_entry(op);
+	if (curesv_ref_handle(caller) == entry.origin)
+		return; /* the same reservation (released since, perhaps): no hand-off */
+	uint32_t payer = payer_of(&e->ledger, caller, entry.device);
+	if (payer == entry.origin ||
+	    (payer == CURESV_SHARED && e->cfg.require_transfer != CURESV_REQUIRE_ALL))
+		return;
+	struct curesv_handoff_key key = {
+		.origin = entry.origin, .payer = payer, .device = entry.device,
+		.stream_ordered = op->stream != CURESV_NO_STREAM,
+		.alloc_stack = curesv_stacks_of_ticket(&e->stacks, &op->ticket),
+		.free_stack = e->stacks.depth ? curesv_stacks_capture(&e->stacks) : 0 };
+	bool released = !curesv_ledger_handle_live(&e->ledger, entry.origin);
+	if (!curesv_handoffs_count(&e->handoffs, &key, entry.bytes, released)) {
+		/* a new site: its names as they are now (the origin's slot may be reused later) */
+		struct curesv_handoff_first first = { .alloc_thread = entry.thread,
+						      .free_thread = serial,
+						      .stream = curesv_op_stream(op->stream),
+						      .kind = entry.kind };
+		/* a thread that never allocated on its own account has no name registered yet */
+		if (!curesv_thread_name(serial, first.free_name))
+			pthread_getname_np(pthread_self(), first.free_name, sizeof first.free_name);
+		if (!curesv_thread_name(entry.thread, first.alloc_name) && entry.thread == serial)
+			memcpy(first.alloc_name, first.free_name, sizeof first.alloc_name);
+		curesv_ledger_name(&e->ledger, entry.origin, first.origin_name);
+		curesv_ledger_name(&e->ledger, payer, first.payer_name);
+		curesv_handoffs_add(&e->handoffs, &key, &first, entry.bytes, released);
+	}
+	CURESV_TRACE(.action = CURESV_TRACE_HANDOFF, .ptr = op->ptr, .bytes = entry.bytes,
+		     .device = entry.device, .kind = entry.kind, .origin = entry.origin, .to = payer,
+		     .stream = curesv_op_stream(op->stream));
+}
+
+/* The debit of the taken entry outside the common case (books.c); it leaves the section `shard`
+ * the free entered, then audits the free when CURESV_REQUIRE_TRANSFER asks. */
 static __attribute__((noinline)) void debit_general(curesv_engine *e, const curesv_free_op *op,
 						    curesv_ref caller, uint32_t serial,
-						    bool cross_stream, int index)
+						    bool cross_stream, int index,
+						    struct curesv_shard_ctl *shard)
 {
 	curesv_entry entry = op_entry(op);
 	curesv_ledger_debit_slow(&e->ledger, &entry, caller, serial, cross_stream, index);
+	curesv_shard_publish(shard, NULL);
+	curesv_section_leave(shard);
+	if (__builtin_expect(e->cfg.require_transfer != CURESV_REQUIRE_OFF, 0))
+		audit_free(e, op, caller, serial);
 }
 
 CURESV_HOT_EXTERN void curesv_free_end(curesv_engine *e, curesv_free_op *op, bool ok)
@@ -96,8 +155,11 @@ CURESV_HOT_EXTERN void curesv_free_end(curesv_engine *e, curesv_free_op *op, boo
 								(uint32_t)(tag >> 16), op->thread,
 								(int)(meta >> 8 & 0xff) - 1,
 								meta & 0xff, caller, serial,
-								cross_stream, index), 0))
-			debit_general(e, op, caller, serial, cross_stream, index);
+								cross_stream, index), 0)) {
+			/* it leaves the section itself: a hand-off's audit is made outside it */
+			debit_general(e, op, caller, serial, cross_stream, index, shard);
+			return;
+		}
 	}
 	/* withdrawn in the same section: no reader sees its state again */
 	curesv_shard_publish(shard, NULL);

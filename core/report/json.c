@@ -236,6 +236,8 @@ void curesv_report_json(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 		     PRIu32 ", \"unrecorded\": %" PRIu64 ", \"lines\": %s},\n", s->backtrace.depth,
 		     s->backtrace.stacks, s->backtrace.capacity, s->backtrace.unrecorded,
 		     curesv_frames_lines() ? "true" : "false");
+	if (s->handoffs)
+		curesv_handoff_json(e, o, s->handoffs);
 	json_leaks(e, o, s);
 	curesv_print(o, "}\n");
 }

@@ -19,6 +19,7 @@
  * thread runs the exit handlers. Reports are rare; concurrent ones serialise on this lock. */
 static pthread_mutex_t snapshot_lock = PTHREAD_MUTEX_INITIALIZER;
 static curesv_snapshot snapshot;
+static curesv_handoff_view handoff_view; /* the hand-off audit's, beside it (same lock) */
 /* Held from a report file's open to its close, taken before snapshot_lock: another report opening
  * the same file would truncate the one being written, or the exit report once written. */
 static pthread_mutex_t emit_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -51,6 +52,8 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
 	curesv_out o = { .fd = fd, .one_line = format == CURESV_REPORT_TEXT };
 	curesv_lock(&snapshot_lock);
 	curesv_snapshot_gather(e, &snapshot);
+	curesv_handoff_gather(e, &handoff_view);
+	snapshot.handoffs = &handoff_view;
 	if (format == CURESV_REPORT_JSON)
 		curesv_report_json(e, &o, &snapshot, pid);
 	else
@@ -72,6 +75,9 @@ void curesv_report_findings(curesv_engine *e, curesv_findings *f)
 	f->leaks = f->leaks_excused ? 0 : snapshot.leaks.count;
 	f->refusals = CURESV_SNAPSHOT_SUM(&snapshot, denied) + atomic_load(&e->table_full_failures);
 	f->over_budget = CURESV_SNAPSHOT_SUM(&snapshot, over_budget);
+	curesv_handoff_gather(e, &handoff_view);
+	f->audit = handoff_view.require != CURESV_REQUIRE_OFF;
+	f->handoffs = handoff_view.count;
 	curesv_unlock(&snapshot_lock);
 }
 

@@ -20,10 +20,13 @@ curesv_status curesv_report_emit(curesv_engine *e, long pid, bool final);
 
 /* What CURESV_ERROR_EXITCODE counts: live allocations (not counted while a caching allocator that
  * is caching holds memory, leaks_excused), refusals (CURESV_MODE=enforce denials and
- * CURESV_TABLE_FULL=fail failures), allocations that went past a budget (observe mode). */
+ * CURESV_TABLE_FULL=fail failures), allocations that went past a budget (observe mode), and, with
+ * CURESV_REQUIRE_TRANSFER (`audit`), hand-offs without transfer that no suppression matched. */
 typedef struct curesv_findings {
 	uint64_t leaks, refusals, over_budget;
 	bool leaks_excused;
+	bool audit;
+	uint64_t handoffs;
 } curesv_findings;
 void curesv_report_findings(curesv_engine *e, curesv_findings *f);
 

@@ -11,6 +11,7 @@
 
 #include "base/caching.h"
 #include "engine/engine.h"
+#include "report/handoffs.h"
 
 #define CURESV_LEAKS_LISTED 10
 
@@ -58,6 +59,9 @@ typedef struct curesv_snapshot {
 	uint64_t orphan_frees;
 	curesv_vmm_stats_t vmm;
 	curesv_backtrace_stats backtrace;
+	/* CURESV_REQUIRE_TRANSFER's hand-offs, gathered beside the snapshot by the report (report.c);
+	 * NULL: none to show (a live file's report) */
+	const curesv_handoff_view *handoffs;
 } curesv_snapshot;
 
 /* Fills *s from the engine. The s->rows of each device seen: its reservations (live and

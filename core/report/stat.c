@@ -268,6 +268,10 @@ static void adopt(curesv_engine *e, unsigned char *base, const struct curesv_liv
 	/* CURESV_BACKTRACE's stacks are not in the file: the report shows none */
 	memset(&e->stacks, 0, sizeof e->stacks);
 	e->cfg.backtrace = 0;
+	/* nor are the hand-off audit's sites and suppressions: the report shows no audit */
+	memset(&e->handoffs, 0, sizeof e->handoffs);
+	e->cfg.require_transfer = CURESV_REQUIRE_OFF;
+	e->cfg.suppressions = NULL;
 }
 
 enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size, size_t zero_from,

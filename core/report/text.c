@@ -333,4 +333,6 @@ void curesv_report_text(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 	text_vmm(o, &s->vmm);
 	text_stacks(o, &s->backtrace);
 	text_leaks(e, o, s);
+	if (s->handoffs)
+		curesv_handoff_text(e, o, s->handoffs);
 }

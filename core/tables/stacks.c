@@ -178,6 +178,14 @@ uint32_t curesv_stacks_of(curesv_stacks *s, uint64_t ptr)
 	return NOTE_VERSION(w) == curesv_st_version(tk.state) ? NOTE_ID(w) : 0;
 }
 
+uint32_t curesv_stacks_of_ticket(const curesv_stacks *s, const curesv_ticket *tk)
+{
+	if (!s->table || !s->table->notes || tk->index > s->table->mask)
+		return 0;
+	uint64_t w = atomic_load_explicit(&s->table->notes[tk->index], memory_order_acquire);
+	return NOTE_VERSION(w) == curesv_st_version(tk->state) ? NOTE_ID(w) : 0;
+}
+
 uint32_t curesv_stacks_count(const curesv_stacks *s)
 {
 	return atomic_load_explicit(&((curesv_stacks *)s)->recorded, memory_order_relaxed);

@@ -67,6 +67,11 @@ unsigned curesv_stacks_frames(const curesv_stacks *s, uint32_t id, uintptr_t *pc
 void curesv_stacks_note(curesv_stacks *s, uint64_t ptr, uint32_t id);
 uint32_t curesv_stacks_of(curesv_stacks *s, uint64_t ptr);
 
+/* The stack of the entry `tk` names (curesv_table_take's ticket: its slot and its version then),
+ * read after the entry left the table: 0 when the slot has since been taken again (the note of
+ * another occupancy is never read back as this one's). Lock-free. */
+uint32_t curesv_stacks_of_ticket(const curesv_stacks *s, const curesv_ticket *tk);
+
 /* Distinct stacks recorded so far. */
 uint32_t curesv_stacks_count(const curesv_stacks *s);
 

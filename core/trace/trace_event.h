@@ -17,6 +17,8 @@ enum curesv_trace_action {
 	CURESV_TRACE_RELEASE,   /* recorded by curesv_trace_released() only */
 	CURESV_TRACE_UNFREE,    /* a free recorded as it began failed: the allocation is live again
 				   (the free's fields) */
+	CURESV_TRACE_HANDOFF,   /* CURESV_REQUIRE_TRANSFER: the free just recorded was a hand-off
+				   without transfer: ptr, bytes, device, kind, origin, `to` the payer */
 };
 
 /* What the caller says of an event; the trace adds the time and the thread. */

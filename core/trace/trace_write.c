@@ -355,6 +355,21 @@ static void transfer(const struct curesv_trace_event *ev, uint32_t tid, uint64_t
 			     handle_name(ev->to, ev->device), ev->ptr, ev->bytes, ev->device);
 }
 
+/* A hand-off without transfer (CURESV_REQUIRE_TRANSFER): a mark in the Chrome trace beside the
+ * free's counters. RMM's log has no word for it (its readers take allocate, free and allocate
+ * failure only): its free row stands alone there. */
+static void handoff(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts)
+{
+	if (!w.chrome || !device_ok(ev->device))
+		return;
+	instant("hand-off without transfer", tid, ts);
+	curesv_trace_out_put("\"origin\":\"%s\",", handle_name(ev->origin, ev->device));
+	curesv_trace_out_put("\"payer\":\"%s\",\"ptr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64
+			     ",\"device\":%d,\"kind\":\"%s\",\"stream\":\"0x%" PRIx64 "\"}}",
+			     handle_name(ev->to, ev->device), ev->ptr, ev->bytes, ev->device,
+			     curesv_kind_name((enum curesv_kind)ev->kind), ev->stream);
+}
+
 static void reserve(const struct curesv_trace_event *ev, uint32_t tid, uint64_t ts,
 		    const char *name)
 {
@@ -441,6 +456,7 @@ void curesv_trace_write_event(const struct curesv_trace_event *ev, uint32_t tid,
 	case CURESV_TRACE_CAPACITY: capacity(ev, tid, ts); break;
 	case CURESV_TRACE_RESERVE: reserve(ev, tid, ts, name); break;
 	case CURESV_TRACE_RELEASE: release(tid, ts, name); break;
+	case CURESV_TRACE_HANDOFF: handoff(ev, tid, ts); break;
 	}
 }
 

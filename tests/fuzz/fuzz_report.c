@@ -1,7 +1,7 @@
 /* libFuzzer harness: the text and JSON report writers, and every log line written on the way.
  *
  * The input's first bytes choose a configuration (mode, attribution, table size and policy,
- * capacity, CURESV_BACKTRACE, reservations and CURESV_ATTACH rules whose patterns are raw fuzzed
+ * capacity, CURESV_BACKTRACE, CURESV_REQUIRE_TRANSFER, reservations and CURESV_ATTACH rules whose patterns are raw fuzzed
  * bytes), which goes through curesv_config_load like the environment would, so the engine is always built from a
  * valid configuration. The rest is a program: allocations and frees (known, unknown, failing),
  * renames (prctl and pthread_setname_np, with raw fuzzed names), reserve/release/attach/transfer
@@ -83,8 +83,8 @@ static const char *res_name(struct input *in, char *out)
 
 static void load_config(struct input *in, curesv_config *cfg)
 {
-	static char env[8][1024];
-	char *envp[9];
+	static char env[9][1024];
+	char *envp[10];
 	int n = 0;
 	uint8_t b = byte(in);
 	snprintf(env[n++], sizeof env[0], "CURESV_MODE=%s", b & 1 ? "enforce" : "observe");
@@ -96,6 +96,9 @@ static void load_config(struct input *in, curesv_config *cfg)
 		snprintf(env[n++], sizeof env[0], "CURESV_CAPACITY=%s", caps[b >> 3 & 3]);
 	if (b & 0x20) /* where each allocation was made: the reports' frames */
 		snprintf(env[n++], sizeof env[0], "CURESV_BACKTRACE=4");
+	if (b & 0xc0) /* the hand-off audit: its sites, names and stacks in both reports */
+		snprintf(env[n++], sizeof env[0], "CURESV_REQUIRE_TRANSFER=%s",
+			 b & 0x80 ? "all" : "1");
 	int k = snprintf(env[n], sizeof env[0], "CURESV_RESERVATIONS=");
 	for (unsigned i = 0, count = byte(in) % 4; i < count; i++) {
 		char name[48];

@@ -1404,6 +1404,7 @@ def cases(stack, bindir, sanitized=False):
                                 "CUDA), so nothing was exported")))
     out.extend(launcher_cases(launcher, b))
     out.extend(exit_status_cases(b))
+    out.extend(handoff_audit_cases(b, launcher))
     out.extend(configuration_cases(b))
     out.extend(vmm_cases(b, stack))
     module = ["python3", os.path.join(here, "test_module.py"), "--layout", b("layout")]
@@ -1920,6 +1921,152 @@ def launcher_cases(launcher, b):
                                "exit status 9 instead of 0"),
              exit_code=9, report="absent", sanitized=False),
     ]
+
+
+AUDIT_ENV = dict(HANDOFF_ENV, CURESV_ATTACH="scan*=scan,pipe=pipe", CURESV_REQUIRE_TRANSFER="1")
+
+
+def site_lines():
+    """The source lines of handoff_sites.c's allocating and freeing calls (SITE_LINE comments)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "handoff_sites.c")
+    with open(path) as f:
+        return {l.split("SITE_LINE ")[1].split()[0]: n for n, l in enumerate(f, 1)
+                if "/* SITE_LINE " in l}
+
+
+def site_frame(what, frames, function, line):
+    """The innermost frame is the program's `function`, at `line` of handoff_sites.c."""
+    if not frames:
+        raise AssertionError("%s: no frames" % what)
+    f = frames[0]
+    if not f["object"] or not f["object"].endswith("/handoff_sites"):
+        raise AssertionError("%s: the innermost frame is not the program's: %r" % (what, f))
+    expect("%s: its symbol" % what, f["symbol"], function)
+    expect("%s: its place" % what, (f["file"].rsplit("/", 1)[-1], f["line"]),
+           ("handoff_sites.c", line))
+
+
+def audit_of(report):
+    audit = report.get("handoff_audit")
+    if not isinstance(audit, dict) or not isinstance(report.get("handoffs"), list):
+        raise AssertionError("no handoff_audit or handoffs in the report")
+    return audit, report["handoffs"]
+
+
+def check_audit(count, suppressed=0, origin="scan", payer="pipe", stream=False, released=0,
+                frames=False, kind="device", nbytes=80 * KiB):
+    """The report's audit: `count` hand-offs not suppressed at one site (none when 0), `suppressed`
+    more; the site's fields, and with `frames` both stacks naming handoff_sites.c's lines."""
+    def check(report, out):
+        audit, sites = audit_of(report)
+        expect("hand-offs", (audit["count"], audit["suppressed"], audit["unrecorded"]),
+               (count, suppressed, 0))
+        expect("sites", len(sites), 1 if count or suppressed else 0)
+        if sites:
+            site = sites[0]
+            expect("the site", {k: site[k] for k in ("origin", "payer", "device", "kind", "count",
+                                                     "bytes", "origin_released")},
+                   {"origin": origin, "payer": payer, "device": 0, "kind": kind,
+                    "count": count + suppressed, "bytes": (count + suppressed) * nbytes,
+                    "origin_released": released})
+            expect("its stream", site["stream"] is not None, stream)
+            # stream-ordered: the main thread, named as the program, does both
+            expect("its threads", (site["alloc_thread"], site["free_thread"]),
+                   ("handoff_sites",) * 2 if stream else ("scan", "pipe"))
+            expect("suppressed by", site["suppressed_by"], "known site" if suppressed else None)
+            if frames:
+                lines = site_lines()
+                site_frame("allocated", site["alloc_frames"], "make_batch_for_audit",
+                           lines["alloc"])
+                site_frame("freed", site["free_frames"], "consume_batch_for_audit",
+                           lines["free"])
+            else:
+                expect("frames", (site["alloc_frames"], site["free_frames"]), ([], []))
+        return report["shared"]["allocs"], report["shared"]["frees"], "-"
+    return check
+
+
+def suppressions_file(text):
+    """A setup writing a suppressions file: CURESV_SUPPRESSIONS names it."""
+    def setup():
+        d = tempfile.mkdtemp(prefix="curesv-supp-")
+        atexit.register(shutil.rmtree, d, True)
+        path = os.path.join(d, "known.supp")
+        with open(path, "w") as f:
+            f.write(text)
+        return {"CURESV_SUPPRESSIONS": path}
+    return setup
+
+
+def handoff_audit_cases(b, launcher):
+    """CURESV_REQUIRE_TRANSFER: hand-offs found with both stacks, transfers and same-reservation
+    frees not, stream-attached payers, a released origin, suppressions, the exit status."""
+    prog = b("handoff_sites")
+    bt = dict(AUDIT_ENV, CURESV_BACKTRACE="8")
+    found_line = ("curesv: CURESV_ERROR_EXITCODE=7: the report found 0 leaked allocations, 0 "
+                  "refusals, 0 allocations past a budget and %s: exit status 7 instead of 0")
+    return [
+        Case("hand-off audit: found, both stacks name the program's lines", [prog, "handoff"],
+             check_audit(1, frames=True), env=bt, trace="chrome"),
+        Case("hand-off audit: the text report shows both stacks", [prog, "handoff"],
+             check_has("curesv: hand-offs without transfer (CURESV_REQUIRE_TRANSFER=reservations): "
+                       "1 free, 80 KiB, at 1 site; largest:",
+                       "curesv:   scan -> pipe, device 0: 1 free, 80 KiB (device); first allocated "
+                       "by thread 'scan' (#1), freed by thread 'pipe' (#2)",
+                       "curesv:     allocated at:", "curesv:     freed at:",
+                       re.compile(r"curesv:       #0 make_batch_for_audit\+0x[0-9a-f]+ at "
+                                  r"\S*handoff_sites\.c:%d \(/\S+/handoff_sites\+0x[0-9a-f]+\)"
+                                  % site_lines()["alloc"]),
+                       re.compile(r"curesv:       #0 consume_batch_for_audit\+0x[0-9a-f]+ at "
+                                  r"\S*handoff_sites\.c:%d \(.*\)" % site_lines()["free"])),
+             env=bt, report="text"),
+        Case("hand-off audit: off, no keys and no finding", [prog, "handoff"],
+             check_lacks_keys(("handoff_audit", "handoffs")),
+             env=dict(HANDOFF_ENV, CURESV_ERROR_EXITCODE="7")),
+        Case("hand-off audit: a transferred buffer and a same-reservation free are none",
+             [prog, "transfer"], check_audit(0), env=dict(AUDIT_ENV, CURESV_REQUIRE_TRANSFER="all",
+                                                         CURESV_ERROR_EXITCODE="7")),
+        Case("hand-off audit: stream-attached payers", [prog, "stream"],
+             check_audit(1, stream=True, kind="async", nbytes=64 * KiB), env=AUDIT_ENV),
+        Case("hand-off audit: a released origin (the orphan tier)", [prog, "released"],
+             check_audit(1, released=1), env=AUDIT_ENV),
+        Case("hand-off audit: a suppression that matches", [prog, "handoff"],
+             check_audit(0, suppressed=1, frames=True),
+             env=dict(bt, CURESV_ERROR_EXITCODE="7"),
+             setup=suppressions_file("# known today\n{\n  known site\n  alloc: make_batch_*\n"
+                                     "  free: consume_batch_for_audit\n  origin: scan\n}\n")),
+        Case("hand-off audit: a suppression that does not match", [prog, "handoff"],
+             check_has(found_line % "1 hand-off without transfer",
+                       then=check_audit(1, frames=True)),
+             env=dict(bt, CURESV_ERROR_EXITCODE="7"), exit_code=7,
+             setup=suppressions_file("{\n  another site\n  free: consume_batch_for_audit\n"
+                                     "  payer: other\n}\n")),
+        Case("hand-off audit: --error-exitcode counts them", [prog, "handoff"],
+             check_has(found_line % "1 hand-off without transfer"),
+             env=dict(AUDIT_ENV, CURESV_ERROR_EXITCODE="7"), exit_code=7),
+        Case("launcher --require-transfer --suppressions --error-exitcode",
+             [launcher, "--reserve", "scan=100K", "--reserve", "pipe=200K", "--attach",
+              "scan*=scan", "--attach", "pipe=pipe", "--require-transfer=all", "--error-exitcode",
+              "7", "--", prog, "handoff"],
+             check_has(found_line % "1 hand-off without transfer"), exit_code=7, report=False,
+             sanitized=False),
+        Case("launcher --require-transfer: a bad --suppressions file starts nothing",
+             [launcher, "--reserve", "scan=100K", "--reserve", "pipe=200K", "--attach",
+              "scan*=scan", "--attach", "pipe=pipe", "--require-transfer", "--error-exitcode",
+              "7", "--suppressions", "/nonexistent.supp", "--json", "--", prog, "handoff"],
+             check_has("curesv: --suppressions: '/nonexistent.supp': cannot be read: No such file "
+                       "or directory",
+                       "curesv: invalid configuration: the program was not started (curesv "
+                       "--check [options] lists the same)"),
+             report="absent", exit_code=2, sanitized=False),
+    ]
+
+
+def check_lacks_keys(keys):
+    def check(report, out):
+        expect("audit keys", [k for k in keys if k in report], [])
+        return "-", "-", "-"
+    return check
 
 
 def exit_status_cases(b):

@@ -34,6 +34,7 @@ JSON REPORT): an item's tag names top-level keys; the bold lists of its text nam
 Exit status 0 when all match; otherwise 1, one line per mismatch on stderr.
 """
 import json
+import os
 import re
 import sys
 

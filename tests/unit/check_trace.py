@@ -28,6 +28,7 @@ FRAMES_HEADER = RMM_HEADER + ",Frames"
 FRAME = r"(?:(?:[!#-+\--:<-\[\]-~]|\\x[0-9a-f]{2})+\+0x[0-9a-f]+|0x[0-9a-f]+)"
 FRAMES = re.compile(r"(?:%s(?:;%s)*)?" % (FRAME, FRAME))
 INSTANTS = {"refused", "allocation failed", "free failed", "transfer", "reserve", "release",
+            "hand-off without transfer",
             "capacity"}
 
 
