@@ -119,8 +119,8 @@ static const char *option_value(char *const *envp, const char *name)
 	return NULL;
 }
 
-/* Read by scripts/curesv, not by the library. */
-static const char *const launcher_names[] = { "CURESV_LIB" };
+/* Read by scripts/curesv and the pytest plugin (scripts/curesv_pytest.py), not by the library. */
+static const char *const launcher_names[] = { "CURESV_LIB", "CURESV_PYTEST_RELAUNCH" };
 
 /* Edit distance of two short strings (a typo is one or two edits away). */
 static size_t distance(const char *a, size_t na, const char *b, size_t nb)

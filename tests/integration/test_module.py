@@ -80,7 +80,10 @@ class Everywhere(unittest.TestCase):
         structs, version = layout()
         for cls, cname in ((curesv._Stats, "curesv_stats_t"),
                            (curesv._PoolStats, "curesv_pool_stats_t"),
-                           (curesv._StreamStats, "curesv_stream_stats_t")):
+                           (curesv._StreamStats, "curesv_stream_stats_t"),
+                           (curesv._Allocation, "curesv_allocation_t"),
+                           (curesv._Holder, "curesv_holder_t"),
+                           (curesv._WindowStats, "curesv_window_stats_t")):
             size, fields = structs[cname]
             self.assertEqual(ctypes.sizeof(cls), size, cname)
             self.assertEqual([(f, getattr(cls, f).offset) for f, _ in cls._fields_], fields, cname)
