@@ -76,7 +76,8 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live test \
+.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live \
+	check-pytest test \
 	deps deps-build \
 	demo bench fuzz soak clean install uninstall
 all: $(O)/libcuresv.so
@@ -319,6 +320,16 @@ check-live: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/live.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
+# The pytest plugin (pytest -p curesv): pytest's pytester runs small suites through it under the
+# launcher, on the simulated stack (tests/pytest). Debian's python3-pytest lives in
+# /usr/lib/python3/dist-packages, where a python3 of its own (pyenv) does not look: added then.
+check-pytest: $(O)/libcuresv.so sim
+	pypath=$(abspath scripts); python3 -c 'import pytest' 2>/dev/null || \
+		pypath=$$pypath:/usr/lib/python3/dist-packages; \
+	PYTHONPATH=$$pypath CURESV_LIB=$(abspath $(O)/libcuresv.so) \
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/curesv --no-report -- \
+		python3 -m pytest -p pytester -p no:cacheprovider -q tests/pytest $(PYTEST_ARGS)
+
 # ---- the demo ---------------------------------------------------------------------------------------
 demo: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so $(BUILD)/plain/it/handoff
@@ -339,7 +350,7 @@ check-layers:
 test: deps
 	$(MAKE) check-layers
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools check-live \
-		sim-selftest soak
+		check-pytest sim-selftest soak
 	$(MAKE) VARIANT=asan check-unit check-integration soak
 	$(MAKE) VARIANT=tsan check-unit check-integration
 	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)

@@ -242,11 +242,13 @@ class Plugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
+        item._curesv_spec, problem = None, None
         try:
             item._curesv_spec = self.spec_of(item)
         except MarkerError as err:
-            item._curesv_spec = None
-            pytest.fail(str(err), pytrace=False)
+            problem = str(err)
+        if problem:
+            pytest.fail(problem, pytrace=False)
 
     # ---- measuring ------------------------------------------------------------------------------
 
@@ -351,8 +353,9 @@ class Plugin:
                              for h in w["reservations"])
             threads = ", ".join("%s %s" % (self.thread_text(h["thread"], h["name"]),
                                            human(h["bytes"])) for h in w["threads"])
-            out.append("  held at %s above the start: %s; threads %s"
-                       % (human(w["holders_at"] - w["start"]), held, threads))
+            out.append("  held at %s above the start (%s live): %s; threads %s"
+                       % (human(w["holders_at"] - w["start"]), human(w["holders_at"]), held,
+                          threads))
             if w["buffers"]:
                 out.append("  largest buffers then:")
                 for a in w["buffers"][:3]:
