@@ -12,6 +12,7 @@
 
 #include "books/window.h"
 #include "engine/engine.h"
+#include "trace/trace.h"
 
 /* The holders' scratch and every engine's holders are written by one thread at a time: the
  * allocating thread that takes them (which skips when another is at it) or a reader. */
@@ -130,8 +131,13 @@ static void window_hook(curesv_ledger *l, int device, int64_t peak)
 	h->ns = curesv_window_now();
 	h->norigins = sum_top(&scratch.origins, h->origin, CURESV_HOLDERS);
 	h->nthreads = sum_top(&scratch.threads, h->thread, CURESV_HOLDERS);
-	for (unsigned i = 0; i < h->nbuffers; i++)
+	for (unsigned i = 0; i < h->nbuffers; i++) {
 		h->stack[i] = e->stacks.depth ? curesv_stacks_of(&e->stacks, h->buffer[i].ptr) : 0;
+		/* The allocation that set this high is this thread's, booked before its stack is
+		 * noted (alloc.c): its stack is the one the thread captured for it. */
+		if (!h->stack[i] && h->buffer[i].thread == curesv_thread_serial())
+			h->stack[i] = curesv_trace_stack;
+	}
 	e->holders[device] = *h;
 	holders_unlock();
 }

@@ -425,15 +425,51 @@ def test_big(cuda):
 def test_a_plain_pytest_starts_again_under_the_launcher(suite):
     suite.makepyfile(test_plain=RELAUNCH_SUITE)
     cmd = [sys.executable, "-m", "pytest", "-p", "curesv", "-p", "no:cacheprovider", "-q"]
-    r = subprocess.run(cmd, cwd=str(suite.path), env=plain_env(), capture_output=True,
-                       text=True, timeout=120)
+    # CURESV_BACKTRACE reaches the relaunched pytest: the buffers' frames are listed
+    r = subprocess.run(cmd, cwd=str(suite.path), env=plain_env(CURESV_BACKTRACE="4"),
+                       capture_output=True, text=True, timeout=120)
     lines = [l for l in r.stderr.splitlines() if l.startswith("curesv: libcuresv.so is not")]
     assert lines == ["curesv: libcuresv.so is not loaded: running pytest again under %s "
                      "(CURESV_PYTEST_RELAUNCH=0 or --gpu-memory-no-relaunch: not)"
                      % os.path.join(SCRIPTS, "curesv")], r.stderr
     assert r.returncode == 1, r.stdout + r.stderr
     assert "device 0 peaked 3.0 MiB above the" in r.stdout, r.stdout + r.stderr
+    assert re.search(r"^    0x[0-9a-f]+  3\.0 MiB on device 0.*\n        #0 \S", r.stdout, re.M), \
+        r.stdout
     assert "1 failed" in r.stdout
+
+
+def test_pytest_xdist_workers_measure_and_the_controller_reports(suite):
+    """With pytest-xdist each worker is a process under curesv (the relaunched controller's
+    LD_PRELOAD reaches them); the figures travel in the reports' user_properties, so the report
+    and the baseline are the controller's."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed (optional)")
+    suite.makepyfile(test_par=r'''
+        import pytest
+        MiB = 1 << 20
+        kept = []
+
+        @pytest.mark.parametrize("n", [1, 2, 3, 4])
+        def test_sizes(cuda, n):
+            cuda.free(cuda.malloc(n * MiB))
+
+        @pytest.mark.gpu_memory_leaks
+        def test_leak(cuda):
+            kept.append(cuda.malloc(5 * MiB))
+    ''')
+    cmd = [sys.executable, "-m", "pytest", "-p", "curesv", "-p", "no:cacheprovider", "-n", "2",
+           "--gpu-memory-report", "--gpu-memory-baseline=base.json"]
+    r = subprocess.run(cmd, cwd=str(suite.path), env=plain_env(), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "4 passed, 1 failed" in r.stdout.replace("1 failed, 4 passed", "4 passed, 1 failed")
+    assert "GPU memory leak: 1 buffer, 5.0 MiB" in r.stdout, r.stdout
+    assert re.search(r"5\.0 MiB\s+0\s+5\.0 MiB\s+test_par\.py::test_leak", r.stdout), r.stdout
+    assert "5 tests measured" in r.stdout, r.stdout
+    with open(os.path.join(str(suite.path), "base.json")) as f:
+        tests = json.load(f)["tests"]
+    assert tests["test_par.py::test_sizes[3]"] == {"0": 3 << 20}, tests
+    assert len(tests) == 5
 
 
 @pytest.mark.parametrize("how", ["variable", "option"])

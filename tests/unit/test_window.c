@@ -244,3 +244,20 @@ Test(window, a_frame_is_named)
 		     CURESV_OK);
 	cr_assert_eq(strlen(tiny), 3);
 }
+
+/* CURESV_BACKTRACE: every listed buffer carries its stack, the one that set the high too (its
+ * stack is noted only after it is booked, which is when the holders are taken). */
+Test(window, the_holders_buffers_carry_their_stacks)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1G", "CURESV_BACKTRACE=4");
+	cr_assert_eq(curesv_engine_window_reset(&E, 0, 2 * MiB), CURESV_OK);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(1), 1 * MiB), GRANTED);
+	cr_assert_eq(eng_alloc(&E, fake_ptr(2), 2 * MiB), GRANTED);   /* sets the watched high */
+	curesv_window_stats_t h = window(0);
+	cr_assert_eq(h.holders_at, 3 * MiB);
+	cr_assert_eq(h.nbuffers, 2);
+	cr_assert_eq(h.buffers[0].ptr, fake_ptr(2));
+	cr_assert_gt(h.buffers[0].nframes, 0, "the allocation that set the high");
+	cr_assert_gt(h.buffers[1].nframes, 0);
+	curesv_engine_destroy(&E);
+}
