@@ -263,7 +263,7 @@ MAN3_LINKS := $(shell sed -n '/^\.SH NAME/,/\\-/{/^\.SH/d;s/\\-.*//;s/,/ /g;p}' 
 TOOLS := curesv-plot curesv-merge curesv-export curesv-stat curesv-top
 INSTALLED := $(BINDIR)/curesv $(TOOLS:%=$(BINDIR)/%) $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
 	$(PKGCONFIGDIR)/curesv.pc $(MANDIR)/man1/curesv.1 $(MANDIR)/man3/curesv.3 \
-	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py
+	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(PYTHONDIR)/curesv.py $(PYTHONDIR)/curesv_pytest.py
 # Paths under PREFIX are written relative to it, so pkg-config --define-prefix can move them.
 pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
@@ -293,6 +293,9 @@ install:
 	install -m 644 scripts/man/curesv.3 $(DESTDIR)$(MANDIR)/man3/curesv.3
 	for f in $(MAN3_LINKS); do ln -sfn curesv.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	install -m 644 scripts/curesv.py $(DESTDIR)$(PYTHONDIR)/curesv.py
+	sed -e 's|^INSTALLED_LAUNCHER = ""$$|INSTALLED_LAUNCHER = "$(BINDIR)/curesv"|' \
+		scripts/curesv_pytest.py > $(BUILD)/curesv_pytest.py
+	install -m 644 $(BUILD)/curesv_pytest.py $(DESTDIR)$(PYTHONDIR)/curesv_pytest.py
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
