@@ -190,6 +190,9 @@ class Plugin:
             raise pytest.UsageError("--gpu-memory-baseline-tolerance: %r is negative"
                                     % self.tolerance)
         self.baseline = None
+        # every test's figures are kept (and travel in its report's user_properties, which a
+        # JUnit XML file shows) only for the report and the baseline
+        self.recording = bool(config.getoption("gpu_memory_report") or self.baseline_path)
         if self.baseline_path and os.path.exists(self.baseline_path) and \
                 not config.getoption("gpu_memory_baseline_update"):
             self.baseline = self.read_baseline(self.baseline_path)
@@ -255,7 +258,8 @@ class Plugin:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         spec = getattr(item, "_curesv_spec", None)
-        if spec is None or not self.available:
+        if spec is None or not self.available or (
+                spec.limit is None and spec.warmups is None and not self.recording):
             yield
             return
         if spec.warmups:
@@ -263,7 +267,8 @@ class Plugin:
                 item.runtest()
         mark = curesv.mark() if spec.warmups is not None else 0
         try:
-            curesv.window_reset(-1, spec.limit or 0)
+            # the holders are taken at the first high past the limit, then a 16th higher
+            curesv.window_reset(-1, spec.limit + 1 if spec.limit is not None else 0)
             outcome = yield
             leaked = self.leaks_since(mark) if mark else None
         finally:
@@ -273,7 +278,8 @@ class Plugin:
         figures = {"peaks": {str(d): w["peak"] - w["start"] for d, w in windows.items()},
                    "leaked": sum(a["bytes"] for a in leaked) if leaked is not None else None,
                    "leaks": len(leaked) if leaked is not None else None}
-        item.user_properties.append((PROPERTY, figures))
+        if self.recording:
+            item.user_properties.append((PROPERTY, figures))
         problems = self.limit_problems(spec, windows) + self.leak_problems(leaked) + \
             self.baseline_problems(item.nodeid, figures["peaks"])
         if problems and outcome.excinfo is None:

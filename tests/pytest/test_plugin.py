@@ -233,10 +233,47 @@ def test_warmups(suite):
 
         def test_count():
             assert len(calls) == 3, calls
+
+        @pytest.mark.gpu_memory_leaks(warmups=1)
+        def test_fails_in_a_warmup():
+            assert not calls.append(2) and calls.count(2) > 1, "the first run"
     ''')
     result = run(suite)
-    result.assert_outcomes(passed=2, failed=1)
-    assert "test_warmups.py::test_cold" in output(result)
+    result.assert_outcomes(passed=2, failed=2)
+    text = output(result)
+    assert "FAILED test_warmups.py::test_cold" in text, text
+    assert "AssertionError: the first run" in text, text
+
+
+def test_a_limit_of_zero(suite):
+    suite.makepyfile(r'''
+        import pytest
+
+        @pytest.mark.gpu_memory_limit(0)
+        def test_any(cuda):
+            cuda.free(cuda.malloc(4096))
+
+        @pytest.mark.gpu_memory_limit("0")
+        def test_none():
+            pass
+    ''')
+    result = run(suite, "-rf")
+    result.assert_outcomes(passed=1, failed=1)
+    text = output(result)
+    assert "peaked 4.0 KiB above the" in text and "over the limit of 0 B" in text, text
+    assert re.search(r"held at 4\.0 KiB above the start", text), text
+
+
+def test_no_figures_kept_without_the_report_or_baseline(suite):
+    suite.makepyfile(r'''
+        def test_plain(cuda, record_property):
+            cuda.free(cuda.malloc(4096))
+    ''')
+    result = run(suite, "--junitxml=out.xml")
+    result.assert_outcomes(passed=1)
+    assert "curesv_gpu_memory" not in (suite.path / "out.xml").read_text()
+    run(suite, "--junitxml=out.xml", "--gpu-memory-report").assert_outcomes(passed=1)
+    assert "curesv_gpu_memory" in (suite.path / "out.xml").read_text()
 
 
 def test_the_default_limit_option_and_ini(suite):
