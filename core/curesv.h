@@ -205,7 +205,7 @@ typedef struct curesv_window_stats {
 CURESV_API curesv_status curesv_window_reset(int device, size_t watch);
 
 /* Copies device `device`'s window into *out. The peak is exact for one thread and never misses
- * bytes live throughout the allocation that set it (DESIGN: "Peaks"). Not cancellable.
+ * bytes live throughout the allocation that set it, as the device's peak.
  * Errors: INVALID (NULL out, device outside 0..63), DISABLED. */
 CURESV_API curesv_status curesv_window_stats(int device, curesv_window_stats_t *out);
 
@@ -222,9 +222,10 @@ CURESV_API curesv_status curesv_mark_drop(uint64_t mark);
  * at `mark` (0: every live allocation): device, managed, stream-ordered and cuMemCreate memory,
  * and pinned host memory (kind 2, 5); never a graph's. An allocation freed and another made at
  * the same address since the mark counts as new. Stops early when fn returns non-zero. The record
- * is valid during the call only. fn runs on the calling thread and may call curesv's functions
- * and CUDA; allocations it makes may or may not be visited. Errors: INVALID (NULL fn, device
- * outside -1..63), UNKNOWN_POINTER (no such mark), DISABLED. */
+ * is valid during the call only. The table is walked before the first call: fn runs on the
+ * calling thread and may call curesv's functions and CUDA, and allocations it makes are not
+ * visited. Errors: INVALID (NULL fn, device outside -1..63), UNKNOWN_POINTER (no such mark),
+ * CAPACITY (no memory), DISABLED. */
 CURESV_API curesv_status curesv_live_since(uint64_t mark, int device,
 					   int (*fn)(const curesv_allocation_t *record, void *ctx),
 					   void *ctx);

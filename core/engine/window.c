@@ -300,7 +300,8 @@ curesv_status curesv_engine_mark(curesv_engine *e, uint64_t *mark)
 		free(m.ids);
 		return CURESV_ERR_CAPACITY;
 	}
-	qsort(m.ids, m.n, sizeof *m.ids, id_order);
+	if (m.n)
+		qsort(m.ids, m.n, sizeof *m.ids, id_order);
 	pthread_mutex_lock(&marks_lock);
 	for (unsigned i = 0; i < MARKS; i++) {
 		if (marks[i].handle)
