@@ -261,3 +261,65 @@ Test(window, the_holders_buffers_carry_their_stacks)
 	cr_assert_gt(h.buffers[1].nframes, 0);
 	curesv_engine_destroy(&E);
 }
+
+/* Threads allocate and free while windows are reset and read, holders taken at each watched high:
+ * every read is consistent (peak >= start, peak >= live), and once the threads are done a new
+ * window reads exactly what is live. Under TSan: the holders' handover between the taker and the
+ * readers. */
+struct churn {
+	unsigned id;
+	_Atomic int *stop;
+};
+
+static void *churn_main(void *arg)
+{
+	struct churn *c = arg;
+	uint64_t seed = 0x2545f4914f6cdd1du * (c->id + 1);
+	bool live[16] = { false };
+	for (unsigned round = 0; !atomic_load(c->stop) || round < 100; round++) {
+		unsigned i = (unsigned)(rng_next(&seed) % 16);
+		uint64_t ptr = fake_ptr(1000 + c->id * 16 + i);
+		if (live[i])
+			cr_assert(eng_free(&E, ptr));
+		else
+			cr_assert_eq(eng_alloc(&E, ptr, 1 + rng_next(&seed) % MiB), GRANTED);
+		live[i] = !live[i];
+		if (round > 100000)
+			break;
+	}
+	for (unsigned i = 0; i < 16; i++)
+		if (live[i])
+			cr_assert(eng_free(&E, fake_ptr(1000 + c->id * 16 + i)));
+	return NULL;
+}
+
+Test(window, resets_and_reads_race_allocations, .timeout = 120)
+{
+	ENGINE(&E, "CURESV_CAPACITY=64G");
+	_Atomic int stop = 0;
+	pthread_t t[4];
+	struct churn c[4];
+	for (unsigned i = 0; i < 4; i++) {
+		c[i] = (struct churn){ i, &stop };
+		cr_assert_eq(pthread_create(&t[i], NULL, churn_main, &c[i]), 0);
+	}
+	for (unsigned round = 0; round < test_scale(2000); round++) {
+		if (round % 50 == 0)
+			cr_assert_eq(curesv_engine_window_reset(&E, 0, 512 * KiB), CURESV_OK);
+		curesv_window_stats_t w = window(0);
+		cr_assert_geq(w.peak, w.start);
+		cr_assert_geq(w.peak, w.allocated);
+		cr_assert_leq(w.nbuffers, CURESV_HOLDERS);
+		for (unsigned i = 1; i < w.nbuffers; i++)
+			cr_assert_geq(w.buffers[i - 1].bytes, w.buffers[i].bytes);
+	}
+	atomic_store(&stop, 1);
+	for (unsigned i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(curesv_engine_window_reset(&E, 0, 0), CURESV_OK);
+	curesv_window_stats_t w = window(0);
+	cr_assert_eq(w.allocated, 0);
+	cr_assert_eq(w.start, 0);
+	cr_assert_eq(w.peak, 0);
+	curesv_engine_destroy(&E);
+}
