@@ -77,8 +77,10 @@ def configure(config):
         "markers", "gpu_memory_leaks(warmups=0): run the test warmups more times first, then "
         "fail when device memory allocated during the measured run is still live at its end "
         "(curesv)")
+    # --help and --version run no test: nothing to measure
     if not measuring_available() and not config.getoption("gpu_memory_no_relaunch") and \
-            os.environ.get(RELAUNCH_VARIABLE, "1") not in ("0", ""):
+            os.environ.get(RELAUNCH_VARIABLE, "1") not in ("0", "") and \
+            not config.getoption("help", False) and not config.getoption("version", False):
         relaunch()
     config.pluginmanager.register(Plugin(config), "curesv-gpu-memory")
 
