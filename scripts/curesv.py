@@ -376,18 +376,26 @@ def window_reset(device=-1, watch=0):
           _unsigned("curesv_window_reset", watch, "watch", 64))
 
 
-def window_stats(device=0):
+_window_buffer = threading.local()
+
+
+def window_stats(device=0, holders=True):
     """Device `device`'s window as a dict (curesv_window_stats; bytes, CLOCK_MONOTONIC ns): open,
-    start, allocated, peak, opened_ns, peak_ns, holders_at (-1: none taken), holders_ns,
-    reservations and threads (lists of {"name", "thread", "bytes"}, largest first; a
-    reservation's name "" is the shared pool), buffers (allocation dicts as live_since's)."""
+    start, allocated, peak, opened_ns, peak_ns, holders_at (-1: none taken), holders_ns and,
+    unless `holders` is False, reservations and threads (lists of {"name", "thread", "bytes"},
+    largest first; a reservation's name "" is the shared pool), buffers (allocation dicts as
+    live_since's)."""
     device = _window_device("curesv_window_stats", device, False)
-    raw = ctypes.create_string_buffer(ctypes.sizeof(_WindowStats) + 256)
+    raw = getattr(_window_buffer, "raw", None)
+    if raw is None:
+        raw = _window_buffer.raw = ctypes.create_string_buffer(ctypes.sizeof(_WindowStats) + 256)
     _call("curesv_window_stats", device, raw)
     w = _WindowStats.from_buffer(raw)
     out = {f: getattr(w, f) for f in ("device", "open", "start", "allocated", "peak", "opened_ns",
                                       "peak_ns", "holders_at", "holders_ns")}
     out["open"] = bool(out["open"])
+    if not holders:
+        return out
     holder = lambda h: {"name": _text(h.name), "thread": h.thread, "bytes": h.bytes}
     out["reservations"] = [holder(h) for h in w.reservations[:min(w.nreservations, _HOLDERS)]]
     out["threads"] = [holder(h) for h in w.threads[:min(w.nthreads, _HOLDERS)]]

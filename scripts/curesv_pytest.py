@@ -276,7 +276,7 @@ class Plugin:
         finally:
             if mark:
                 curesv.mark_drop(mark)
-        windows = self.windows()
+        windows = self.windows(spec.limit)
         figures = {"peaks": {str(d): w["peak"] - w["start"] for d, w in windows.items()},
                    "leaked": sum(a["bytes"] for a in leaked) if leaked is not None else None,
                    "leaks": len(leaked) if leaked is not None else None}
@@ -289,13 +289,15 @@ class Plugin:
         elif problems:
             item.add_report_section("call", "curesv", "\n".join(problems))
 
-    def windows(self):
-        """{device: window} of the devices whose memory moved while the test ran."""
+    def windows(self, limit):
+        """{device: window} of the devices whose memory moved while the test ran; the holders
+        are read only where the peak passed `limit`."""
         out = {}
         for d in range(DEVICES):
-            w = curesv.window_stats(d)
+            w = curesv.window_stats(d, holders=False)
             if w["open"] and (w["peak"] != w["start"] or w["allocated"] != w["start"]):
-                out[d] = w
+                over = limit is not None and w["peak"] - w["start"] > limit
+                out[d] = curesv.window_stats(d) if over else w
         return out
 
     def call_free_cache(self):
