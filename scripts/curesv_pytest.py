@@ -57,15 +57,16 @@ def addoption(parser):
     group.addoption("--gpu-memory-baseline-update", action="store_true", default=False,
                     help="write the baseline file again from this run's peaks")
     group.addoption("--gpu-memory-free-cache", metavar="MODULE:FUNCTION", default=None,
-                    help="call this before looking for leaks, e.g. torch.cuda:empty_cache (a "
-                         "caching allocator's cache is no leak; ini: gpu_memory_free_cache)")
+                    help="call this before each measured test and before looking for leaks, "
+                         "e.g. torch.cuda:empty_cache (a caching allocator's cache neither "
+                         "serves a test unseen nor counts as a leak; ini: gpu_memory_free_cache)")
     group.addoption("--gpu-memory-no-relaunch", action="store_true", default=False,
                     help="without libcuresv.so loaded, do not start pytest again under the "
                          "curesv launcher (also %s=0): nothing is measured" % RELAUNCH_VARIABLE)
     parser.addini("gpu_memory_limit", "default GPU memory limit of every test (SIZE)",
                   default="")
-    parser.addini("gpu_memory_free_cache", "MODULE:FUNCTION called before looking for leaks",
-                  default="")
+    parser.addini("gpu_memory_free_cache", "MODULE:FUNCTION called before each measured test "
+                  "and before looking for leaks", default="")
 
 
 def configure(config):
@@ -267,6 +268,9 @@ class Plugin:
         if spec.warmups:
             for _ in range(spec.warmups):
                 item.runtest()
+        # what an earlier test left in a cache would serve this one unseen: emptied first
+        if self.free_cache_spec:
+            self.call_free_cache()
         mark = curesv.mark() if spec.warmups is not None else 0
         try:
             # the holders are taken at the first high past the limit, then a 16th higher

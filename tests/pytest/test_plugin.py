@@ -431,8 +431,29 @@ def test_a_free_cache_function(suite):
     run(suite, "--gpu-memory-free-cache", "fakecache:empty_cache").assert_outcomes(passed=1)
     suite.makeini("[pytest]\ngpu_memory_free_cache = fakecache:empty_cache\n")
     run(suite).assert_outcomes(passed=1)
+    # a cache filled by an earlier test serves a later one unseen, unless emptied first
+    suite.makepyfile(test_cached=r'''
+        import pytest
+        import fakecache
+        MiB = 1 << 20
+
+        def cached_malloc(cuda):
+            return fakecache.held.pop() if fakecache.held else cuda.malloc(4 * MiB)
+
+        def test_fills(cuda):
+            fakecache.held.append(cached_malloc(cuda))
+
+        @pytest.mark.gpu_memory_limit("2M")
+        def test_served(cuda):
+            fakecache.held.append(cached_malloc(cuda))
+    ''')
+    suite.makeini("[pytest]\n")
+    run(suite).assert_outcomes(passed=2)
+    result = run(suite, "--gpu-memory-free-cache=fakecache:empty_cache")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "device 0 peaked 4.0 MiB above the" in output(result), output(result)
     result = run(suite, "--gpu-memory-free-cache", "fakecache:no_such")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(passed=1, failed=1)
     assert "--gpu-memory-free-cache fakecache:no_such: module 'fakecache' has no attribute " \
            "'no_such'" in output(result)
 
