@@ -1,5 +1,5 @@
-"""The pytest plugin (`pytest -p curesv`) on a GPU, with PyTorch's caching allocator on: a test under
-its limit passes and one over it fails with the figures, a tensor kept past a test is a leak caught
+"""The pytest plugin (`pytest -p curesv`) on a GPU, with PyTorch's caching allocator on: a test
+under its limit passes and one over it fails with the figures, a tensor kept past a test is a leak caught
 after torch.cuda.empty_cache() (--gpu-memory-free-cache), and a tensor freed into the cache is one
 only without it. pytest is started from a plain shell: the plugin starts it again under the
 launcher (its relaunch) on the real driver.

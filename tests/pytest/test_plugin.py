@@ -1,5 +1,5 @@
-"""The pytest plugin (`pytest -p curesv`, scripts/curesv_pytest.py), through pytest's pytester: small
-suites run through the plugin in this process, which runs under the launcher with libcuresv.so
+"""The pytest plugin (`pytest -p curesv`, scripts/curesv_pytest.py), through pytest's pytester:
+small suites run through the plugin in this process, which runs under the launcher with libcuresv.so
 preloaded on the simulated CUDA stack (tests/sim); their tests allocate with cudaMalloc through
 ctypes. The relaunch from a plain `pytest -p curesv` runs in a child without LD_PRELOAD.
 
