@@ -329,7 +329,7 @@ check-live: $(O)/libcuresv.so sim
 check-pytest: $(O)/libcuresv.so sim
 	pypath=$(abspath scripts); python3 -c 'import pytest' 2>/dev/null || \
 		pypath=$$pypath:/usr/lib/python3/dist-packages; \
-	PYTHONPATH=$$pypath CURESV_LIB=$(abspath $(O)/libcuresv.so) \
+	PYTHONPATH=$$pypath CURESV_LIB=$(abspath $(O)/libcuresv.so) CUDA_SIM_DEVICES=2 \
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/curesv --no-report -- \
 		python3 -m pytest -p pytester -p no:cacheprovider -q tests/pytest $(PYTEST_ARGS)
 

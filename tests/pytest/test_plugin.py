@@ -50,6 +50,10 @@ class Cuda:
     def free(self, p):
         assert _free(p) == 0
 
+    def set_device(self, device):
+        """The calling thread's current device (the simulated stack has CUDA_SIM_DEVICES)."""
+        assert _scope.cudaSetDevice(device) == 0
+
     def in_thread(self, name, fn):
         """Runs fn(self) in a thread named `name`, and waits for it."""
         def body():
@@ -151,6 +155,29 @@ def test_a_thread_the_test_starts_is_counted(suite):
     text = output(result)
     assert "device 0 peaked 6.0 MiB above the" in text, text
     assert re.search(r"threads #\d+ loader 6\.0 MiB", text), text
+
+
+def test_each_device_apart(suite):
+    suite.makepyfile(r'''
+        import pytest
+        MiB = 1 << 20
+
+        @pytest.mark.gpu_memory_limit("2M")
+        def test_two_devices(cuda):
+            def on_one(c):
+                c.set_device(1)
+                c.free(c.malloc(3 * MiB))
+            cuda.in_thread("dev1", on_one)
+            cuda.free(cuda.malloc(MiB + MiB // 2))
+    ''')
+    result = run(suite, "--gpu-memory-report")
+    result.assert_outcomes(failed=1)
+    text = output(result)
+    assert "GPU memory limit: device 1 peaked 3.0 MiB above the" in text, text
+    assert "device 0 peaked" not in text, "device 0's 1.5 MiB is within its limit"
+    assert re.search(r"threads #\d+ dev1 3\.0 MiB", text), text
+    assert re.search(r"\s+3\.0 MiB\s+1\s+-\s+test_each_device_apart\.py::test_two_devices$",
+                     text, re.M), text
 
 
 def test_a_reservation_at_the_peak_is_named(suite):
