@@ -78,7 +78,7 @@ export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
 .PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live \
-	check-docs test \
+	check-docs check-pytest test \
 	deps deps-build \
 	demo bench fuzz soak clean install uninstall
 all: $(O)/libcuresv.so
@@ -266,7 +266,8 @@ TOOLS := curesv-plot curesv-merge curesv-export curesv-stat curesv-top
 MAN1 := curesv $(TOOLS)
 INSTALLED := $(BINDIR)/curesv $(TOOLS:%=$(BINDIR)/%) $(LIBDIR)/libcuresv.so $(INCLUDEDIR)/curesv.h \
 	$(PKGCONFIGDIR)/curesv.pc $(MAN1:%=$(MANDIR)/man1/%.1) $(MANDIR)/man3/curesv.3 \
-	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(MANDIR)/man5/curesv-report.5 $(PYTHONDIR)/curesv.py
+	$(MAN3_LINKS:%=$(MANDIR)/man3/%.3) $(MANDIR)/man5/curesv-report.5 $(PYTHONDIR)/curesv.py \
+	$(PYTHONDIR)/curesv_pytest.py
 # Paths under PREFIX are written relative to it, so pkg-config --define-prefix can move them.
 pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
@@ -297,6 +298,9 @@ install:
 	install -m 644 scripts/man/curesv-report.5 $(DESTDIR)$(MANDIR)/man5/curesv-report.5
 	for f in $(MAN3_LINKS); do ln -sfn curesv.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	install -m 644 scripts/curesv.py $(DESTDIR)$(PYTHONDIR)/curesv.py
+	sed -e 's|^INSTALLED_LAUNCHER = ""$$|INSTALLED_LAUNCHER = "$(BINDIR)/curesv"|' \
+		scripts/curesv_pytest.py > $(BUILD)/curesv_pytest.py
+	install -m 644 $(BUILD)/curesv_pytest.py $(DESTDIR)$(PYTHONDIR)/curesv_pytest.py
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
@@ -331,6 +335,16 @@ check-docs: $(O)/libcuresv.so sim
 	$(MAKE) VARIANT=plain $(IT_BIN)/live_hold
 	python3 tests/integration/docs.py
 
+# The pytest plugin (pytest -p curesv): pytest's pytester runs small suites through it under the
+# launcher, on the simulated stack (tests/pytest). Debian's python3-pytest lives in
+# /usr/lib/python3/dist-packages, where a python3 of its own (pyenv) does not look: added then.
+check-pytest: $(O)/libcuresv.so sim
+	pypath=$(abspath scripts); python3 -c 'import pytest' 2>/dev/null || \
+		pypath=$$pypath:/usr/lib/python3/dist-packages; \
+	PYTHONPATH=$$pypath CURESV_LIB=$(abspath $(O)/libcuresv.so) CUDA_SIM_DEVICES=2 \
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/curesv --no-report -- \
+		python3 -m pytest -p pytester -p no:cacheprovider -q tests/pytest $(PYTEST_ARGS)
+
 # ---- the demo ---------------------------------------------------------------------------------------
 demo: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so $(BUILD)/plain/it/handoff
@@ -351,7 +365,7 @@ check-layers:
 test: deps
 	$(MAKE) check-layers
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools check-live \
-		check-docs sim-selftest soak
+		check-docs check-pytest sim-selftest soak
 	$(MAKE) VARIANT=asan check-unit check-integration soak
 	$(MAKE) VARIANT=tsan check-unit check-integration
 	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)

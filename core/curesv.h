@@ -142,6 +142,99 @@ CURESV_API curesv_status curesv_pool_stats(int device, curesv_pool_stats_t *out)
  * Errors: DISABLED; INVALID when CURESV_REPORT=off or the report file cannot be opened. */
 CURESV_API curesv_status curesv_report(void);
 
+/* ---- measuring a stretch of a program: windows and marks (test suites: pytest -p curesv) ------ */
+
+#define CURESV_HOLDERS 5                /* reservations, threads and buffers a window names */
+#define CURESV_ALLOCATION_FRAMES 64     /* return addresses an allocation record carries at most */
+
+/* One live allocation, as curesv_live_since and curesv_window_stats give it. */
+typedef struct curesv_allocation {
+	uint64_t ptr;                   /* its address (cuMemCreate: its handle) */
+	uint64_t bytes;                 /* size asked for (pitched: pitch * height) */
+	int device;                     /* CUDA device ordinal */
+	int kind;                       /* 0 device, 1 managed, 2 pinned host, 3 stream-ordered,
+					   4 cuMemCreate on a device, 5 cuMemCreate on the host */
+	uint32_t thread;                /* the allocating thread's serial (1, 2, ... in order of its
+					   first CUDA call through curesv) */
+	uint32_t stream;                /* stream-ordered: its stream's tag, 1..65535 (a hash of the
+					   stream; the report's and the trace's tag); 0: not one */
+	char thread_name[16];           /* the allocating thread's name as curesv last saw it; "" */
+	char origin[32];                /* the reservation it is charged to; "" for the shared pool;
+					   "(released)" when that reservation is gone */
+	uint32_t nframes;               /* CURESV_BACKTRACE: return addresses in frames[], innermost
+					   first (curesv_frame_name names them); 0 without */
+	uintptr_t frames[CURESV_ALLOCATION_FRAMES];
+} curesv_allocation_t;
+
+/* What held the most device memory when a window's holders were taken: a reservation (name,
+ * thread 0) or a thread (its serial and name). Bytes. */
+typedef struct curesv_holder {
+	char name[32];                  /* reservation name ("" = shared pool), or thread name */
+	uint32_t thread;                /* thread serial; 0 for a reservation */
+	int64_t bytes;
+} curesv_holder_t;
+
+/* A device's measuring window (curesv_window_reset). Bytes; times CLOCK_MONOTONIC in ns. */
+typedef struct curesv_window_stats {
+	int device;
+	int open;                       /* 0: no window was opened on this device */
+	int64_t start;                  /* device bytes live through curesv when it opened */
+	int64_t allocated;              /* live now */
+	int64_t peak;                   /* the most live at once since it opened (>= start, >=
+					   allocated), every thread and origin counted */
+	uint64_t opened_ns, peak_ns;    /* when it opened; when the peak was reached */
+	int64_t holders_at;             /* device bytes live when the holders below were taken
+					   (-1: never; see curesv_window_reset's `watch`) */
+	uint64_t holders_ns;
+	uint32_t nreservations, nthreads, nbuffers;   /* entries filled below, largest first */
+	curesv_holder_t reservations[CURESV_HOLDERS]; /* live device bytes by origin reservation */
+	curesv_holder_t threads[CURESV_HOLDERS];      /* live device bytes by allocating thread */
+	curesv_allocation_t buffers[CURESV_HOLDERS];  /* the largest live buffers */
+} curesv_window_stats_t;
+
+/* Opens a new measuring window on `device` (-1: on every device): its start and its peak become
+ * the device bytes live now, and from then on its peak follows every new high of the device's
+ * live bytes, whatever thread allocates. With `watch` > 0, the first new high at least `watch`
+ * bytes above the start, and each new high whose rise above the start is a 16th larger than the
+ * last one taken, notes who holds the device memory then (curesv_window_stats: holders_at,
+ * reservations, threads, buffers): the holders are those of a moment whose rise is within a 16th
+ * of the peak's. Taking them walks the origin table once, in the allocating thread; nothing is
+ * noted with `watch` 0. The allocation path costs the same with or without a window.
+ * Thread-safe; an allocation racing the reset counts in the old window or the new one.
+ * Errors: INVALID (device outside -1..63), DISABLED. */
+CURESV_API curesv_status curesv_window_reset(int device, size_t watch);
+
+/* Copies device `device`'s window into *out. The peak is exact for one thread and never misses
+ * bytes live throughout the allocation that set it, as the device's peak.
+ * Errors: INVALID (NULL out, device outside 0..63), DISABLED. */
+CURESV_API curesv_status curesv_window_stats(int device, curesv_window_stats_t *out);
+
+/* Notes the allocations live now (every device, host and graph allocations left out) and returns
+ * in *mark a handle that curesv_live_since takes: what is live then and was not at the mark was
+ * allocated after it. Holds 8 bytes per live allocation until curesv_mark_drop; up to 16 marks at
+ * once. Errors: INVALID (NULL mark), CAPACITY (16 marks held, or no memory), DISABLED. */
+CURESV_API curesv_status curesv_mark(uint64_t *mark);
+
+/* Ends `mark` and frees what it held. Errors: UNKNOWN_POINTER (no such mark), DISABLED. */
+CURESV_API curesv_status curesv_mark_drop(uint64_t mark);
+
+/* Calls fn(record, ctx) for each live allocation on `device` (-1: every device) that was not live
+ * at `mark` (0: every live allocation): device, managed, stream-ordered and cuMemCreate memory,
+ * and pinned host memory (kind 2, 5); never a graph's. An allocation freed and another made at
+ * the same address since the mark counts as new. Stops early when fn returns non-zero. The record
+ * is valid during the call only. The table is walked before the first call: fn runs on the
+ * calling thread and may call curesv's functions and CUDA, and allocations it makes are not
+ * visited. Errors: INVALID (NULL fn, device outside -1..63), UNKNOWN_POINTER (no such mark),
+ * CAPACITY (no memory), DISABLED. */
+CURESV_API curesv_status curesv_live_since(uint64_t mark, int device,
+					   int (*fn)(const curesv_allocation_t *record, void *ctx),
+					   void *ctx);
+
+/* Names return address `pc` (of a record's frames) into buf (NUL-terminated, cut to `size`):
+ * "symbol+0xOFF at file:line (object+0xOFF)", what is known of it. Takes the dynamic loader's
+ * lock and reads debug information: not from a CUDA hook. Errors: INVALID (NULL buf, size 0). */
+CURESV_API curesv_status curesv_frame_name(uintptr_t pc, char *buf, size_t size);
+
 /* A static, human-readable description of `status`. */
 CURESV_API const char *curesv_strerror(curesv_status status);
 

@@ -26,7 +26,8 @@ import threading
 
 __all__ = ["CuresvError", "Unavailable", "available", "reserve", "release", "attach",
            "attached", "transfer", "attach_stream", "stats", "pool_stats", "report",
-           "name_thread"]
+           "name_thread", "window_reset", "window_stats", "mark", "mark_drop", "live_since",
+           "frame_name", "parse_size"]
 __version__ = "0.1.0"
 
 # curesv_status (curesv.h)
@@ -87,6 +88,37 @@ class _PoolStats(ctypes.Structure):
                 ("cross_thread_frees", ctypes.c_uint64), ("denied", ctypes.c_uint64)]
 
 
+_FRAMES = 64     # CURESV_ALLOCATION_FRAMES
+_HOLDERS = 5     # CURESV_HOLDERS
+
+
+class _Allocation(ctypes.Structure):
+    """curesv_allocation_t"""
+    _fields_ = [("ptr", ctypes.c_uint64), ("bytes", ctypes.c_uint64), ("device", ctypes.c_int),
+                ("kind", ctypes.c_int), ("thread", ctypes.c_uint32), ("stream", ctypes.c_uint32),
+                ("thread_name", ctypes.c_char * 16), ("origin", ctypes.c_char * 32),
+                ("nframes", ctypes.c_uint32), ("frames", ctypes.c_size_t * _FRAMES)]
+
+
+class _Holder(ctypes.Structure):
+    """curesv_holder_t"""
+    _fields_ = [("name", ctypes.c_char * 32), ("thread", ctypes.c_uint32),
+                ("bytes", ctypes.c_int64)]
+
+
+class _WindowStats(ctypes.Structure):
+    """curesv_window_stats_t"""
+    _fields_ = [("device", ctypes.c_int), ("open", ctypes.c_int), ("start", ctypes.c_int64),
+                ("allocated", ctypes.c_int64), ("peak", ctypes.c_int64),
+                ("opened_ns", ctypes.c_uint64), ("peak_ns", ctypes.c_uint64),
+                ("holders_at", ctypes.c_int64), ("holders_ns", ctypes.c_uint64),
+                ("nreservations", ctypes.c_uint32), ("nthreads", ctypes.c_uint32),
+                ("nbuffers", ctypes.c_uint32), ("reservations", _Holder * _HOLDERS),
+                ("threads", _Holder * _HOLDERS), ("buffers", _Allocation * _HOLDERS)]
+
+
+_LIVE_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Allocation), ctypes.c_void_p)
+
 # The C functions: (argument types), looked up in the process's global scope, where a preloaded or
 # linked libcuresv.so puts them.
 _SIGNATURES = {
@@ -98,6 +130,12 @@ _SIGNATURES = {
     "curesv_stats": (ctypes.c_char_p, ctypes.c_void_p),
     "curesv_pool_stats": (ctypes.c_int, ctypes.c_void_p),
     "curesv_report": (),
+    "curesv_window_reset": (ctypes.c_int, ctypes.c_size_t),
+    "curesv_window_stats": (ctypes.c_int, ctypes.c_void_p),
+    "curesv_mark": (ctypes.POINTER(ctypes.c_uint64),),
+    "curesv_mark_drop": (ctypes.c_uint64,),
+    "curesv_live_since": (ctypes.c_uint64, ctypes.c_int, _LIVE_CALLBACK, ctypes.c_void_p),
+    "curesv_frame_name": (ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t),
 }
 _functions = {}
 _lock = threading.Lock()
@@ -308,6 +346,142 @@ def pool_stats(device=0):
 def report():
     """Writes the report now, as configured (curesv_report)."""
     _call("curesv_report")
+
+
+def _text(raw):
+    return raw.decode("utf-8", "replace")
+
+
+def _allocation(a):
+    """A curesv_allocation_t as a dict; frames as return addresses (frame_name() names one)."""
+    return {"ptr": a.ptr, "bytes": a.bytes, "device": a.device, "kind": a.kind,
+            "thread": a.thread, "stream": a.stream, "thread_name": _text(a.thread_name),
+            "origin": _text(a.origin), "frames": list(a.frames[:min(a.nframes, _FRAMES)])}
+
+
+def _window_device(call, device, allow_all):
+    device = _device(call, device)
+    if not (-1 if allow_all else 0) <= device < 64:
+        raise _invalid(call, "device %d is outside %s..63" % (device, "-1" if allow_all else "0"))
+    return device
+
+
+def window_reset(device=-1, watch=0):
+    """Opens a new measuring window on CUDA device `device` (-1: every device): from now on
+    window_stats() gives the most device bytes live at once since this call, every thread
+    counted. With `watch` > 0 bytes, who held the memory is noted at the first new high `watch`
+    bytes above the start and again at each rise a 16th larger (curesv_window_reset). Raises
+    Unavailable when the loaded libcuresv.so has no such call."""
+    _call("curesv_window_reset", _window_device("curesv_window_reset", device, True),
+          _unsigned("curesv_window_reset", watch, "watch", 64))
+
+
+_window_buffer = threading.local()
+
+
+def window_stats(device=0, holders=True):
+    """Device `device`'s window as a dict (curesv_window_stats; bytes, CLOCK_MONOTONIC ns): open,
+    start, allocated, peak, opened_ns, peak_ns, holders_at (-1: none taken), holders_ns and,
+    unless `holders` is False, reservations and threads (lists of {"name", "thread", "bytes"},
+    largest first; a reservation's name "" is the shared pool), buffers (allocation dicts as
+    live_since's)."""
+    device = _window_device("curesv_window_stats", device, False)
+    raw = getattr(_window_buffer, "raw", None)
+    if raw is None:
+        raw = _window_buffer.raw = ctypes.create_string_buffer(ctypes.sizeof(_WindowStats) + 256)
+    _call("curesv_window_stats", device, raw)
+    w = _WindowStats.from_buffer(raw)
+    out = {f: getattr(w, f) for f in ("device", "open", "start", "allocated", "peak", "opened_ns",
+                                      "peak_ns", "holders_at", "holders_ns")}
+    out["open"] = bool(out["open"])
+    if not holders:
+        return out
+    holder = lambda h: {"name": _text(h.name), "thread": h.thread, "bytes": h.bytes}
+    out["reservations"] = [holder(h) for h in w.reservations[:min(w.nreservations, _HOLDERS)]]
+    out["threads"] = [holder(h) for h in w.threads[:min(w.nthreads, _HOLDERS)]]
+    out["buffers"] = [_allocation(a) for a in w.buffers[:min(w.nbuffers, _HOLDERS)]]
+    return out
+
+
+def mark():
+    """Notes the allocations live now; returns a handle for live_since() (curesv_mark). Up to 16
+    marks are held at once: mark_drop() each when done."""
+    handle = ctypes.c_uint64()
+    _call("curesv_mark", ctypes.byref(handle))
+    return handle.value
+
+
+def mark_drop(handle):
+    """Ends a mark (curesv_mark_drop)."""
+    _call("curesv_mark_drop", _unsigned("curesv_mark_drop", handle, "mark", 64))
+
+
+def live_since(handle=0, device=-1):
+    """The allocations live now that were not live at mark `handle` (0: every live one), on
+    `device` (-1: every device), as dicts: ptr, bytes, device, kind (0 device, 1 managed, 2
+    pinned host, 3 stream-ordered, 4 cuMemCreate on a device, 5 on the host), thread (serial),
+    thread_name, origin (reservation; "" the shared pool), stream (its tag; 0: not
+    stream-ordered), frames (return addresses, with CURESV_BACKTRACE) (curesv_live_since)."""
+    found = []
+
+    def visit(record, ctx):
+        found.append(_allocation(record.contents))
+        return 0
+
+    callback = _LIVE_CALLBACK(visit)
+    _call("curesv_live_since", _unsigned("curesv_live_since", handle, "mark", 64),
+          _window_device("curesv_live_since", device, True), callback, None)
+    return found
+
+
+def frame_name(pc):
+    """What return address `pc` is: "symbol+0xOFF at file:line (object+0xOFF)", as known
+    (curesv_frame_name)."""
+    buf = ctypes.create_string_buffer(1024)
+    _call("curesv_frame_name", _unsigned("curesv_frame_name", pc, "address", 64), buf,
+          len(buf))
+    return _text(buf.value)
+
+
+_SIZE_UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+
+
+def parse_size(text):
+    """Bytes from curesv's SIZE syntax (a decimal integer with an optional K, M, G, T or KiB,
+    MiB, GiB, TiB suffix, case-insensitive: "512M", "2GiB"), or an int of bytes. ValueError names
+    the text otherwise."""
+    if isinstance(text, bool):
+        raise ValueError("a size is an int of bytes or a string such as '512M', not a bool")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError("a size cannot be negative (%d)" % text)
+        return text
+    if not isinstance(text, str):
+        raise ValueError("a size is an int of bytes or a string such as '512M', not %s"
+                         % type(text).__name__)
+    digits = len(text) - len(text.lstrip("0123456789"))
+    number, unit = text[:digits], text[digits:].upper()
+    if unit.endswith("IB") and len(unit) == 3:
+        unit = unit[0]
+    if not number or unit not in _SIZE_UNITS or not number.isascii():
+        raise ValueError("'%s' is no size: a whole number of bytes with an optional K, M, G or T "
+                         "(KiB ... TiB), e.g. 512M" % text.encode("unicode_escape").decode())
+    value = int(number) << _SIZE_UNITS[unit]
+    if value >> 64:
+        raise ValueError("'%s' is too large" % text)
+    return value
+
+
+# ---- pytest plugin: `pytest -p curesv` (curesv_pytest.py, beside this module, does the work) ----
+
+def pytest_addoption(parser, pluginmanager):
+    import curesv_pytest
+    curesv_pytest.addoption(parser)
+
+
+def pytest_configure(config):
+    import curesv_pytest
+    curesv_pytest.configure(config)
 
 
 _libc = None

@@ -70,6 +70,43 @@ CURESV_EXPORT curesv_status curesv_report(void)
 	return ok ? CURESV_OK : CURESV_ERR_INVALID;
 }
 
+CURESV_EXPORT curesv_status curesv_window_reset(int device, size_t watch)
+{
+	curesv_engine *e = curesv_shim_engine();
+	return e ? curesv_engine_window_reset(e, device, watch) : CURESV_ERR_DISABLED;
+}
+
+CURESV_EXPORT curesv_status curesv_window_stats(int device, curesv_window_stats_t *out)
+{
+	curesv_engine *e = curesv_shim_engine();
+	return e ? curesv_engine_window_stats(e, device, out) : CURESV_ERR_DISABLED;
+}
+
+CURESV_EXPORT curesv_status curesv_mark(uint64_t *mark)
+{
+	curesv_engine *e = curesv_shim_engine();
+	return e ? curesv_engine_mark(e, mark) : CURESV_ERR_DISABLED;
+}
+
+CURESV_EXPORT curesv_status curesv_mark_drop(uint64_t mark)
+{
+	curesv_engine *e = curesv_shim_engine();
+	return e ? curesv_engine_mark_drop(e, mark) : CURESV_ERR_DISABLED;
+}
+
+CURESV_EXPORT curesv_status curesv_live_since(uint64_t mark, int device,
+					      int (*fn)(const curesv_allocation_t *record, void *ctx),
+					      void *ctx)
+{
+	curesv_engine *e = curesv_shim_engine();
+	return e ? curesv_engine_live_since(e, mark, device, fn, ctx) : CURESV_ERR_DISABLED;
+}
+
+CURESV_EXPORT curesv_status curesv_frame_name(uintptr_t pc, char *buf, size_t size)
+{
+	return curesv_frame_name_of(pc, buf, size);
+}
+
 /* ---- thread names ------------------------------------------------------------------------------ */
 
 static struct curesv_real real_setname = { "pthread_setname_np", NULL };

@@ -164,6 +164,23 @@ struct curesv_device {
 	struct curesv_retired retired;
 } __attribute__((aligned(64)));
 
+/* A device's measuring window (books/window.h): the most device bytes live at once since it was
+ * opened. Written at a window's opening and, like the device's peak, only when a view passes
+ * `view_peak` (a new high): never on the allocation's common path. */
+struct curesv_window {
+	_Atomic uint32_t open;                  /* 0 until curesv_window_reset opened one */
+	_Atomic int64_t start;                  /* device bytes live at the opening */
+	_Atomic int64_t peak;                   /* the most live since (start at least) */
+	_Atomic uint64_t opened_ns, peak_ns;    /* CLOCK_MONOTONIC, ns */
+	_Atomic int64_t next_holders;           /* the peak at which the holders are taken next
+						   (INT64_MAX: not watched) */
+	_Atomic int64_t watch;                  /* bytes above start that arm the holders; 0: none */
+} __attribute__((aligned(64)));
+
+struct curesv_ledger;
+/* Called on a window's new high at or past its next_holders (books/window.h). */
+typedef void (*curesv_window_hook)(struct curesv_ledger *l, int device, int64_t peak);
+
 typedef struct curesv_ledger {
 	/* Read on every charge and debit, set once: one cache line with no writer. */
 	enum curesv_attribution attribution;
@@ -175,6 +192,8 @@ typedef struct curesv_ledger {
 	pthread_mutex_t lock;
 	unsigned cursor;                        /* round-robin slot reuse spreads generations */
 	uint64_t serials;                       /* reservations created so far (under `lock`) */
+	struct curesv_window window[CURESV_MAX_DEVICES];
+	curesv_window_hook window_hook;         /* NULL: no holders are taken */
 } curesv_ledger;
 
 /* What an allocation charged, carried from charge() to commit()/uncharge(). */

@@ -2,6 +2,7 @@
  * (words, cells, slack, leases, claimed). */
 #include "books/books.h"
 #include "books/moves.h"
+#include "books/window.h"
 
 #include <string.h>
 
@@ -106,6 +107,8 @@ COLD void device_peak_from_view(curesv_ledger *l, int device, int64_t view)
 	if (l->enforce && peak > most)
 		peak = most;
 	curesv_max_update(&d->peak, peak);
+	if (atomic_load_explicit(&l->window[device].open, memory_order_relaxed))
+		curesv_window_raise(l, device, peak);
 }
 
 /* Counts a refusal and keeps what it was refused on, for the caller's message. */

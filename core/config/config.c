@@ -149,10 +149,12 @@ static const char *option_value(char *const *envp, const char *name)
 	return NULL;
 }
 
-/* CURESV_LIB is read by scripts/curesv, not by the library. CURESV_LAUNCHER_LABELS is set by
- * scripts/curesv for the program it starts: "VAR=LABEL ..." for each variable one of its options
- * set, so that a line about VAR names what the user typed (--reserve), as its --check does. */
-static const char *const launcher_names[] = { "CURESV_LIB", "CURESV_LAUNCHER_LABELS" };
+/* CURESV_LIB is read by scripts/curesv, and CURESV_PYTEST_RELAUNCH by the pytest plugin
+ * (scripts/curesv_pytest.py), not by the library. CURESV_LAUNCHER_LABELS is set by scripts/curesv
+ * for the program it starts: "VAR=LABEL ..." for each variable one of its options set, so that a
+ * line about VAR names what the user typed (--reserve), as its --check does. */
+static const char *const launcher_names[] = { "CURESV_LIB", "CURESV_LAUNCHER_LABELS",
+					      "CURESV_PYTEST_RELAUNCH" };
 
 /* Edit distance of two short strings (a typo is one or two edits away). */
 static size_t distance(const char *a, size_t na, const char *b, size_t nb)

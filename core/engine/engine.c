@@ -109,6 +109,7 @@ bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct cu
 		CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)d, .bytes = cap);
 	}
 	curesv_attach_configure(&e->ledger, cfg->rules, cfg->n_rules, &e->attach);
+	curesv_engine_window_init(e);
 	return true;
 }
 

@@ -25,6 +25,22 @@
 #include "tables/table.h"
 #include "tables/vmm.h"
 
+/* Who held a device's memory at a window's watched high (window.c): origin handles and thread
+ * serials with their live device bytes, and the largest entries, largest first. Written by the
+ * one thread that holds the engine's holders lock. */
+struct curesv_holder_sum {
+	uint32_t key;
+	int64_t bytes;
+};
+struct curesv_holders {
+	int64_t at;                     /* live device bytes when taken; -1: never */
+	uint64_t ns;
+	uint32_t norigins, nthreads, nbuffers;
+	struct curesv_holder_sum origin[CURESV_HOLDERS], thread[CURESV_HOLDERS];
+	curesv_entry buffer[CURESV_HOLDERS];
+	uint32_t stack[CURESV_HOLDERS];
+};
+
 typedef struct curesv_engine {
 	curesv_config cfg;
 	curesv_ledger ledger;
@@ -49,6 +65,7 @@ typedef struct curesv_engine {
 	curesv_stacks stacks;                   /* CURESV_BACKTRACE: where allocations were made */
 	curesv_handoffs handoffs;               /* CURESV_REQUIRE_TRANSFER: hand-offs without
 						   transfer, by site (free.c records them) */
+	struct curesv_holders holders[CURESV_MAX_DEVICES];      /* windows' holders (window.c) */
 } curesv_engine;
 
 /* Builds the engine from a parsed configuration: allocates the table, sets configured capacities,
@@ -186,6 +203,19 @@ curesv_status curesv_engine_stream_stats(curesv_engine *e, const char *name,
 curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t bytes, int device);
 curesv_status curesv_engine_release(curesv_engine *e, const char *name);
 curesv_status curesv_engine_transfer(curesv_engine *e, uint64_t ptr, const char *name);
+
+/* ---- measuring windows and marks (window.c; the control API's curesv_window_*, curesv_mark*,
+ * curesv_live_since, curesv_frame_name, as curesv.h documents them) ------------------------- */
+curesv_status curesv_engine_window_reset(curesv_engine *e, int device, uint64_t watch);
+curesv_status curesv_engine_window_stats(curesv_engine *e, int device, curesv_window_stats_t *out);
+curesv_status curesv_engine_mark(curesv_engine *e, uint64_t *mark);
+curesv_status curesv_engine_mark_drop(curesv_engine *e, uint64_t mark);
+curesv_status curesv_engine_live_since(curesv_engine *e, uint64_t mark, int device,
+				       int (*fn)(const curesv_allocation_t *a, void *ctx),
+				       void *ctx);
+curesv_status curesv_frame_name_of(uintptr_t pc, char *buf, size_t size);
+/* Makes the ledger call the engine when a window's watched high is passed (engine init). */
+void curesv_engine_window_init(curesv_engine *e);
 
 /* A device was seen for the first time: record the driver's total memory unless CURESV_CAPACITY
  * set one, and warn when the reservations already made on it exceed it. */

@@ -394,6 +394,13 @@ bool curesv_table_retag(curesv_table *t, const curesv_ticket *tk, uint32_t origi
 
 void curesv_table_walk(curesv_table *t, void (*fn)(const curesv_entry *e, void *ctx), void *ctx)
 {
+	curesv_table_walk_ids(t, NULL, fn, ctx);
+}
+
+void curesv_table_walk_ids(curesv_table *t,
+			   void (*fn_id)(const curesv_entry *e, uint64_t id, void *ctx),
+			   void (*fn)(const curesv_entry *e, void *ctx), void *ctx)
+{
 	for (uint64_t i = 0; i <= t->mask; i++) {
 		struct curesv_slot *s = &t->slots[i];
 		/* Seqlock-style read: the entry counts only if the state word did not move around it. */
@@ -404,7 +411,11 @@ void curesv_table_walk(curesv_table *t, void (*fn)(const curesv_entry *e, void *
 		curesv_slot_read(s, st, &e);
 		/* acquire fence: the payload loads above complete before the state is read again */
 		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&s->state, memory_order_relaxed) == st)
+		if (atomic_load_explicit(&s->state, memory_order_relaxed) != st)
+			continue;
+		if (fn_id)
+			fn_id(&e, i << 22 | curesv_st_version(st), ctx);
+		else
 			fn(&e, ctx);
 	}
 }

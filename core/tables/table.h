@@ -166,6 +166,12 @@ bool curesv_table_retag(curesv_table *t, const curesv_ticket *ticket, uint32_t o
 /* Calls fn on a consistent copy of every live entry. Safe while other threads change the table:
  * an entry changed during the walk is either seen whole (as before or after) or not at all. */
 void curesv_table_walk(curesv_table *t, void (*fn)(const curesv_entry *e, void *ctx), void *ctx);
+/* The same, calling fn_id (when not NULL, instead of fn) with each entry's occupancy id: its slot
+ * and the slot's version, which moves at every removal, so an id names one allocation among all
+ * those made while it is live (and for 2^22 removals from its slot after). */
+void curesv_table_walk_ids(curesv_table *t,
+			   void (*fn_id)(const curesv_entry *e, uint64_t id, void *ctx),
+			   void (*fn)(const curesv_entry *e, void *ctx), void *ctx);
 
 void curesv_table_stats(curesv_table *t, curesv_table_stats_t *out);
 

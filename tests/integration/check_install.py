@@ -53,6 +53,7 @@ FILES = {  # path under PREFIX: mode
     "share/man/man3/curesv_stream_stats.3": 0o644,
     "share/man/man3/curesv_strerror.3": 0o644,
     "lib/python3/dist-packages/curesv.py": 0o644,
+    "lib/python3/dist-packages/curesv_pytest.py": 0o644,
 }
 failures = []
 
@@ -182,6 +183,9 @@ def launcher(stage, args):
     check("  a Python program under it imports the installed module",
           len(words) == 3 and os.path.dirname(words[0]) == pydir and words[1] == "True" and
           words[2] == header_version(), m.stdout + m.stderr)
+    with open(os.path.join(pydir, "curesv_pytest.py")) as f:
+        check("  the pytest plugin names the installed launcher (its relaunch)",
+              '\nINSTALLED_LAUNCHER = "%s/bin/curesv"\n' % PREFIX in f.read())
 
 
 def tools(stage):

@@ -80,7 +80,10 @@ class Everywhere(unittest.TestCase):
         structs, version = layout()
         for cls, cname in ((curesv._Stats, "curesv_stats_t"),
                            (curesv._PoolStats, "curesv_pool_stats_t"),
-                           (curesv._StreamStats, "curesv_stream_stats_t")):
+                           (curesv._StreamStats, "curesv_stream_stats_t"),
+                           (curesv._Allocation, "curesv_allocation_t"),
+                           (curesv._Holder, "curesv_holder_t"),
+                           (curesv._WindowStats, "curesv_window_stats_t")):
             size, fields = structs[cname]
             self.assertEqual(ctypes.sizeof(cls), size, cname)
             self.assertEqual([(f, getattr(cls, f).offset) for f, _ in cls._fields_], fields, cname)
@@ -127,7 +130,9 @@ class WithoutTheLibrary(unittest.TestCase):
                  lambda: curesv.attach("x"), lambda: curesv.attach(None),
                  lambda: curesv.transfer(4096, "x"), lambda: curesv.attach_stream(0, "x"),
                  lambda: curesv.stats("x"), lambda: curesv.stream_stats("x"),
-                 lambda: curesv.pool_stats(0), curesv.report]
+                 lambda: curesv.pool_stats(0), curesv.report, curesv.window_reset,
+                 lambda: curesv.window_stats(0), curesv.mark, lambda: curesv.mark_drop(1),
+                 curesv.live_since, lambda: curesv.frame_name(0)]
         for call in calls:
             with self.assertRaises(curesv.Unavailable) as cm:
                 call()
@@ -137,6 +142,20 @@ class WithoutTheLibrary(unittest.TestCase):
         with self.assertRaises(curesv.Unavailable):
             with curesv.attached("x"):
                 self.fail("entered without the library")
+
+
+class Sizes(unittest.TestCase):
+    def test_parse_size(self):
+        for text, want in (("0", 0), ("512", 512), ("4k", 4 * KiB), ("512M", 512 * MiB),
+                           ("2GiB", 2 << 30), ("1t", 1 << 40), ("3KIB", 3 * KiB), (7, 7)):
+            self.assertEqual(curesv.parse_size(text), want, text)
+        for bad in ("", "M", "1.5G", "-1", "1 M", "12Q", "1MB", "\u0661", "99999999999T", -1,
+                    True, 1.5, None):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                curesv.parse_size(bad)
+        with self.assertRaises(ValueError) as cm:
+            curesv.parse_size("a\nb")
+        self.assertNotIn("\n", str(cm.exception))
 
 
 @unittest.skipUnless("libcuresv" in os.environ.get("LD_PRELOAD", ""), "only with the library")
@@ -157,6 +176,52 @@ class WithTheLibrary(unittest.TestCase):
 
     def test_available(self):
         self.assertTrue(curesv.available())
+
+    def test_window_and_marks(self):
+        before = self.rt.malloc(MiB)
+        curesv.window_reset(-1, 2 * MiB)
+        w = curesv.window_stats(0)
+        self.assertTrue(w["open"])
+        start = w["start"]
+        self.assertEqual((w["peak"], w["allocated"], w["holders_at"]), (start, start, -1))
+        mark = curesv.mark()
+        kept = []
+
+        def worker():
+            curesv.name_thread("pywin")
+            kept.append(self.rt.malloc(3 * MiB))
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        self.rt.free(self.rt.malloc(MiB))
+        w = curesv.window_stats(0)
+        self.assertEqual(w["peak"] - w["start"], 4 * MiB)
+        self.assertEqual(w["allocated"] - w["start"], 3 * MiB)
+        self.assertGreaterEqual(w["peak_ns"], w["opened_ns"])
+        self.assertEqual(w["holders_at"], start + 4 * MiB)
+        self.assertEqual(w["threads"][0]["name"], "pywin")
+        self.assertEqual(w["threads"][0]["bytes"], 3 * MiB)
+        self.assertEqual(w["buffers"][0]["ptr"], kept[0])
+        self.assertEqual(w["reservations"][0]["name"], "", "the shared pool")
+        light = curesv.window_stats(0, holders=False)
+        self.assertEqual({k: w[k] for k in light}, light)
+        self.assertNotIn("threads", light)
+        new = curesv.live_since(mark)
+        self.assertEqual([(a["ptr"], a["bytes"], a["thread_name"], a["origin"], a["kind"])
+                          for a in new], [(kept[0], 3 * MiB, "pywin", "", 0)])
+        self.assertIn(before, [a["ptr"] for a in curesv.live_since(0, 0)])
+        self.assertEqual(curesv.live_since(mark, 1), [])
+        curesv.mark_drop(mark)
+        self.assertStatus("CURESV_ERR_UNKNOWN_POINTER", curesv.mark_drop, mark)
+        self.assertStatus("CURESV_ERR_UNKNOWN_POINTER", curesv.live_since, mark)
+        e = self.assertStatus("CURESV_ERR_INVALID", curesv.window_stats, 64)
+        self.assertIn("device 64 is outside 0..63", str(e))
+        self.assertStatus("CURESV_ERR_INVALID", curesv.window_reset, -2)
+        with self.assertRaises(TypeError):
+            curesv.window_reset(0, True)
+        self.assertIn("0x", curesv.frame_name(0))
+        self.rt.free(kept[0])
+        self.rt.free(before)
 
     def test_reserve_and_stats(self):
         curesv.reserve("py_a", MiB)
