@@ -85,6 +85,12 @@ def readme_commands():
     env.pop("LD_LIBRARY_PATH", None)
     env.pop("MAKEFLAGS", None)
     env.pop("MAKELEVEL", None)
+    # Debian's python3-pytest, for README's pytest example, where a python3 of its own (pyenv)
+    # does not look
+    if subprocess.run(["python3", "-c", "import pytest"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (env.get("PYTHONPATH"), "/usr/lib/python3/dist-packages") if p)
     last = None  # (stdout + stderr lines, where) of the last sh block
     try:
         for info, text, line in blocks(readme):
