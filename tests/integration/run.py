@@ -427,6 +427,16 @@ def check_two_runtimes(report, out):
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
 
 
+def check_table_high_water(report, out):
+    """Ten allocations live at once, made by four threads one after another: high water 10."""
+    expect("program", out.strip(), "table_hw: ok")
+    expect("table high water", report["table"]["high_water"], 10)
+    expect("table live", report["table"]["live"], 0)
+    shared = report["shared"]
+    expect("shared allocs", shared["allocs"], 10)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
 def check_slow_free(pairs):
     """The pairs were made while the slow free was in flight; every call is in the books."""
     def check(report, out):
@@ -1257,6 +1267,8 @@ def cases(stack, bindir, sanitized=False):
     for scope in ("global", "local"):
         out.append(Case("runtime dlclosed and dlopened again (%s)" % scope, [b("reload"), scope],
                         check_reload, same_output=True, stacks=("sim",)))
+    out.append(Case("table high water: ten live at once from four threads", [b("table_hw")],
+                    check_table_high_water))
     out.append(Case("two runtimes: a plugin linked with libcudart.so.12 beside .13",
                     [b("two_runtimes")], check_two_runtimes, same_output=True, stacks=("sim",)))
     # Resident memory under a sanitizer's runtime is the runtime's: the plain shim only
