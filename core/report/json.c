@@ -231,6 +231,13 @@ void curesv_report_json(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 		   PRIu64 ", \"full_events\": %" PRIu64 ", \"probe_max\": %" PRIu64 ", \"bound_max\": %"
 		   PRIu64 "},\n", s->table.slots, s->table.live, s->table.high_water,
 		   s->table.full_events, s->table.probe_max, s->table.bound_max);
+	curesv_print(o, "  \"runtimes\": [");
+	for (unsigned i = 0; i < s->nruntimes; i++) {
+		curesv_print(o, "%s{\"path\": ", i ? ", " : "");
+		curesv_print_json(o, s->runtimes[i]);
+		curesv_print(o, ", \"target\": %s}", (int)i == s->runtime_target ? "true" : "false");
+	}
+	curesv_print(o, "],\n");
 	json_vmm(o, &s->vmm);
 	curesv_print(o, "  \"backtrace\": {\"depth\": %u, \"stacks\": %" PRIu32 ", \"capacity\": %"
 		     PRIu32 ", \"unrecorded\": %" PRIu64 ", \"lines\": %s},\n", s->backtrace.depth,

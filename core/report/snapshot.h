@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "base/caching.h"
+#include "base/runtimes.h"
 #include "engine/engine.h"
 
 #define CURESV_LEAKS_LISTED 10
@@ -53,6 +54,11 @@ typedef struct curesv_snapshot {
 	curesv_leaks leaks;
 	unsigned ncachers;      /* caching allocators loaded: live at exit is partly their cache */
 	struct curesv_cacher cachers[CURESV_CACHERS];
+	/* CUDA runtimes whose calls reached curesv (runtimes.h); runtime_target: the index of the
+	 * one curesv forwards to, -1 if not known */
+	unsigned nruntimes;
+	const char *runtimes[CURESV_RUNTIMES];
+	int runtime_target;
 	curesv_table_stats_t table;
 	int64_t orphan, orphan_host;
 	uint64_t orphan_frees;

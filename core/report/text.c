@@ -330,6 +330,11 @@ void curesv_report_text(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 			   curesv_format_bytes((int64_t)s->leaks.graph_bytes, bytes), frees,
 			   frees == 1 ? "" : "s");
 	}
+	/* one runtime is the common case: named only beside another */
+	for (unsigned i = 0; s->nruntimes > 1 && i < s->nruntimes; i++)
+		curesv_print(o, "curesv: CUDA runtime %s: %s\n", (int)i == s->runtime_target
+			     ? "curesv forwards its calls to" : "beside it, whose code's calls reached curesv",
+			     s->runtimes[i]);
 	text_vmm(o, &s->vmm);
 	text_stacks(o, &s->backtrace);
 	text_leaks(e, o, s);

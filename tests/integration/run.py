@@ -416,15 +416,30 @@ TWO_RUNTIMES = re.compile(
 
 
 def check_two_runtimes(report, out):
-    """One warning names both runtimes; the plugin's allocation reached .13 through curesv."""
+    """One warning names both runtimes; the plugin's allocation reached .13 through curesv; the
+    report names both, .13 as the one curesv forwards to."""
     warned = [line for line in out.splitlines() if "two CUDA runtimes" in line]
     expect("warnings", len(warned), 1)
-    if not TWO_RUNTIMES.fullmatch(warned[0]):
+    m = TWO_RUNTIMES.fullmatch(warned[0])
+    if not m:
         raise AssertionError("unexpected warning: %r" % warned[0])
+    expect("report's runtimes", report["runtimes"],
+           [{"path": m.group(1), "target": True}, {"path": m.group(2), "target": False}])
     shared = report["shared"]
     expect("allocs", shared["allocs"], 2)
     expect("frees", shared["frees"], 2)
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_one_runtime(report, out):
+    """A program with one runtime: the report names it as the one curesv forwards to, no warning."""
+    expect("warnings", [line for line in out.splitlines() if "CUDA runtimes" in line], [])
+    runtimes = report["runtimes"]
+    expect("runtimes", len(runtimes), 1)
+    expect("target", runtimes[0]["target"], True)
+    if not runtimes[0]["path"].endswith("/libcudart.so.13"):
+        raise AssertionError("runtime: %r" % runtimes[0]["path"])
+    return check_handoff("device")(report, out)
 
 
 def check_table_high_water(report, out):
@@ -1271,6 +1286,15 @@ def cases(stack, bindir, sanitized=False):
                     check_table_high_water))
     out.append(Case("two runtimes: a plugin linked with libcudart.so.12 beside .13",
                     [b("two_runtimes")], check_two_runtimes, same_output=True, stacks=("sim",)))
+    # the plugin only allocates and frees, after the program's first cudaMalloc and cudaFree: its
+    # own runtime never starts, its calls bind to curesv's, which forwards them to .13; lazily
+    # bound (first call) and bound at load
+    for bind in ("lazy", "now"):
+        out.append(Case("two runtimes: the .12 plugin's first calls come late (%s binding)" % bind,
+                        [b("two_runtimes"), "allocs"], check_two_runtimes, same_output=True,
+                        stacks=("sim",), env={"LD_BIND_NOW": "1"} if bind == "now" else {}))
+    out.append(Case("one runtime: the report names it", [b("families"), "runtime"],
+                    check_one_runtime, env=HANDOFF_ENV, stacks=("sim",)))
     # Resident memory under a sanitizer's runtime is the runtime's: the plain shim only
     out.append(Case("thread churn: 100000 threads, 8 at a time, memory flat",
                     [b("churn"), "100000", "8", "5000"], check_churn(100000), sanitized=False,
