@@ -57,9 +57,10 @@ static void json_devices(curesv_engine *e, curesv_out *o, const curesv_snapshot 
 		const curesv_device_stats_t *dev = &s->dev[r->st.device];
 		curesv_print(o, "%s\n    {\"device\": %d, \"capacity\": %" PRId64 ", \"capacity_source\": "
 			   "\"%s\", \"reserved\": %" PRId64 ", \"allocated\": %" PRId64 ", \"peak\": %"
-			   PRId64 ", \"orphan_bytes\": %" PRId64 ", \"shared\": {", first ? "" : ",",
-			   r->st.device, dev->capacity, curesv_report_capacity_source(e, r->st.device),
-			   dev->reserved, dev->allocated, dev->peak, dev->orphan);
+			   PRId64 ", \"orphan_bytes\": %" PRId64 ", \"over_capacity\": %s, \"shared\": {",
+			   first ? "" : ",", r->st.device, dev->capacity,
+			   curesv_report_capacity_source(e, r->st.device), dev->reserved, dev->allocated,
+			   dev->peak, dev->orphan, curesv_report_over_capacity(dev) ? "true" : "false");
 		json_stats(o, &r->st, &r->streams);
 		curesv_print(o, "}, \"retired\": ");
 		json_retired(o, curesv_snapshot_retired_row(s, r->st.device));

@@ -77,6 +77,13 @@ const curesv_row *curesv_snapshot_retired_row(const curesv_snapshot *s, int d);
 uint64_t curesv_snapshot_sum(const curesv_snapshot *s, size_t offset);
 #define CURESV_SNAPSHOT_SUM(s, field) curesv_snapshot_sum((s), offsetof(curesv_stats_t, field))
 
+/* Whether device d's peak passed its capacity (known): observe mode lets allocations through past
+ * it; enforce mode never does. */
+static inline bool curesv_report_over_capacity(const curesv_device_stats_t *dev)
+{
+	return dev->capacity_known && dev->peak > dev->capacity;
+}
+
 /* CURESV_MODE and CURESV_ATTRIBUTION as the report names them. */
 const char *curesv_mode_name(const curesv_engine *e);
 const char *curesv_attribution_name(const curesv_engine *e);

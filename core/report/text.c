@@ -16,6 +16,11 @@ static void text_device(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 		   curesv_report_capacity_source(e, d), curesv_format_bytes(dev->reserved, res),
 		   curesv_format_bytes(dev->allocated, live), curesv_format_bytes(dev->peak, peak),
 		   curesv_format_bytes(dev->orphan, orphan));
+	if (curesv_report_over_capacity(dev))
+		curesv_print(o, "curesv: device %d held more than its capacity: peak %s on %s (%s)\n", d,
+			     peak, cap, e->cfg.mode == CURESV_MODE_ENFORCE
+			     ? "allocations curesv did not see, or made before it knew the capacity"
+			     : "CURESV_MODE=observe lets allocations pass it; enforce mode refuses them");
 }
 
 static void text_row(curesv_out *o, const curesv_row *r)
