@@ -60,10 +60,9 @@ bool curesv_config_overcommit(const curesv_config *c, int device, uint64_t capac
 		/* the ledger holds them so (ledger.c: hold_to_capacity_locked): in declared order */
 		char left[32];
 		uint64_t room = capacity - before;
-		snprintf(outcome, sizeof outcome, "CURESV_MODE=enforce holds them to it, so that the "
-			 "device never holds more: '%s' gets %s (%" PRIu64 " bytes)%s, the shared pool "
-			 "nothing", c->reservations[first].name, curesv_format_bytes((int64_t)room, left),
-			 room, after ? ", those after it nothing" : "");
+		snprintf(outcome, sizeof outcome, "enforce mode holds them to it: '%s' gets %s%s, the "
+			 "shared pool nothing", c->reservations[first].name,
+			 curesv_format_bytes((int64_t)room, left), after ? ", later ones nothing" : "");
 	} else {
 		snprintf(outcome, sizeof outcome, "all are kept, the shared pool is empty");
 	}

@@ -452,6 +452,30 @@ def check_table_high_water(report, out):
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
 
 
+def check_held(kept, size, over):
+    """hold 4 524288 under big=2M on a 1 MiB device: `kept` allocations pass, big's size reads
+    `size`, and the report marks the device over its capacity exactly when `over`."""
+    def check(report, out):
+        expect("program", printed_line(out, "hold:"), "hold: %d of 4 allocated" % kept)
+        big = res(report, "big")
+        expect("big size", big["size"], size)
+        expect("big allocs", big["allocs"], kept)
+        expect("big denied", big["denied"], 4 - kept)
+        dev = report["devices"][0]
+        expect("device capacity", dev["capacity"], 1 << 20)
+        expect("device peak", dev["peak"], kept * 512 * KiB)
+        expect("over_capacity", dev.get("over_capacity"), over)
+        return big["allocs"], big["frees"], big["cross_thread_frees"]
+    return check
+
+
+def printed_line(out, prefix):
+    lines = [line for line in out.splitlines() if line.startswith(prefix)]
+    if len(lines) != 1:
+        raise AssertionError("%r lines: %r" % (prefix, lines))
+    return lines[0]
+
+
 def check_slow_free(pairs):
     """The pairs were made while the slow free was in flight; every call is in the books."""
     def check(report, out):
@@ -1282,6 +1306,27 @@ def cases(stack, bindir, sanitized=False):
     for scope in ("global", "local"):
         out.append(Case("runtime dlclosed and dlopened again (%s)" % scope, [b("reload"), scope],
                         check_reload, same_output=True, stacks=("sim",)))
+    # enforce mode: a device never holds more than its capacity, whatever the reservations say
+    held_env = {"CURESV_MODE": "enforce", "CURESV_CAPACITY": "1M", "CURESV_RESERVATIONS": "big=2M",
+                "CURESV_ATTACH": "hold=big"}
+    out.append(Case("enforce: a reservation past the capacity is held to it",
+                    [b("hold"), "4", "524288"], check_held(2, 1 << 20, False), env=held_env))
+    out.append(Case("enforce: a reservation past the capacity is held to it (driver API)",
+                    [b("hold"), "4", "524288", "driver"], check_held(2, 1 << 20, False),
+                    env=held_env))
+    out.append(Case("enforce: a reservation past the driver's total is held to it",
+                    [b("hold"), "4", "524288"], check_held(2, 1 << 20, False), stacks=("sim",),
+                    env=dict({k: v for k, v in held_env.items() if k != "CURESV_CAPACITY"},
+                             CUDA_SIM_TOTAL_MEM="1M")))
+    out.append(Case("observe: the report marks a device that held more than its capacity",
+                    [b("hold"), "4", "524288"], check_held(4, 2 << 20, True),
+                    env=dict(held_env, CURESV_MODE="observe")))
+    out.append(Case("observe: the text report says the device held more than its capacity",
+                    [b("hold"), "4", "524288"],
+                    check_has("curesv: device 0 held more than its capacity: peak 2 MiB on 1 MiB "
+                              "(CURESV_MODE=observe lets allocations pass it; enforce mode refuses "
+                              "them)"),
+                    env=dict(held_env, CURESV_MODE="observe"), report="text"))
     out.append(Case("table high water: ten live at once from four threads", [b("table_hw")],
                     check_table_high_water))
     out.append(Case("two runtimes: a plugin linked with libcudart.so.12 beside .13",
@@ -1792,6 +1837,24 @@ def launcher_cases(launcher, b):
                          "curesv: CURESV_MOD: unknown variable, ignored (did you mean "
                          "CURESV_MODE?)"),
              env={"CURESV_MOD": "observe"}, exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: enforce mode with reservations past the capacity, exit 2",
+             [launcher, "--check", "--mode", "enforce", "--capacity", "1M", "--reserve", "big=2M",
+              "--attach", "hold=big"],
+             check_lines("curesv: configuration: 1 error, 1 warning",
+                         "curesv: --reserve: device 0: reservations total 2 MiB (2097152 bytes), "
+                         "more than its capacity of 1M (1048576 bytes, CURESV_CAPACITY): 'big=2M' "
+                         "does not fit; enforce mode holds them to it: 'big' gets 1 MiB, the "
+                         "shared pool nothing",
+                         "curesv: CURESV_MODE=enforce: device 0: the reservations (2 MiB) do not "
+                         "fit its capacity (1 MiB), which enforce mode never lets the device pass: "
+                         "make them fit (at run time they would be held to it)"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher: enforce mode with reservations past the capacity starts nothing",
+             [launcher, "--mode", "enforce", "--capacity", "1M", "--reserve", "big=2M", "--attach",
+              "hold=big", "--", b("hold"), "4", "524288"],
+             check_has("curesv: invalid configuration: the program was not started (curesv "
+                       "--check [options] lists the same)"),
+             exit_code=2, report="absent", sanitized=False),
         Case("launcher --check: what a new user writes, and what to write instead",
              [launcher, "--check", "--reserve", "producer=1.5G", "--reserve", "a=100 MB",
               "--reserve", "b=1GB", "--reserve", "producer=1M;consumer=64K", "--reserve",
