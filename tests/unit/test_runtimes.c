@@ -1,6 +1,7 @@
 /* The CUDA runtimes whose calls reached curesv (base/runtimes.h): each noted once, in order, with
  * the one curesv forwards to marked. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/runtimes.h"
