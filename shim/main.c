@@ -78,7 +78,13 @@ static int check(char **envp, char **labels)
 							       sizeof line);
 	if (clash)
 		curesv_log(CURESV_LOG_ERROR, "%s", line);
-	unsigned all = errors + clash;
+	/* an error, though curesv would run: enforce mode would hold the reservations to less */
+	char held_line[512];
+	bool held = cfg.enable && !errors &&
+		    curesv_config_enforce_overcommit(&cfg, held_line, sizeof held_line);
+	if (held)
+		curesv_log(CURESV_LOG_ERROR, "%s", held_line);
+	unsigned all = errors + clash + held;
 	if (!cfg.enable && !errors)
 		snprintf(line, sizeof line, "curesv: CURESV_ENABLE=0: curesv is off, nothing else is "
 			 "read\n");

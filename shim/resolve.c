@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/runtimes.h"
 #include "shim.h"
 
 void *curesv_driver_symbol(const char *name)
@@ -23,8 +24,8 @@ void *curesv_driver_symbol(const char *name)
 }
 
 struct cudarts {
-	const char *first;      /* path of the first libcudart.so* loaded */
-	const char *other;      /* another one, if any: a second runtime */
+	const char *path[CURESV_RUNTIMES];      /* the libcudart.so* loaded, in load order */
+	unsigned n;
 };
 
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
@@ -34,11 +35,8 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *base = slash ? slash + 1 : info->dlpi_name;
 	if (strncmp(base, "libcudart.so", 12) != 0)
 		return 0;
-	if (!found->first)
-		found->first = info->dlpi_name;
-	else
-		found->other = info->dlpi_name;
-	return found->other != NULL; /* two are enough */
+	found->path[found->n++] = info->dlpi_name;
+	return found->n == CURESV_RUNTIMES;
 }
 
 /* The runtime whose cudaMalloc curesv's forwards to, as runtime_symbol finds it. */
@@ -46,28 +44,48 @@ static const char *forward_target(const struct cudarts *found)
 {
 	Dl_info info;
 	void *fn = curesv_real_dlsym(RTLD_NEXT, "cudaMalloc");
-	return fn && dladdr(fn, &info) && info.dli_fname ? info.dli_fname : found->first;
+	return fn && dladdr(fn, &info) && info.dli_fname ? info.dli_fname : found->path[0];
 }
 
 /* curesv's runtime entry points stand for one runtime: with two loaded (a plugin linked with
  * another major version, whose calls of cudaMalloc & co. bind to curesv's definitions before its
  * own runtime's), those calls reach the runtime curesv forwards to. Called where a runtime shows
- * itself: each runtime's bootstrap lookup of cuGetProcAddress, each hook's first call. */
+ * itself: each runtime's bootstrap lookup of cuGetProcAddress, each hook's first call, and each
+ * binding of a runtime entry point (runtime.c's resolvers: an object loaded later, such as a
+ * plugin dlopened after the first allocation, binding curesv's cudaMalloc). Warns once for each
+ * runtime found beside the one curesv forwards to, and notes every one for the report. */
 void curesv_check_runtimes(void)
 {
-	static atomic_bool warned;
-	if (atomic_load_explicit(&warned, memory_order_relaxed))
-		return;
 	curesv_resolve_dlsym();
-	struct cudarts found = { NULL, NULL };
+	if (!curesv_real_dlsym)
+		return;
+	struct cudarts found = { { NULL }, 0 };
 	dl_iterate_phdr(find_cudart, &found);
-	if (!found.other || !curesv_real_dlsym || atomic_exchange(&warned, true))
+	if (found.n == 0)
 		return;
 	const char *to = forward_target(&found);
-	const char *other = strcmp(to, found.first) == 0 ? found.other : found.first;
-	curesv_log(CURESV_LOG_WARN, "two CUDA runtimes are loaded (%s, %s): curesv's cudaMalloc & co. "
-		   "forward every call to %s, also those of code built for %s; run that code without "
-		   "curesv if it misbehaves", found.first, found.other, to, other);
+	curesv_runtime_note(to, true);
+	for (unsigned i = 0; i < found.n; i++)
+		if (strcmp(found.path[i], to) != 0 && curesv_runtime_note(found.path[i], false))
+			curesv_log(CURESV_LOG_WARN, "two CUDA runtimes are loaded (%s, %s): curesv's "
+				   "cudaMalloc & co. forward every call to %s, also those of code built "
+				   "for %s; run that code without curesv if it misbehaves", to,
+				   found.path[i], to, found.path[i]);
+}
+
+/* Set once curesv's constructor ran: a binding before it is the program's start-up, before any
+ * sanitizer runtime or libc is ready for the check; a hook's first call checks then. */
+static atomic_bool bindings_watched;
+
+__attribute__((constructor)) static void watch_bindings(void)
+{
+	atomic_store_explicit(&bindings_watched, true, memory_order_release);
+}
+
+CURESV_NO_SANITIZE void curesv_runtime_bound(void)
+{
+	if (__atomic_load_n((bool *)&bindings_watched, __ATOMIC_ACQUIRE))
+		curesv_check_runtimes();
 }
 
 /* Marks the object defining `fn` NODELETE. Without curesv the program's own binding keeps the
@@ -94,9 +112,9 @@ static void *keep_loaded(void *fn)
  * module, whose callers still bound to curesv's definition: found among the loaded objects. */
 static void *local_runtime_symbol(const char *name)
 {
-	struct cudarts found = { NULL, NULL };
+	struct cudarts found = { { NULL }, 0 };
 	dl_iterate_phdr(find_cudart, &found);
-	void *h = found.first ? dlopen(found.first, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+	void *h = found.n ? dlopen(found.path[0], RTLD_LAZY | RTLD_NOLOAD) : NULL;
 	if (!h)
 		return NULL;
 	void *fn = keep_loaded(curesv_real_dlsym(h, name));

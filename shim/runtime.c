@@ -112,6 +112,18 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
 #define FORWARD_KNOWN(sym, params)                                                            \
 	cudaError_t(*real) params = atomic_load_explicit(&real_##sym.fn, memory_order_acquire)
 
+/* The exported entry point `sym` of hook_<sym>: an IFUNC whose resolver the dynamic loader runs
+ * whenever an object binds it (at its load, or its first call under lazy binding), so a plugin
+ * linked with another runtime and loaded late shows itself (curesv_check_runtimes) while every call
+ * still goes straight to the hook. */
+#define RUNTIME_ENTRY(sym)                                                                    \
+	CURESV_NO_SANITIZE static __typeof__(hook_##sym) *resolve_##sym(void)                 \
+	{                                                                                     \
+		curesv_runtime_bound();                                                       \
+		return hook_##sym;                                                            \
+	}                                                                                     \
+	CURESV_EXPORT __typeof__(hook_##sym) sym __attribute__((ifunc("resolve_" #sym)));
+
 /* The exported hook around the tracked call, and its first call's out-of-line lookup. */
 #define HOOK_ENTRY(sym, params, args, TRACK)                                                  \
 	static __attribute__((noinline)) cudaError_t first_##sym params                       \
@@ -122,10 +134,11 @@ CURESV_HOT cudaError_t alloc_result(struct curesv_call *c, bool enforce, cudaErr
 			return real args;                                                     \
 		TRACK(sym, args);                                                             \
 	}                                                                                     \
-	CURESV_EXPORT cudaError_t sym params                                                  \
+	static cudaError_t hook_##sym params                                                  \
 	{                                                                                     \
 		PASS_OR_TRACK(sym, params, args, TRACK);                                      \
-	}
+	}                                                                                     \
+	RUNTIME_ENTRY(sym)
 
 /* The tracked call in one mode (`enforce`). */
 #define ALLOC_TRACKED(sym, enforce, kind, bytes, stream, pool, out, params, args)             \
@@ -177,7 +190,7 @@ RT_FREES(FREE_HOOK)
 
 /* Pitched: the budget is checked on width * height before the call, and on pitch * height, what the
  * books keep, after it (enforce mode gives back what the padding took past the budget). */
-CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+static cudaError_t hook_cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
 	FORWARD_TO(cudaMallocPitch, (void **, size_t *, size_t, size_t));
 	uint64_t bytes;
@@ -208,3 +221,4 @@ CURESV_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t w
 	}
 	return res;
 }
+RUNTIME_ENTRY(cudaMallocPitch)

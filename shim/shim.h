@@ -26,6 +26,8 @@
 
 #define CURESV_EXPORT __attribute__((visibility("default")))
 #define CURESV_HIDDEN __attribute__((visibility("hidden")))
+/* Code that may run before the sanitizer runtimes are initialised (inside the dynamic loader). */
+#define CURESV_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
 
 enum curesv_layer { CURESV_LAYER_RUNTIME, CURESV_LAYER_DRIVER };
 
@@ -177,8 +179,12 @@ CURESV_HIDDEN void curesv_resolve_dlsym(void);
 /* A driver symbol from the loaded libcuda.so.1 (NULL when the driver is not loaded yet). */
 CURESV_HIDDEN void *curesv_driver_symbol(const char *name);
 
-/* Warns once when two CUDA runtimes are loaded: curesv's runtime entry points forward to one. */
+/* Warns once for each CUDA runtime loaded beside the one curesv's runtime entry points forward to,
+ * and notes every runtime for the report (base/runtimes.h). */
 CURESV_HIDDEN void curesv_check_runtimes(void);
+/* An object is binding one of curesv's runtime entry points (their IFUNC resolvers, runtime.c):
+ * checks the runtimes once curesv's constructor ran. Runs inside the dynamic loader. */
+CURESV_HIDDEN void curesv_runtime_bound(void);
 
 /* Lazily resolved, cached real function. */
 struct curesv_real {

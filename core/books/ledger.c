@@ -56,22 +56,71 @@ void curesv_ledger_destroy(curesv_ledger *l)
 	pthread_mutex_destroy(&l->lock);
 }
 
+/* Enforce mode, as device `device` learns its capacity `cap` (configured, or the driver's total,
+ * after reservations claimed it blind: CURESV_RESERVATIONS at start-up, curesv_reserve before
+ * the driver was asked): when the claims pass it, the reservations are held to it, so that
+ * charges held to their sizes (in one atomic word each, claimed already counting the sizes) never
+ * take the device past its capacity. In the order they were made: the first that does not fit
+ * gets what is left, those after it nothing. Under `lock`, before the capacity is published. */
+static void hold_to_capacity_locked(curesv_ledger *l, int device, uint64_t cap)
+{
+	struct curesv_device *d = &l->dev[device];
+	int64_t over = atomic_load_explicit(&d->claimed, memory_order_relaxed) - (int64_t)cap;
+	if (over <= 0)
+		return;
+	/* live reservations of the device, by serial (insertion sort: at most 255) */
+	int order[CURESV_MAX_RESERVATIONS], n = 0;
+	for (int i = 1; i <= CURESV_MAX_RESERVATIONS; i++) {
+		uint64_t id = atomic_load_explicit(&l->res[i].ident, memory_order_relaxed);
+		if (curesv_ident_state(id) != CURESV_RES_ACTIVE ||
+		    atomic_load_explicit(&l->res[i].device, memory_order_relaxed) != device)
+			continue;
+		int k = n++;
+		while (k > 0 && curesv_ident_serial(atomic_load_explicit(&l->res[order[k - 1]].ident,
+									  memory_order_relaxed)) >
+					curesv_ident_serial(id)) {
+			order[k] = order[k - 1];
+			k--;
+		}
+		order[k] = i;
+	}
+	int64_t left = (int64_t)cap - (atomic_load_explicit(&d->claimed, memory_order_relaxed) -
+				       (int64_t)atomic_load_explicit(&d->reserved, memory_order_relaxed));
+	int64_t cut = 0;
+	for (int k = 0; k < n; k++) {
+		struct curesv_reservation *r = &l->res[order[k]];
+		int64_t size = (int64_t)atomic_load_explicit(&r->size, memory_order_relaxed);
+		int64_t keep = left <= 0 ? 0 : left < size ? left : size;
+		left -= keep;
+		if (keep == size)
+			continue;
+		atomic_store_explicit(&r->size, (uint64_t)keep, memory_order_relaxed);
+		atomic_store_explicit(&r->acct.slack, curesv_slack_of(keep), memory_order_relaxed);
+		cut += size - keep;
+	}
+	atomic_fetch_sub_explicit(&d->reserved, (uint64_t)cut, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&d->claimed, cut, memory_order_relaxed);
+}
+
 uint64_t curesv_ledger_set_capacity(curesv_ledger *l, int device, uint64_t bytes, bool from_config)
 {
 	if (!curesv_device_ok(device))
 		return 0;
 	struct curesv_device *d = &l->dev[device];
-	if (from_config) {
+	if (l->enforce)
+		curesv_lock(&l->lock);
+	/* Racing first users all read the same total from the driver; any of them may store it. */
+	if (from_config || atomic_load_explicit(&d->capacity_known, memory_order_acquire) == 0) {
 		set_slack(d, (int64_t)bytes);
 		atomic_store_explicit(&d->capacity, bytes, memory_order_relaxed);
-		/* release: publishes the capacity to readers that see it known */
-		atomic_store_explicit(&d->capacity_known, 1, memory_order_release);
-	} else if (atomic_load_explicit(&d->capacity_known, memory_order_acquire) == 0) {
-		/* Racing first users all read the same total from the driver; any of them may store it. */
-		set_slack(d, (int64_t)bytes);
-		atomic_store_explicit(&d->capacity, bytes, memory_order_relaxed);
-		atomic_store_explicit(&d->capacity_known, 2, memory_order_release);
+		if (l->enforce)
+			hold_to_capacity_locked(l, device, bytes);
+		/* release: publishes the capacity (and the sizes held to it) to readers that see it
+		 * known */
+		atomic_store_explicit(&d->capacity_known, from_config ? 1 : 2, memory_order_release);
 	}
+	if (l->enforce)
+		curesv_unlock(&l->lock);
 	return atomic_load_explicit(&d->capacity, memory_order_relaxed);
 }
 

@@ -18,7 +18,10 @@ bool curesv_ledger_init(curesv_ledger *l, enum curesv_attribution attr, bool enf
 void curesv_ledger_destroy(curesv_ledger *l);
 
 /* Sets `device`'s capacity. `from_config` capacities are never overridden by the driver's total;
- * a driver total is set once. Returns the capacity now in force. Thread-safe. */
+ * a driver total is set once. In enforce mode, reservations made before it that total more are
+ * held to it (the earliest keep their sizes; the one that passes it gets what is left, later ones
+ * nothing): the device never holds more than its capacity. Returns the capacity now in force.
+ * Thread-safe. */
 uint64_t curesv_ledger_set_capacity(curesv_ledger *l, int device, uint64_t bytes, bool from_config);
 
 /* curesv_reserve / curesv_release / lookup by name. Thread-safe (take `lock`). */

@@ -34,12 +34,14 @@ static void shown_entry(const struct curesv_reservation_spec *r, char *out, size
 bool curesv_config_overcommit(const curesv_config *c, int device, uint64_t capacity,
 			      const char *capacity_shown, char *out, size_t n)
 {
-	uint64_t total = 0;
+	uint64_t total = 0, before = 0;
 	int first = -1;
 	unsigned after = 0;
 	for (unsigned i = 0; i < c->n_reservations; i++) {
 		if (c->reservations[i].device != device)
 			continue;
+		if (first < 0)
+			before = total;
 		total += c->reservations[i].size;
 		if (total <= capacity)
 			continue;
@@ -50,15 +52,49 @@ bool curesv_config_overcommit(const curesv_config *c, int device, uint64_t capac
 	}
 	if (first < 0)
 		return false;
-	char tot[32], entry[CURESV_NAME_MAX + 48], rest[48] = "";
+	char tot[32], entry[CURESV_NAME_MAX + 48], rest[48] = "", outcome[CURESV_NAME_MAX + 160];
 	shown_entry(&c->reservations[first], entry, sizeof entry);
 	if (after)
 		snprintf(rest, sizeof rest, " and the %u after it", after);
+	if (c->mode == CURESV_MODE_ENFORCE) {
+		/* the ledger holds them so (ledger.c: hold_to_capacity_locked): in declared order */
+		char left[32];
+		uint64_t room = capacity - before;
+		snprintf(outcome, sizeof outcome, "enforce mode holds them to it: '%s' gets %s%s, the "
+			 "shared pool nothing", c->reservations[first].name,
+			 curesv_format_bytes((int64_t)room, left), after ? ", later ones nothing" : "");
+	} else {
+		snprintf(outcome, sizeof outcome, "all are kept, the shared pool is empty");
+	}
 	snprintf(out, n, "CURESV_RESERVATIONS: device %d: reservations total %s (%" PRIu64 " bytes), "
-		 "more than its capacity of %s: %s%s do%s not fit; all are kept, the shared pool is "
-		 "empty", device, curesv_format_bytes((int64_t)total, tot), total, capacity_shown, entry,
-		 rest, after ? "" : "es");
+		 "more than its capacity of %s: %s%s do%s not fit; %s", device,
+		 curesv_format_bytes((int64_t)total, tot), total, capacity_shown, entry, rest,
+		 after ? "" : "es", outcome);
 	return true;
+}
+
+bool curesv_config_enforce_overcommit(const curesv_config *c, char *out, size_t n)
+{
+	if (c->mode != CURESV_MODE_ENFORCE)
+		return false;
+	for (int dev = 0; dev < CURESV_MAX_DEVICES; dev++) {
+		bool set;
+		uint64_t cap = curesv_config_capacity(c, dev, &set), total = 0;
+		if (!set)
+			continue;
+		for (unsigned i = 0; i < c->n_reservations; i++)
+			if (c->reservations[i].device == dev)
+				total += c->reservations[i].size;
+		if (total <= cap)
+			continue;
+		char tot[32], capacity[32];
+		snprintf(out, n, "CURESV_MODE=enforce: device %d: the reservations (%s) do not fit its "
+			 "capacity (%s), which enforce mode never lets the device pass: make them fit (at "
+			 "run time they would be held to it)", dev, curesv_format_bytes((int64_t)total, tot),
+			 curesv_format_bytes((int64_t)cap, capacity));
+		return true;
+	}
+	return false;
 }
 
 bool curesv_config_capacity_shown(const curesv_config *c, int device, char *out, size_t n)

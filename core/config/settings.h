@@ -92,9 +92,16 @@ uint64_t curesv_config_capacity(const curesv_config *cfg, int device, bool *set)
 /* When the CURESV_RESERVATIONS of `device` total more than `capacity` bytes, writes the one warning
  * line that says so into `out` (sizes as written and in bytes; `capacity_shown` describes where the
  * capacity came from, e.g. "CURESV_CAPACITY=16M (16777216 bytes)") and returns true. The same line
- * whether the capacity was configured or is the driver's: every reservation is kept either way. */
+ * whether the capacity was configured or is the driver's. Observe mode keeps every reservation;
+ * enforce mode holds them to the capacity in declared order (the first that does not fit gets
+ * what is left, those after it nothing), and the line says what the first one gets. */
 bool curesv_config_overcommit(const curesv_config *cfg, int device, uint64_t capacity,
 			      const char *capacity_shown, char *out, size_t n);
+
+/* In enforce mode, when the reservations of a device with a configured capacity total more than
+ * it, writes the error `curesv --check` reports for the first such device into `out` and returns
+ * true: a configuration that promises more than enforce mode will keep. */
+bool curesv_config_enforce_overcommit(const curesv_config *cfg, char *out, size_t n);
 
 /* "CURESV_CAPACITY=16M (16777216 bytes)" or "CURESV_CAPACITY 1=16M (...)" for a configured capacity
  * of `device`; false when it has none. */

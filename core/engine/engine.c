@@ -249,9 +249,10 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 				"(set CURESV_CAPACITY to say otherwise)", device, total_bytes);
 		total_bytes = CURESV_SIZE_LIMIT;
 	}
+	/* read first: enforce mode holds the reservations to the capacity as it sets it */
+	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);
 	uint64_t cap = curesv_ledger_set_capacity(&e->ledger, device, total_bytes, false);
 	CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)device, .bytes = cap);
-	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);
 	if (reserved <= cap)
 		return;
 	char shown[96], fmt[32], line[512];
@@ -263,8 +264,10 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 	}
 	/* the configured ones fit: reservations made through curesv_reserve() do not */
 	curesv_log(CURESV_LOG_WARN, "device %d: reservations total %s (%" PRIu64 " bytes), more than "
-		   "its capacity of %s; the shared pool is empty", device,
-		   curesv_format_bytes((int64_t)reserved, fmt), reserved, shown);
+		   "its capacity of %s; %s", device, curesv_format_bytes((int64_t)reserved, fmt),
+		   reserved, shown, e->ledger.enforce ? "CURESV_MODE=enforce holds the latest made to "
+		   "what is left, so that the device never holds more; the shared pool is empty"
+		   : "the shared pool is empty");
 }
 
 const char *curesv_strerror(curesv_status status)

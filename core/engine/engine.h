@@ -350,11 +350,13 @@ static inline uint64_t curesv_op_stream(uint64_t stream)
 	return stream == CURESV_NO_STREAM ? 0 : stream;
 }
 
-/* Is `device`'s capacity known (configured, or the driver's total recorded)? One relaxed load. */
+/* Is `device`'s capacity known (configured, or the driver's total recorded)? One load; acquire:
+ * the reservation sizes enforce mode held to the capacity as it set it are read after it (a plain
+ * load on x86). */
 static inline bool curesv_engine_device_known(curesv_engine *e, int device)
 {
 	return device < 0 || device >= CURESV_MAX_DEVICES ||
-	       atomic_load_explicit(&e->ledger.dev[device].capacity_known, memory_order_relaxed) != 0;
+	       atomic_load_explicit(&e->ledger.dev[device].capacity_known, memory_order_acquire) != 0;
 }
 
 #endif

@@ -57,9 +57,10 @@ static void json_devices(curesv_engine *e, curesv_out *o, const curesv_snapshot 
 		const curesv_device_stats_t *dev = &s->dev[r->st.device];
 		curesv_print(o, "%s\n    {\"device\": %d, \"capacity\": %" PRId64 ", \"capacity_source\": "
 			   "\"%s\", \"reserved\": %" PRId64 ", \"allocated\": %" PRId64 ", \"peak\": %"
-			   PRId64 ", \"orphan_bytes\": %" PRId64 ", \"shared\": {", first ? "" : ",",
-			   r->st.device, dev->capacity, curesv_report_capacity_source(e, r->st.device),
-			   dev->reserved, dev->allocated, dev->peak, dev->orphan);
+			   PRId64 ", \"orphan_bytes\": %" PRId64 ", \"over_capacity\": %s, \"shared\": {",
+			   first ? "" : ",", r->st.device, dev->capacity,
+			   curesv_report_capacity_source(e, r->st.device), dev->reserved, dev->allocated,
+			   dev->peak, dev->orphan, curesv_report_over_capacity(dev) ? "true" : "false");
 		json_stats(o, &r->st, &r->streams);
 		curesv_print(o, "}, \"retired\": ");
 		json_retired(o, curesv_snapshot_retired_row(s, r->st.device));
@@ -231,6 +232,13 @@ void curesv_report_json(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 		   PRIu64 ", \"full_events\": %" PRIu64 ", \"probe_max\": %" PRIu64 ", \"bound_max\": %"
 		   PRIu64 "},\n", s->table.slots, s->table.live, s->table.high_water,
 		   s->table.full_events, s->table.probe_max, s->table.bound_max);
+	curesv_print(o, "  \"runtimes\": [");
+	for (unsigned i = 0; i < s->nruntimes; i++) {
+		curesv_print(o, "%s{\"path\": ", i ? ", " : "");
+		curesv_print_json(o, s->runtimes[i]);
+		curesv_print(o, ", \"target\": %s}", (int)i == s->runtime_target ? "true" : "false");
+	}
+	curesv_print(o, "],\n");
 	json_vmm(o, &s->vmm);
 	curesv_print(o, "  \"backtrace\": {\"depth\": %u, \"stacks\": %" PRIu32 ", \"capacity\": %"
 		     PRIu32 ", \"unrecorded\": %" PRIu64 ", \"lines\": %s},\n", s->backtrace.depth,

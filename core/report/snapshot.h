@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "base/caching.h"
+#include "base/runtimes.h"
 #include "engine/engine.h"
 #include "report/handoffs.h"
 
@@ -54,6 +55,11 @@ typedef struct curesv_snapshot {
 	curesv_leaks leaks;
 	unsigned ncachers;      /* caching allocators loaded: live at exit is partly their cache */
 	struct curesv_cacher cachers[CURESV_CACHERS];
+	/* CUDA runtimes whose calls reached curesv (runtimes.h); runtime_target: the index of the
+	 * one curesv forwards to, -1 if not known */
+	unsigned nruntimes;
+	const char *runtimes[CURESV_RUNTIMES];
+	int runtime_target;
 	curesv_table_stats_t table;
 	int64_t orphan, orphan_host;
 	uint64_t orphan_frees;
@@ -74,6 +80,13 @@ const curesv_row *curesv_snapshot_retired_row(const curesv_snapshot *s, int d);
 /* A counter of curesv_stats_t summed over every row: CURESV_SNAPSHOT_SUM(s, denied). */
 uint64_t curesv_snapshot_sum(const curesv_snapshot *s, size_t offset);
 #define CURESV_SNAPSHOT_SUM(s, field) curesv_snapshot_sum((s), offsetof(curesv_stats_t, field))
+
+/* Whether device d's peak passed its capacity (known): observe mode lets allocations through past
+ * it; enforce mode never does. */
+static inline bool curesv_report_over_capacity(const curesv_device_stats_t *dev)
+{
+	return dev->capacity_known && dev->peak > dev->capacity;
+}
 
 /* CURESV_MODE and CURESV_ATTRIBUTION as the report names them. */
 const char *curesv_mode_name(const curesv_engine *e);

@@ -195,8 +195,7 @@ static bool copy_stripes(struct curesv_table_stripe **out, const struct curesv_t
 	memcpy(*out, in, n * sizeof **out);
 	for (unsigned i = 0; i < n; i++) {
 		sane64(&(*out)[i].pending);
-		if ((*out)[i].live_seen > SANE_BYTES || (*out)[i].live_seen < -SANE_BYTES)
-			(*out)[i].live_seen = 0;
+		sane64(&(*out)[i].permits);
 	}
 	return true;
 }

@@ -16,6 +16,11 @@ static void text_device(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 		   curesv_report_capacity_source(e, d), curesv_format_bytes(dev->reserved, res),
 		   curesv_format_bytes(dev->allocated, live), curesv_format_bytes(dev->peak, peak),
 		   curesv_format_bytes(dev->orphan, orphan));
+	if (curesv_report_over_capacity(dev))
+		curesv_print(o, "curesv: device %d held more than its capacity: peak %s on %s (%s)\n", d,
+			     peak, cap, e->cfg.mode == CURESV_MODE_ENFORCE
+			     ? "allocations curesv did not see, or made before it knew the capacity"
+			     : "CURESV_MODE=observe lets allocations pass it; enforce mode refuses them");
 }
 
 static void text_row(curesv_out *o, const curesv_row *r)
@@ -330,6 +335,11 @@ void curesv_report_text(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 			   curesv_format_bytes((int64_t)s->leaks.graph_bytes, bytes), frees,
 			   frees == 1 ? "" : "s");
 	}
+	/* one runtime is the common case: named only beside another */
+	for (unsigned i = 0; s->nruntimes > 1 && i < s->nruntimes; i++)
+		curesv_print(o, "curesv: CUDA runtime %s: %s\n", (int)i == s->runtime_target
+			     ? "curesv forwards its calls to" : "beside it, whose code's calls reached curesv",
+			     s->runtimes[i]);
 	text_vmm(o, &s->vmm);
 	text_stacks(o, &s->backtrace);
 	text_leaks(e, o, s);

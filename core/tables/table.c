@@ -103,30 +103,88 @@ static uint64_t max_update(_Atomic uint64_t *target, uint64_t v)
 	return v > cur ? v : cur;
 }
 
-/* The live count's slow steps: a thread without a shard (shared count), and a stripe moving its
- * count to `live` or passing the high water it last saw. */
-void curesv_table_count_slow_(curesv_table *t, int i, int64_t n, int delta)
+/* Takes back every other stripe's idle permits (permits above pending) into `admitted`. A CAS on
+ * the permits, so that a holder's own slow step never loses what it set; a holder's insert racing
+ * it may rise one past the permits left, which its next slow step covers. */
+static void reclaim(curesv_table *t, const struct curesv_table_stripe *mine)
+{
+	unsigned n = curesv_shard_count();
+	for (unsigned j = 0; j < n; j++) {
+		struct curesv_table_stripe *s = &t->stripes[j];
+		if (s == mine)
+			continue;
+		int64_t c = atomic_load_explicit(&s->permits, memory_order_relaxed);
+		int64_t p = atomic_load_explicit(&s->pending, memory_order_relaxed);
+		if (c > p && atomic_compare_exchange_strong_explicit(&s->permits, &c, p,
+								     memory_order_relaxed,
+								     memory_order_relaxed))
+			atomic_fetch_sub_explicit(&t->admitted, c - p, memory_order_relaxed);
+	}
+}
+
+/* Admits `need` more entries (and up to `extra` more as idle permits, from room below the high
+ * water) and returns how many: `admitted` rises, never past the high water. With no room, idle
+ * permits are taken back first; if there is still none, the entries live reach the high water
+ * (nothing racing: admitted is then live exactly), which rises by `need`: a new most. */
+static int64_t admit(curesv_table *t, const struct curesv_table_stripe *mine, int64_t need,
+		     int64_t extra)
+{
+	bool reclaimed = false;
+	for (;;) {
+		int64_t a = atomic_load_explicit(&t->admitted, memory_order_relaxed);
+		int64_t room = (int64_t)atomic_load_explicit(&t->high_water, memory_order_relaxed) - a;
+		if (room >= need) {
+			int64_t g = room < need + extra ? room : need + extra;
+			if (atomic_compare_exchange_weak_explicit(&t->admitted, &a, a + g,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+				return g;
+		} else if (!reclaimed) {
+			reclaim(t, mine);
+			reclaimed = true;
+		} else {
+			max_update(&t->high_water, (uint64_t)(a + need));
+		}
+	}
+}
+
+/* Gives the stripe's idle permits past `keep` back to `admitted`. */
+static void give_back(curesv_table *t, struct curesv_table_stripe *mine, int64_t pending, int64_t keep)
+{
+	int64_t c = atomic_load_explicit(&mine->permits, memory_order_relaxed);
+	while (c - pending > keep &&
+	       !atomic_compare_exchange_weak_explicit(&mine->permits, &c, pending + keep,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+	if (c - pending > keep)
+		atomic_fetch_sub_explicit(&t->admitted, c - pending - keep, memory_order_relaxed);
+}
+
+/* The live count's slow steps: a thread without a shard (counted in `live`, admitted one by one),
+ * a stripe's insert past its permits, and a removal leaving more than 2 * batch of them idle. */
+void curesv_table_count_slow_(curesv_table *t, int i, int delta)
 {
 	if (i < 0) {
-		int64_t now = atomic_fetch_add_explicit(&t->live, delta, memory_order_relaxed) + delta;
-		if (delta > 0 && now > 0)
-			max_update(&t->high_water, (uint64_t)now);
+		if (delta > 0)
+			admit(t, NULL, 1, 0);
+		atomic_fetch_add_explicit(&t->live, delta, memory_order_relaxed);
+		if (delta < 0)
+			atomic_fetch_sub_explicit(&t->admitted, 1, memory_order_relaxed);
 		return;
 	}
 	struct curesv_table_stripe *mine = &t->stripes[i];
-	n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
-	if (n < 0 || n > t->batch) {
-		atomic_store_explicit(&mine->pending, 0, memory_order_relaxed);
-		mine->live_seen = atomic_fetch_add_explicit(&t->live, n, memory_order_relaxed) + n;
-		n = 0;
+	int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
+	if (delta > 0) {
+		int64_t need = n - atomic_load_explicit(&mine->permits, memory_order_relaxed);
+		if (need > 0)
+			atomic_fetch_add_explicit(&mine->permits, admit(t, mine, need, t->batch),
+						  memory_order_relaxed);
+		atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
 	} else {
 		atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
+		give_back(t, mine, n, t->batch);
 	}
-	int64_t seen = mine->live_seen + n;
-	if (delta > 0 && seen > 0 && (uint64_t)seen > mine->high_water_seen)
-		mine->high_water_seen = max_update(&t->high_water, (uint64_t)seen);
-	int64_t room = (int64_t)mine->high_water_seen - mine->live_seen;
-	mine->rise_limit = room < t->batch ? room : t->batch;
+	mine->fall_limit = atomic_load_explicit(&mine->permits, memory_order_relaxed) - 2 * t->batch;
 }
 
 /* I1, I2: make bound[home] cover distance d, clearing any remover's scanning bit. The acq_rel RMW
@@ -428,7 +486,11 @@ void curesv_table_stats(curesv_table *t, curesv_table_stats_t *out)
 	for (unsigned i = 0; i < n; i++)
 		live += atomic_load_explicit(&t->stripes[i].pending, memory_order_relaxed);
 	out->live = live > 0 ? (uint64_t)live : 0;
+	/* a read racing updates can sum more than was live at once: never show less than it shows
+	 * live (no write: a reader of another process's books reads them only) */
 	out->high_water = atomic_load_explicit(&t->high_water, memory_order_relaxed);
+	if (out->high_water < out->live)
+		out->high_water = out->live;
 	out->full_events = atomic_load_explicit(&t->full_events, memory_order_relaxed);
 	out->probe_max = atomic_load_explicit(&t->probe_max, memory_order_relaxed);
 	out->bound_max = 0;

@@ -69,16 +69,19 @@ struct curesv_slot {
 	_Atomic uint32_t bound;         /* home bucket's probe bound (bits 0..30) | scanning (bit 31) */
 };
 
-/* A thread's part of the live count (one per shard index, shard.h), written by its holder alone:
- * entries it added and not yet moved to the table's `live` (0..batch), and what it last learned
- * of the shared figures, so that an insert reads no line that other threads write. */
+/* A thread's part of the live count (one per shard index, shard.h). `pending` is written by its
+ * holder alone: entries it added less entries it took out (any thread's), so it may go below 0.
+ * `permits` is how far `pending` may rise without a slow step: the shared `admitted` counts every
+ * stripe's permits, and admitted never passes the high water, so an insert within its permits
+ * cannot make a new most and reads no line that other threads write. A thread that finds the
+ * table at its high water takes other stripes' idle permits back (permits - pending), by CAS. */
 struct curesv_table_stripe {
 	_Atomic int64_t pending;        /* read by curesv_table_stats */
-	int64_t live_seen;              /* `live` just after this thread last moved its count */
-	uint64_t high_water_seen;       /* `high_water` as this thread last read or raised it */
-	/* The most `pending` may rise to without a slow step: min(batch, high_water_seen -
-	 * live_seen), so that an insert makes one comparison. */
-	int64_t rise_limit;
+	_Atomic int64_t permits;        /* written by the holder and by other threads' reclaims */
+	/* Below this, a removal gives idle permits back: permits (as the holder last set them) less
+	 * 2 * batch. A reclaim only lowers permits, so a stale floor gives back early, never late. */
+	int64_t fall_limit;
+	int64_t spare_;
 } __attribute__((aligned(64)));
 
 typedef struct curesv_table {
@@ -86,16 +89,17 @@ typedef struct curesv_table {
 	struct curesv_table_stripe *stripes;    /* [CURESV_SHARDS], after the slots */
 	uint64_t mask;                  /* slots - 1 */
 	uint64_t probe_limit;           /* insert gives up (table full) after this many probes */
-	int64_t batch;                  /* a stripe moves its count to `live` past this */
+	int64_t batch;                  /* permits a stripe takes beyond its need, and keeps idle */
 	size_t mapped;                  /* bytes of the mapping */
 	/* One word per slot beside the 32-byte slots, for what only some entries carry (stacks.h:
 	 * the allocation's stack); NULL unless its owner mapped it. The table never reads it. */
 	_Atomic uint64_t *notes;
-	/* Written once per `batch` inserts or removes of a thread (or each one of a thread without a
-	 * shard), and read only then: a line of its own. */
-	_Alignas(64) _Atomic int64_t live;      /* entries now, less what stripes hold */
-	/* Read by inserts, written at a new maximum only: a line apart from `live`. */
-	_Alignas(64) _Atomic uint64_t high_water;       /* most entries at once (see below) */
+	/* Entries of threads without a shard: written by those alone (rare). */
+	_Alignas(64) _Atomic int64_t live;
+	/* `live` + every stripe's permits: at least the entries live, and never above `high_water`
+	 * (nothing racing). Written when a stripe takes or gives permits, read with it: one line. */
+	_Alignas(64) _Atomic int64_t admitted;
+	_Atomic uint64_t high_water;       /* most entries at once (see below) */
 	_Atomic uint64_t full_events;   /* inserts refused for want of a free slot */
 	_Atomic uint64_t probe_max;     /* longest probe distance any insert ever used */
 } curesv_table;
@@ -105,10 +109,12 @@ typedef struct curesv_ticket {
 	uint64_t index, home, distance, state;
 } curesv_ticket;
 
-/* `live` is exact at quiescence (the stripes are summed). `high_water` is the most entries a thread
- * saw (`live` as it last moved its count + its own stripe) when it inserted: exact for one thread,
- * and at most `batch` (min(64, slots / 1024)) per other thread below the true figure, since the
- * thread that last moved its count saw `live` exact and misses only the other stripes. */
+/* `live` is exact at quiescence (the stripes are summed). `high_water` is the most entries live at
+ * once, exactly, when no two updates race: it rises only when an insert finds no permit below it
+ * after taking back every idle one, that is when the entries live already reach it. Under races it
+ * can read low by one per thread whose insert raced a reclaim of its stripe (until that thread's
+ * next slow step), and high by the permits another thread took or gave back during the raise
+ * (at most batch + 1 per racing thread); a read raises it to the live figure it finds. */
 typedef struct curesv_table_stats {
 	uint64_t slots, live, high_water, full_events;
 	uint64_t probe_max;     /* longest insert probe ever (distance, 0 = home slot) */

@@ -82,28 +82,29 @@ CURESV_HOT void curesv_slot_read(const struct curesv_slot *s, uint64_t st, cures
 }
 
 /* table.c: the live count's other steps, and the general insert, take and commit. */
-void curesv_table_count_slow_(curesv_table *t, int shard, int64_t n, int delta);
+void curesv_table_count_slow_(curesv_table *t, int shard, int delta);
 bool curesv_table_insert_slow_(curesv_table *t, const curesv_entry *e, curesv_entry *old);
 bool curesv_table_take_slow_(curesv_table *t, uint64_t ptr, curesv_entry *out,
 			     curesv_ticket *ticket);
 void curesv_table_lower_bound_(curesv_table *t, uint64_t home, uint64_t d);
 void curesv_table_raise_bound_(curesv_table *t, uint64_t home, uint64_t d);
 
-/* The calling thread's share of the live count moves by `delta` (+1 or -1): in its stripe while it
- * stays within [0, batch] and, rising, below the high water the thread last saw; the count moves
- * to `live` or the high water rises otherwise (table.c). */
+/* The calling thread's share of the live count moves by `delta` (+1 or -1) in its stripe: an
+ * insert while its permits cover it, a removal while the permits it leaves idle stay within
+ * 2 * batch; otherwise the stripe takes or gives permits (table.c). */
 CURESV_HOT void curesv_table_count_(curesv_table *t, int i, int delta)
 {
 	if (__builtin_expect(i >= 0, 1)) {
 		struct curesv_table_stripe *mine = &t->stripes[i];
 		int64_t n = atomic_load_explicit(&mine->pending, memory_order_relaxed) + delta;
-		/* falling, pending stays within [0, batch] while it stays >= 0 */
-		if (__builtin_expect(delta < 0 ? n >= 0 : n <= mine->rise_limit, 1)) {
+		if (__builtin_expect(delta < 0 ? n >= mine->fall_limit
+					       : n <= atomic_load_explicit(&mine->permits,
+									   memory_order_relaxed), 1)) {
 			atomic_store_explicit(&mine->pending, n, memory_order_relaxed);
 			return;
 		}
 	}
-	curesv_table_count_slow_(t, i, 0, delta);
+	curesv_table_count_slow_(t, i, delta);
 }
 
 /* The common case of an insert, given the payload's words (curesv_slot_publish_words): no key of

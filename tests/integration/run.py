@@ -417,15 +417,64 @@ TWO_RUNTIMES = re.compile(
 
 
 def check_two_runtimes(report, out):
-    """One warning names both runtimes; the plugin's allocation reached .13 through curesv."""
+    """One warning names both runtimes; the plugin's allocation reached .13 through curesv; the
+    report names both, .13 as the one curesv forwards to."""
     warned = [line for line in out.splitlines() if "two CUDA runtimes" in line]
     expect("warnings", len(warned), 1)
-    if not TWO_RUNTIMES.fullmatch(warned[0]):
+    m = TWO_RUNTIMES.fullmatch(warned[0])
+    if not m:
         raise AssertionError("unexpected warning: %r" % warned[0])
+    expect("report's runtimes", report["runtimes"],
+           [{"path": m.group(1), "target": True}, {"path": m.group(2), "target": False}])
     shared = report["shared"]
     expect("allocs", shared["allocs"], 2)
     expect("frees", shared["frees"], 2)
     return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_one_runtime(report, out):
+    """A program with one runtime: the report names it as the one curesv forwards to, no warning."""
+    expect("warnings", [line for line in out.splitlines() if "CUDA runtimes" in line], [])
+    runtimes = report["runtimes"]
+    expect("runtimes", len(runtimes), 1)
+    expect("target", runtimes[0]["target"], True)
+    if not runtimes[0]["path"].endswith("/libcudart.so.13"):
+        raise AssertionError("runtime: %r" % runtimes[0]["path"])
+    return check_handoff("device")(report, out)
+
+
+def check_table_high_water(report, out):
+    """Ten allocations live at once, made by four threads one after another: high water 10."""
+    expect("program", out.strip(), "table_hw: ok")
+    expect("table high water", report["table"]["high_water"], 10)
+    expect("table live", report["table"]["live"], 0)
+    shared = report["shared"]
+    expect("shared allocs", shared["allocs"], 10)
+    return shared["allocs"], shared["frees"], shared["cross_thread_frees"]
+
+
+def check_held(kept, size, over):
+    """hold 4 524288 under big=2M on a 1 MiB device: `kept` allocations pass, big's size reads
+    `size`, and the report marks the device over its capacity exactly when `over`."""
+    def check(report, out):
+        expect("program", printed_line(out, "hold:"), "hold: %d of 4 allocated" % kept)
+        big = res(report, "big")
+        expect("big size", big["size"], size)
+        expect("big allocs", big["allocs"], kept)
+        expect("big denied", big["denied"], 4 - kept)
+        dev = report["devices"][0]
+        expect("device capacity", dev["capacity"], 1 << 20)
+        expect("device peak", dev["peak"], kept * 512 * KiB)
+        expect("over_capacity", dev.get("over_capacity"), over)
+        return big["allocs"], big["frees"], big["cross_thread_frees"]
+    return check
+
+
+def printed_line(out, prefix):
+    lines = [line for line in out.splitlines() if line.startswith(prefix)]
+    if len(lines) != 1:
+        raise AssertionError("%r lines: %r" % (prefix, lines))
+    return lines[0]
 
 
 def check_slow_free(pairs):
@@ -1258,8 +1307,40 @@ def cases(stack, bindir, sanitized=False):
     for scope in ("global", "local"):
         out.append(Case("runtime dlclosed and dlopened again (%s)" % scope, [b("reload"), scope],
                         check_reload, same_output=True, stacks=("sim",)))
+    # enforce mode: a device never holds more than its capacity, whatever the reservations say
+    held_env = {"CURESV_MODE": "enforce", "CURESV_CAPACITY": "1M", "CURESV_RESERVATIONS": "big=2M",
+                "CURESV_ATTACH": "hold=big"}
+    out.append(Case("enforce: a reservation past the capacity is held to it",
+                    [b("hold"), "4", "524288"], check_held(2, 1 << 20, False), env=held_env))
+    out.append(Case("enforce: a reservation past the capacity is held to it (driver API)",
+                    [b("hold"), "4", "524288", "driver"], check_held(2, 1 << 20, False),
+                    env=held_env))
+    out.append(Case("enforce: a reservation past the driver's total is held to it",
+                    [b("hold"), "4", "524288"], check_held(2, 1 << 20, False), stacks=("sim",),
+                    env=dict({k: v for k, v in held_env.items() if k != "CURESV_CAPACITY"},
+                             CUDA_SIM_TOTAL_MEM="1M")))
+    out.append(Case("observe: the report marks a device that held more than its capacity",
+                    [b("hold"), "4", "524288"], check_held(4, 2 << 20, True),
+                    env=dict(held_env, CURESV_MODE="observe")))
+    out.append(Case("observe: the text report says the device held more than its capacity",
+                    [b("hold"), "4", "524288"],
+                    check_has("curesv: device 0 held more than its capacity: peak 2 MiB on 1 MiB "
+                              "(CURESV_MODE=observe lets allocations pass it; enforce mode refuses "
+                              "them)"),
+                    env=dict(held_env, CURESV_MODE="observe"), report="text"))
+    out.append(Case("table high water: ten live at once from four threads", [b("table_hw")],
+                    check_table_high_water))
     out.append(Case("two runtimes: a plugin linked with libcudart.so.12 beside .13",
                     [b("two_runtimes")], check_two_runtimes, same_output=True, stacks=("sim",)))
+    # the plugin only allocates and frees, after the program's first cudaMalloc and cudaFree: its
+    # own runtime never starts, its calls bind to curesv's, which forwards them to .13; lazily
+    # bound (first call) and bound at load
+    for bind in ("lazy", "now"):
+        out.append(Case("two runtimes: the .12 plugin's first calls come late (%s binding)" % bind,
+                        [b("two_runtimes"), "allocs"], check_two_runtimes, same_output=True,
+                        stacks=("sim",), env={"LD_BIND_NOW": "1"} if bind == "now" else {}))
+    out.append(Case("one runtime: the report names it", [b("families"), "runtime"],
+                    check_one_runtime, env=HANDOFF_ENV, stacks=("sim",)))
     # Resident memory under a sanitizer's runtime is the runtime's: the plain shim only
     out.append(Case("thread churn: 100000 threads, 8 at a time, memory flat",
                     [b("churn"), "100000", "8", "5000"], check_churn(100000), sanitized=False,
@@ -1758,6 +1839,24 @@ def launcher_cases(launcher, b):
                          "curesv: CURESV_MOD: unknown variable, ignored (did you mean "
                          "CURESV_MODE?)"),
              env={"CURESV_MOD": "observe"}, exit_code=2, report="absent", sanitized=False),
+        Case("launcher --check: enforce mode with reservations past the capacity, exit 2",
+             [launcher, "--check", "--mode", "enforce", "--capacity", "1M", "--reserve", "big=2M",
+              "--attach", "hold=big"],
+             check_lines("curesv: configuration: 1 error, 1 warning",
+                         "curesv: --reserve: device 0: reservations total 2 MiB (2097152 bytes), "
+                         "more than its capacity of 1M (1048576 bytes, CURESV_CAPACITY): 'big=2M' "
+                         "does not fit; enforce mode holds them to it: 'big' gets 1 MiB, the "
+                         "shared pool nothing",
+                         "curesv: CURESV_MODE=enforce: device 0: the reservations (2 MiB) do not "
+                         "fit its capacity (1 MiB), which enforce mode never lets the device pass: "
+                         "make them fit (at run time they would be held to it)"),
+             exit_code=2, report="absent", sanitized=False),
+        Case("launcher: enforce mode with reservations past the capacity starts nothing",
+             [launcher, "--mode", "enforce", "--capacity", "1M", "--reserve", "big=2M", "--attach",
+              "hold=big", "--", b("hold"), "4", "524288"],
+             check_has("curesv: invalid configuration: the program was not started (curesv "
+                       "--check [options] lists the same)"),
+             exit_code=2, report="absent", sanitized=False),
         Case("launcher --check: what a new user writes, and what to write instead",
              [launcher, "--check", "--reserve", "producer=1.5G", "--reserve", "a=100 MB",
               "--reserve", "b=1GB", "--reserve", "producer=1M;consumer=64K", "--reserve",

@@ -1,6 +1,7 @@
 /* Two runtimes in one process: linked with libcudart.so.13, it allocates, then dlopens (RTLD_LOCAL)
  * libcudaplugin12.so from its own folder, a plugin linked with libcudart.so.12, which allocates
- * too. Prints what each call returned. */
+ * too. Prints what each call returned. With "allocs" the plugin only allocates and frees
+ * (plugin_allocs), so that its own runtime never starts. */
 #include <cuda_runtime_api.h>
 
 #include <dlfcn.h>
@@ -23,8 +24,9 @@ int main(int argc, char **argv)
 		printf("dlopen: %s\n", dlerror());
 		return 1;
 	}
-	int (*run)(char *, size_t) = (int (*)(char *, size_t))dlsym(plugin, "plugin_run");
-	char line[256] = "plugin_run not found";
+	const char *entry = argc > 1 && strcmp(argv[1], "allocs") == 0 ? "plugin_allocs" : "plugin_run";
+	int (*run)(char *, size_t) = (int (*)(char *, size_t))dlsym(plugin, entry);
+	char line[256] = "the plugin's entry point not found";
 	int bad = !run || run(line, sizeof line);
 	printf("%s\n", line);
 	return bad || a != cudaSuccess || f != cudaSuccess;

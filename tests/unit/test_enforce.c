@@ -2,6 +2,7 @@
  * reserves and releases race the shared pool's charges; per-thread leases never cost a grant that
  * fits; requests past every budget are refused. */
 #include "engine_helpers.h"
+#include "report/snapshot.h"
 
 static curesv_engine E;
 
@@ -393,5 +394,82 @@ Test(enforce, a_transfer_past_the_budget_is_refused_under_caller_attribution)
 	cr_assert_eq(origin_of(&E, fake_ptr(2)), CURESV_SHARED);
 	actor_stop(&owner);
 	actor_stop(&freer);
+	curesv_engine_destroy(&E);
+}
+
+/* ---- reservations made before the capacity was known ---------------------------------------- */
+
+/* CURESV_RESERVATIONS are made before the capacity is set: in enforce mode one past the capacity
+ * is held to it, so the device never holds more than its capacity (four 512 KiB allocations under
+ * a 2 MiB reservation on a 1 MiB device: two pass). */
+Test(enforce, a_reservation_past_the_capacity_is_held_to_it)
+{
+	ENGINE(&E, "CURESV_MODE=enforce", "CURESV_CAPACITY=1M", "CURESV_RESERVATIONS=big=2M",
+	       "CURESV_ATTACH=att=big", "CURESV_LOG=error");
+	struct actor a;
+	actor_start(&a, &E, "att");
+	int granted = 0;
+	for (uint64_t i = 0; i < 4; i++)
+		granted += actor_alloc(&a, fake_ptr(i), 512 * KiB) == GRANTED;
+	cr_assert_eq(granted, 2);
+	EXPECT_RES(&E, "big", .size = 1 * MiB, .allocated = 1 * MiB, .peak = 1 * MiB,
+		   .caller_view = 1 * MiB, .allocs = 2, .denied = 2);
+	curesv_device_stats_t ds = dev_stats(&E, 0);
+	cr_assert_eq(ds.reserved, 1 * MiB);
+	cr_assert_leq(ds.peak, 1 * MiB);
+	/* nothing is left for the shared pool */
+	cr_assert_eq(eng_alloc(&E, fake_ptr(9), 1), DENIED);
+	for (uint64_t i = 0; i < 2; i++)
+		cr_assert(actor_free(&a, fake_ptr(i)));
+	actor_stop(&a);
+	curesv_engine_destroy(&E);
+}
+
+/* Several reservations: in the order declared, the first that passes the capacity gets what is
+ * left and those after it nothing. */
+Test(enforce, reservations_past_the_capacity_are_held_in_declared_order)
+{
+	ENGINE(&E, "CURESV_MODE=enforce", "CURESV_CAPACITY=3M",
+	       "CURESV_RESERVATIONS=a=1M,b=1M@1,c=3M,d=1M", "CURESV_LOG=error");
+	EXPECT_RES(&E, "a", .size = 1 * MiB);
+	EXPECT_RES(&E, "b", .device = 1, .size = 1 * MiB);     /* device 1: its own capacity */
+	EXPECT_RES(&E, "c", .size = 2 * MiB);
+	EXPECT_RES(&E, "d", .size = 0);
+	cr_assert_eq(dev_stats(&E, 0).reserved, 3 * MiB);
+	curesv_engine_destroy(&E);
+}
+
+/* The capacity learned late from the driver holds reservations made before it, whether from the
+ * environment or through curesv_reserve; observe mode keeps them (and the report marks the device
+ * when it held more than its capacity). */
+Test(enforce, a_capacity_learned_from_the_driver_holds_earlier_reservations)
+{
+	ENGINE(&E, "CURESV_MODE=enforce", "CURESV_RESERVATIONS=big=2M", "CURESV_LOG=error");
+	cr_assert_eq(curesv_engine_reserve(&E, "late", 1 * MiB, 0), CURESV_OK);
+	curesv_engine_device_total(&E, 0, 1 * MiB);
+	EXPECT_RES(&E, "big", .size = 1 * MiB);
+	EXPECT_RES(&E, "late", .size = 0);
+	cr_assert_eq(dev_stats(&E, 0).reserved, 1 * MiB);
+	/* once the capacity is known, a reservation past it is refused, as before */
+	cr_assert_eq(curesv_engine_reserve(&E, "more", 1, 0), CURESV_ERR_CAPACITY);
+	curesv_engine_destroy(&E);
+}
+
+Test(enforce, observe_mode_keeps_reservations_past_the_capacity)
+{
+	ENGINE(&E, "CURESV_CAPACITY=1M", "CURESV_RESERVATIONS=big=2M", "CURESV_ATTACH=att=big",
+	       "CURESV_LOG=error");
+	struct actor a;
+	actor_start(&a, &E, "att");
+	for (uint64_t i = 0; i < 4; i++)
+		cr_assert_eq(actor_alloc(&a, fake_ptr(i), 512 * KiB), GRANTED);
+	EXPECT_RES(&E, "big", .size = 2 * MiB, .allocated = 2 * MiB, .peak = 2 * MiB,
+		   .caller_view = 2 * MiB, .allocs = 4);
+	curesv_device_stats_t ds = dev_stats(&E, 0);
+	cr_assert_eq(ds.peak, 2 * MiB);
+	cr_assert(curesv_report_over_capacity(&ds));
+	for (uint64_t i = 0; i < 4; i++)
+		cr_assert(actor_free(&a, fake_ptr(i)));
+	actor_stop(&a);
 	curesv_engine_destroy(&E);
 }
