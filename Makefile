@@ -76,7 +76,8 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live test \
+.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live \
+	check-hazards test \
 	deps deps-build \
 	demo bench fuzz soak clean install uninstall
 all: $(O)/libcuresv.so
@@ -319,6 +320,19 @@ check-live: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/live.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
+# The catalogue of hazards (tests/integration/hazards.py, README's list in tests/HAZARDS.md): each
+# feature that touches files, descriptors or signals, run through each hazard a preloaded library
+# meets, against the same program without curesv. Cases that need root say SKIPPED without it.
+$(IT)/hazard: tests/integration/hazard.c $(SIM_LINKS) | $(IT)
+	$(IT_CC) $< $(IT_DYN) -ldl -o $@
+$(IT)/seccomp_run: tests/integration/seccomp_run.c | $(IT)
+	$(IT_CC) $< -o $@
+
+check-hazards: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(IT_BIN)/hazard $(IT_BIN)/seccomp_run
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/hazards.py \
+		--lib $(O)/libcuresv.so --bin $(IT_BIN) $(HAZARDS_ARGS)
+
 # ---- the demo ---------------------------------------------------------------------------------------
 demo: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/libcuresv.so $(BUILD)/plain/it/handoff
@@ -339,7 +353,7 @@ check-layers:
 test: deps
 	$(MAKE) check-layers
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools check-live \
-		sim-selftest soak
+		check-hazards sim-selftest soak
 	$(MAKE) VARIANT=asan check-unit check-integration soak
 	$(MAKE) VARIANT=tsan check-unit check-integration
 	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)
