@@ -253,13 +253,44 @@ static void die_by(int sig, int i)
 	raise(sig);
 }
 
+/* The report runs on a stack of its own: the signal may land on a thread with a small one
+ * (PTHREAD_STACK_MIN, 16 KiB, most of it the signal frame), which the report would overflow.
+ * One report at a time uses it. */
+#define REPORT_STACK (256 * 1024)
+static _Alignas(64) char report_stack[REPORT_STACK];
+static _Atomic bool report_stack_taken;
+static ucontext_t report_context, handler_context;
+static int report_sig;
+static const char *report_unsafe;
+
+static void report_entry(void)
+{
+	curesv_shim_report_on_signal(report_sig, report_unsafe, CURESV_SIGNAL_WAIT);
+}
+
+static void report(int sig, void *context)
+{
+	const char *unsafe = unsafe_here(context);
+	if (atomic_exchange_explicit(&report_stack_taken, true, memory_order_acq_rel))
+		return; /* another thread is writing it: this signal ends the process now */
+	report_sig = sig;
+	report_unsafe = unsafe;
+	if (getcontext(&report_context) != 0)
+		return;
+	report_context.uc_stack.ss_sp = report_stack;
+	report_context.uc_stack.ss_size = sizeof report_stack;
+	report_context.uc_link = &handler_context;
+	makecontext(&report_context, report_entry, 0);
+	swapcontext(&handler_context, &report_context);
+}
+
 static void on_signal(int sig, siginfo_t *info, void *context)
 {
 	int saved = errno;
 	int i = slot_of(sig);
 	if (i < 0)
 		return;
-	curesv_shim_report_on_signal(sig, unsafe_here(context), CURESV_SIGNAL_WAIT);
+	report(sig, context);
 	die_by(sig, i);
 	errno = saved; /* the program set another action meanwhile: it goes on */
 }

@@ -20,7 +20,11 @@
  *                                   (the driver loaded before, so that the program itself runs)
  *     hazard eintr                  allocations under a 100 us interval timer (handler, no SA_RESTART)
  *     hazard tinystack              the first CUDA call and the rest on a PTHREAD_STACK_MIN thread
+ *                                   (with HAZARD_END=TERM, that thread raises SIGTERM)
  *     hazard spin                   "hazard: ready", then allocates until killed
+ *     hazard busy                   3 threads in malloc/free and cudaMalloc/cudaFree without end,
+ *                                   SIGINT and SIGTERM blocked in the main thread: a signal lands on
+ *                                   one of them, anywhere
  * With HAZARD_END=TERM in the environment, the program ends by SIGTERM instead of exiting.
  */
 #define _GNU_SOURCE
@@ -217,6 +221,36 @@ static int spawn(void)
 	return 0;
 }
 
+static void *churning(void *arg)
+{
+	for (unsigned i = 0;; i++) {
+		void *p, *q = malloc(64 + i % 4096);
+		if (cudaMalloc(&p, 4096 + (size_t)(i % 64) * 256) == cudaSuccess)
+			cudaFree(p);
+		free(q);
+	}
+	return NULL;
+}
+
+/* The signal lands on a thread in the middle of malloc, free or curesv's hooks: the main thread
+ * blocks it, the others never stop allocating. */
+static int busy(void)
+{
+	work();
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, churning, NULL);
+	/* after the threads are made: they would inherit the mask */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &term, NULL);
+	ready();
+	sleep_forever();
+	return 0;
+}
+
 static int nofile(void)
 {
 	/* the driver the runtime loads at its first call is there already: that dlopen needs no
@@ -262,6 +296,13 @@ static void *tiny(void *arg)
 {
 	work();
 	*(int *)arg = pairs(500);
+	const char *end = getenv("HAZARD_END");
+	if (end && strcmp(end, "TERM") == 0) {
+		/* the signal's handler runs on this thread's stack */
+		printf("hazard: tiny stack %s\n", *(int *)arg ? "ok" : "FAILED");
+		fflush(stdout);
+		raise(SIGTERM);
+	}
 	return NULL;
 }
 
@@ -333,6 +374,8 @@ int main(int argc, char **argv)
 		execl(argv[0], argv[0], "plain", (char *)NULL);
 		return 1;
 	}
+	if (strcmp(mode, "busy") == 0)
+		return busy();
 	if (strcmp(mode, "nofile") == 0)
 		return nofile();
 	if (strcmp(mode, "eintr") == 0)
