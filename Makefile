@@ -320,7 +320,7 @@ check-live: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/live.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
-# The catalogue of hazards (tests/integration/hazards.py, README's list in tests/HAZARDS.md): each
+# The catalogue of hazards (tests/integration/hazards.py; its table is tests/HAZARDS.md): each
 # feature that touches files, descriptors or signals, run through each hazard a preloaded library
 # meets, against the same program without curesv. Cases that need root say SKIPPED without it.
 $(IT)/hazard: tests/integration/hazard.c $(SIM_LINKS) | $(IT)
