@@ -98,8 +98,9 @@ class Hazard:
     mount that is gone afterwards: not examined). `data`: the program writes ctx.data, which must
     read the same with curesv. `features`: the columns run."""
     def __init__(self, name, argv, features=ALL, send=None, files="whole", root=False,
-                 data=False, out_in_mount=False, launcher=False, needs=None, repeat=1):
-        self.repeat = repeat
+                 data=False, out_in_mount=False, launcher=False, needs=None, repeat=1,
+                 sanitized=True):
+        self.repeat, self.sanitized = repeat, sanitized
         self.name, self.argv, self.features, self.send = name, argv, features, send
         self.files, self.root, self.data = files, root, data
         self.out_in_mount, self.launcher, self.needs = out_in_mount, launcher, needs
@@ -216,8 +217,10 @@ HAZARDS = [
     Hazard("a read-only tmpfs holds the files", prog("plain", wrap=in_mount("ro,size=64k")),
            features=("trace-rmm", "report", "exitcode", "signal"), root=True, out_in_mount=True,
            files="lost"),
+    # (not under a sanitizer: its runtime reads /proc/self/maps to start)
     Hazard("no /proc (unmounted in a private mount namespace)", prog("plain", wrap=no_proc),
-           features=("trace-rmm", "trace-chrome", "report", "exitcode", "signal"), root=True),
+           features=("trace-rmm", "trace-chrome", "report", "exitcode", "signal"), root=True,
+           sanitized=False),
     # seccomp
     Hazard("seccomp: flock denied", prog("plain", wrap=seccomp("flock")),
            features=("trace-rmm", "report", "exitcode", "signal")),
@@ -291,7 +294,7 @@ def cell(args, hazard, fkey):
         if hazard.launcher:
             argv = [LAUNCHER, "--lib", args.lib, "--"] + argv
         else:
-            env["LD_PRELOAD"] = args.lib
+            env["LD_PRELOAD"] = " ".join(x for x in (args.sanitizer_runtime, args.lib) if x)
         status, out, err = run(argv, env, hazard.send)
         ours, rest, err_report = split_err(err)
         want_ours, want_rest, _ = split_err(want_err)
@@ -363,6 +366,9 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--only", default="")
     ap.add_argument("--list", action="store_true", help="print the table of rows and columns")
+    ap.add_argument("--sanitizer-runtime", default="",
+                    help="preloaded before a sanitized libcuresv.so (rows under the launcher, "
+                         "which puts libcuresv.so first, are left out)")
     args = ap.parse_args()
     args.lib, args.bin = os.path.abspath(args.lib), os.path.abspath(args.bin)
     if args.list:
@@ -376,6 +382,8 @@ def main():
             if args.only and args.only not in name:
                 continue
             try:
+                if (hazard.launcher or not hazard.sanitized) and args.sanitizer_runtime:
+                    continue
                 if hazard.root and os.geteuid() != 0:
                     raise Skip("not root (mounts and namespaces need it)")
                 if hazard.root and not shutil.which("unshare"):
