@@ -98,6 +98,12 @@ $(O)/shim/dlsym.o: shim/dlsym.c Makefile | $(CUDA_INC)/cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -fsanitize=%,$(CFLAGS_ALL)) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
 
+# So do the sigaction and signal interposers (the sanitizers install their handlers through them
+# as they start), and the signal handler they install: never instrumented either.
+$(O)/shim/signals.o: shim/signals.c Makefile | $(CUDA_INC)/cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -fsanitize=%,$(CFLAGS_ALL)) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
+
 $(O)/shim/main.o: shim/main.c Makefile | $(CUDA_INC)/cuda.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(SHIM_CFLAGS) $(if $(INTERP),-DCURESV_INTERP='"$(INTERP)"') -MMD -MP \
@@ -330,8 +336,10 @@ $(IT)/seccomp_run: tests/integration/seccomp_run.c | $(IT)
 
 check-hazards: $(O)/libcuresv.so sim
 	$(MAKE) VARIANT=plain $(IT_BIN)/hazard $(IT_BIN)/seccomp_run
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/hazards.py \
-		--lib $(O)/libcuresv.so --bin $(IT_BIN) $(HAZARDS_ARGS)
+		--lib $(O)/libcuresv.so --bin $(IT_BIN) \
+		$(if $(SAN_RUNTIME),--sanitizer-runtime $(SAN_RUNTIME)) $(HAZARDS_ARGS)
 
 # ---- the demo ---------------------------------------------------------------------------------------
 demo: deps-build
@@ -354,8 +362,8 @@ test: deps
 	$(MAKE) check-layers
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools check-live \
 		check-hazards sim-selftest soak
-	$(MAKE) VARIANT=asan check-unit check-integration soak
-	$(MAKE) VARIANT=tsan check-unit check-integration
+	$(MAKE) VARIANT=asan check-unit check-integration check-hazards soak
+	$(MAKE) VARIANT=tsan check-unit check-integration check-hazards
 	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)
 	$(MAKE) -j2 fuzz
 
