@@ -224,6 +224,8 @@ HAZARDS = [
     # seccomp
     Hazard("seccomp: flock denied", prog("plain", wrap=seccomp("flock")),
            features=("trace-rmm", "report", "exitcode", "signal")),
+    Hazard("seccomp: statx denied, and close_range then a data file on the freed numbers",
+           prog("closeall", "DATA", wrap=seccomp("statx")), features=NO_LIVE, data=True),
     Hazard("seccomp: files with O_CREAT denied", prog("plain", wrap=seccomp("open-creat")),
            features=("trace-rmm", "report", "exitcode", "signal"), files="lost"),
     Hazard("seccomp: memfd_create, ftruncate and shared mmap denied",

@@ -3,7 +3,7 @@
  *
  *     seccomp_run RULE[,RULE...] PROGRAM [ARGS...]
  *
- * RULE: flock, memfd_create, ftruncate, open-creat (openat and open with O_CREAT: every file
+ * RULE: flock, memfd_create, ftruncate, statx (older container profiles lack it), open-creat (openat and open with O_CREAT: every file
  * curesv creates, none the dynamic loader opens), mmap-shared (mmap with MAP_SHARED). Everything
  * else is allowed. x86-64 only (the filter checks the architecture and kills on any other). */
 #define _GNU_SOURCE
@@ -77,6 +77,8 @@ int main(int argc, char **argv)
 			deny(SYS_flock);
 		} else if (strcmp(r, "memfd_create") == 0) {
 			deny(SYS_memfd_create);
+		} else if (strcmp(r, "statx") == 0) {
+			deny(SYS_statx);
 		} else if (strcmp(r, "ftruncate") == 0) {
 			deny(SYS_ftruncate);
 		} else if (strcmp(r, "open-creat") == 0) {
