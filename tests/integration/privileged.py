@@ -298,7 +298,7 @@ def dpkg_lock_wait(args, tmp):
             raise Skip("another apt or dpkg holds the lock now")
         p = subprocess.Popen([script, "packages", pkg], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
-                             env=dict(os.environ, CURESV_DPKG_LOCK_WAIT="120"))
+                             env=dict(os.environ, DPKG_LOCK_WAIT="120"))
         try:
             waiting = p.stderr.readline() + p.stderr.readline()
             time.sleep(2)
@@ -308,7 +308,7 @@ def dpkg_lock_wait(args, tmp):
         out, err = p.communicate(timeout=120)
     expect("install-deps while the lock was held: first lines", waiting,
            "curesv: installing %s\ncuresv: another apt or dpkg holds the dpkg lock: waiting for "
-           "it (at most 120s, CURESV_DPKG_LOCK_WAIT)\n" % pkg)
+           "it (at most 120s, DPKG_LOCK_WAIT)\n" % pkg)
     expect("install-deps 2 s later (still waiting)", still, None)
     expect("install-deps once the lock was let go", (p.returncode, out, err), (0, "", ""))
 
