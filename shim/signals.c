@@ -18,7 +18,8 @@
  *
  * Not seen: a program that sets actions by the raw rt_sigaction system call (Go's runtime, for one)
  * reads curesv's handler there; glibc's own internal calls (system(), posix_spawn) set and restore
- * actions as they are, which keeps them right. */
+ * actions as they are, which keeps them right. The first process of a pid namespace, which these
+ * signals do not end at their default action, is left alone. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
@@ -312,6 +313,10 @@ static void on_signal(int sig, siginfo_t *info, void *context)
 
 void curesv_shim_signals_arm(void)
 {
+	/* The first process of a pid namespace (a container's entry point) is not ended by a signal
+	 * left at its default action: the kernel drops it. Standing in would end its books early. */
+	if (getpid() == 1)
+		return;
 	dl_iterate_phdr(find_libc, NULL);
 	for (int i = 0; i < N_MANAGED; i++) {
 		struct sigaction now;

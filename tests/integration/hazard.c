@@ -5,7 +5,8 @@
  *
  *     hazard plain                  allocations, then exit 0
  *     hazard wait                   allocations, "hazard: ready", then sleeps until a signal ends it
- *     hazard raise SIG              allocations, then raise(SIG) (SIG: INT, TERM or HUP)
+ *     hazard raise SIG              allocations, then raise(SIG) (SIG: INT, TERM or HUP); where that
+ *                                   does not end it (pid 1), frees what it kept and exits 0
  *     hazard own SIG before|after   its own handler for SIG, set before or after the first CUDA call;
  *                                   "hazard: ready", waits for SIG, says so and exits 0
  *     hazard query                  the actions of SIGINT, SIGTERM and SIGHUP as the program reads
@@ -355,8 +356,9 @@ int main(int argc, char **argv)
 		work();
 		fflush(stdout);
 		raise(signal_of(argv[2]));
+		/* ignored (pid 1 of a pid namespace): the program goes on, and frees what it kept */
 		printf("hazard: the signal did not end the program\n");
-		return 0;
+		return cudaFree(kept) == cudaSuccess ? 0 : 1;
 	}
 	if (strcmp(mode, "own") == 0 && argc > 3 && signal_of(argv[2]))
 		return own(signal_of(argv[2]), argv[3]);
