@@ -328,7 +328,7 @@ void curesv_shim_report_on_signal(int sig, const char *unsafe, int wait_s)
 		return;
 	}
 	curesv_lock_bounded(&bail, &deadline);
-	curesv_trace_close();
+	curesv_trace_close_from_signal();
 	if (engine->cfg.report != CURESV_REPORT_OFF)
 		curesv_report_emit(engine, (long)getpid(), true);
 	curesv_lock_bounded(NULL, NULL);

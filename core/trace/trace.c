@@ -311,6 +311,14 @@ void curesv_trace_open(const curesv_config *cfg, const curesv_stacks *stacks)
 	atomic_store_explicit(&curesv_trace_on, 1, memory_order_release);
 }
 
+void curesv_trace_close_from_signal(void)
+{
+	curesv_lock(&lock);
+	curesv_trace_write_no_tz();
+	curesv_unlock(&lock);
+	curesv_trace_close();
+}
+
 void curesv_trace_flush(void)
 {
 	curesv_lock(&lock);
