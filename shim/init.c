@@ -6,9 +6,12 @@
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "report/report.h"
@@ -209,6 +212,8 @@ static int init_state(void)
 		return DISABLED;
 	curesv_shard_init();
 	atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
+	if (engine->cfg.report != CURESV_REPORT_OFF || engine->cfg.trace_file[0])
+		curesv_shim_signals_arm();
 	curesv_log(CURESV_LOG_INFO, "active: CURESV_MODE=%s, %u reservations, %lu table slots",
 		   cfg.mode == CURESV_MODE_ENFORCE ? "enforce" : "observe", cfg.n_reservations,
 		   (unsigned long)cfg.table_slots);
@@ -290,4 +295,47 @@ static void report_at_exit(void)
 	if (engine->cfg.report != CURESV_REPORT_OFF)
 		curesv_report_emit(engine, (long)getpid(), true);
 	judge_exit();
+}
+
+static const char *signal_name(int sig)
+{
+	return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+/* What a signal's report that could not be written loses. */
+static const char *signal_lost(void)
+{
+	return engine->cfg.report == CURESV_REPORT_OFF ? "the trace is cut short"
+	     : engine->cfg.trace_file[0] ? "no report, and the trace is cut short" : "no report";
+}
+
+void curesv_shim_report_on_signal(int sig, const char *unsafe, int wait_s)
+{
+	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE ||
+	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
+	    (engine->cfg.report == CURESV_REPORT_OFF && !engine->cfg.trace_file[0]) ||
+	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
+		return;
+	if (unsafe) {
+		curesv_log(CURESV_LOG_WARN, "%s %s: %s; the program ends by %s as it would without "
+			   "curesv", signal_name(sig), unsafe, signal_lost(), signal_name(sig));
+		return;
+	}
+	/* static: the thread may be short of stack, and only one handler gets here */
+	static sigjmp_buf bail;
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += wait_s;
+	if (sigsetjmp(bail, 0)) {
+		curesv_lock_bounded(NULL, NULL);
+		curesv_log(CURESV_LOG_WARN, "%s: another thread held curesv's books for %d s: %s; the "
+			   "program ends by %s as it would without curesv", signal_name(sig), wait_s,
+			   signal_lost(), signal_name(sig));
+		return;
+	}
+	curesv_lock_bounded(&bail, &deadline);
+	curesv_trace_close_from_signal();
+	if (engine->cfg.report != CURESV_REPORT_OFF)
+		curesv_report_emit(engine, (long)getpid(), true);
+	curesv_lock_bounded(NULL, NULL);
 }

@@ -224,6 +224,14 @@ CURESV_HIDDEN void curesv_shim_live_fork_child(void);
 /* Writes the report now, as configured (init.c); false when off or it could not be written. */
 CURESV_HIDDEN bool curesv_shim_report_now(void);
 
+/* The report on SIGINT, SIGTERM and SIGHUP (signals.c): curesv's handler stands in for those the
+ * program left at their default action, from the engine's start on. */
+CURESV_HIDDEN void curesv_shim_signals_arm(void);
+/* From that handler (init.c): the report and the end of the trace for a process about to end by
+ * `sig`, when `unsafe` is NULL (waiting at most `wait_s` seconds for curesv's locks); else one line
+ * saying why there is none. Nothing when these books are not this process's. */
+CURESV_HIDDEN void curesv_shim_report_on_signal(int sig, const char *unsafe, int wait_s);
+
 /* In a forked child (driver.c): forget a driver lookup another thread had in progress. */
 CURESV_HIDDEN void curesv_driver_after_fork(void);
 

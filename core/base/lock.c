@@ -2,7 +2,9 @@
  * cancellation while any is held. */
 #include "base/lock.h"
 
+#include <setjmp.h>
 #include <stdatomic.h>
+#include <time.h>
 
 /* Counts the locks this thread holds or is about to take. It is raised before the lock is taken and
  * lowered after it is let go, so that a signal handler running between the two steps (TSan delivers
@@ -31,10 +33,27 @@ static void uncount_lock(void)
 	locks_held--;
 }
 
+/* Set while a signal handler writes the report (curesv_lock_bounded): a lock that stays held past
+ * the deadline ends the wait by a jump back to the handler, which gives up the report. */
+static _Thread_local sigjmp_buf *bail;
+static _Thread_local struct timespec bail_at;
+
 void curesv_lock(pthread_mutex_t *m)
 {
 	count_lock();
+	if (__builtin_expect(bail != NULL, 0)) {
+		if (pthread_mutex_timedlock(m, &bail_at) != 0)
+			siglongjmp(*bail, 1);
+		return;
+	}
 	pthread_mutex_lock(m);
+}
+
+void curesv_lock_bounded(sigjmp_buf *to, const struct timespec *deadline)
+{
+	if (to)
+		bail_at = *deadline;
+	bail = to;
 }
 
 bool curesv_trylock(pthread_mutex_t *m)

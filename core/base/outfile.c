@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static const char *kind_of(mode_t mode)
@@ -102,6 +103,12 @@ static bool may_have(int fd, const struct stat *st, const char *var, char *why, 
 
 int curesv_outfile_open(const char *path, const char *var, char *why, size_t n)
 {
+	return curesv_outfile_open_id(path, var, why, n, NULL);
+}
+
+int curesv_outfile_open_id(const char *path, const char *var, char *why, size_t n,
+			   curesv_fileid *id)
+{
 	/* No O_TRUNC yet: whatever is there is looked at first. O_NONBLOCK: a FIFO without a reader
 	 * fails (ENXIO) instead of waiting for one, and so does a file under a lease. */
 	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
@@ -118,12 +125,66 @@ int curesv_outfile_open(const char *path, const char *var, char *why, size_t n)
 		errno = EBUSY;
 		return -1;
 	}
-	if (!stat_ok || clear_nonblock(fd) != 0 || ftruncate(fd, 0) != 0) {
+	/* a file just made is empty: no ftruncate, which a seccomp profile may deny */
+	if (!stat_ok || clear_nonblock(fd) != 0 || (st.st_size != 0 && ftruncate(fd, 0) != 0)) {
 		int err = errno;
 		close(fd);
 		return refuse(path, err, NULL, why, n);
 	}
+	if (id && !curesv_outfile_id(fd, id))
+		*id = (curesv_fileid){ .dev = st.st_dev, .ino = st.st_ino };
 	return fd;
+}
+
+bool curesv_outfile_id(int fd, curesv_fileid *id)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_BTIME, &sx) == 0) {
+		*id = (curesv_fileid){ .dev = makedev(sx.stx_dev_major, sx.stx_dev_minor),
+				       .ino = sx.stx_ino,
+				       .has_btime = (sx.stx_mask & STATX_BTIME) != 0,
+				       .btime_sec = sx.stx_btime.tv_sec,
+				       .btime_nsec = sx.stx_btime.tv_nsec };
+		return true;
+	}
+	/* no statx (an old kernel, or a seccomp profile that denies it) */
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return false;
+	*id = (curesv_fileid){ .dev = st.st_dev, .ino = st.st_ino };
+	return true;
+}
+
+bool curesv_outfile_is(int fd, const curesv_fileid *id)
+{
+	curesv_fileid now;
+	if (fd < 0 || !curesv_outfile_id(fd, &now) || now.dev != id->dev || now.ino != id->ino)
+		return false;
+	return !now.has_btime || !id->has_btime ||
+	       (now.btime_sec == id->btime_sec && now.btime_nsec == id->btime_nsec);
+}
+
+int curesv_outfile_reopen(const char *path, const curesv_fileid *id, char *why, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return refuse(path, errno, NULL, why, n);
+	struct stat st;
+	const char *bad = NULL;
+	if (fstat(fd, &st) != 0)
+		bad = "it cannot be examined";
+	else if (!S_ISREG(st.st_mode) || !curesv_outfile_is(fd, id))
+		bad = "the file at that path is another one now";
+	else if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+		bad = "another process is writing to it now";
+	else if (clear_nonblock(fd) != 0)
+		bad = "its flags cannot be set";
+	if (!bad)
+		return fd;
+	snprintf(why, n, "%s", bad);
+	close(fd);
+	errno = EBADF;
+	return -1;
 }
 
 /* The directory part of `path` ("." when it has none), into dir[n]; false when it does not fit. */

@@ -20,6 +20,20 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Which file a descriptor curesv opened is: a program may close it (close_range(3, ~0U) in a
+ * daemon or job launcher) and open another file that gets the same number. Device and inode, and
+ * the file's birth time where the filesystem keeps one (statx): a file created after curesv's was
+ * removed and closed may get its inode number. */
+typedef struct curesv_fileid {
+	dev_t dev;
+	ino_t ino;
+	bool has_btime;
+	int64_t btime_sec;
+	uint32_t btime_nsec;
+} curesv_fileid;
 
 /* Opens `path`, named by variable `var` ("CURESV_TRACE"; a static string), for writing as above and
  * remembers it as `var`'s for the rest of the process. Returns a file descriptor (O_WRONLY,
@@ -28,6 +42,23 @@
  * FIFO)", "the file CURESV_TRACE writes to, left as it is", "another process is writing to it
  * (put %p in the name to give each process its own)", or strerror's text. */
 int curesv_outfile_open(const char *path, const char *var, char *why, size_t n);
+
+/* curesv_outfile_open, also giving the file's identity in *id (when `id` is not NULL). */
+int curesv_outfile_open_id(const char *path, const char *var, char *why, size_t n,
+			   curesv_fileid *id);
+
+/* The identity of the file open as `fd`; false when it cannot be examined. */
+bool curesv_outfile_id(int fd, curesv_fileid *id);
+
+/* True when `fd` is open and is the file `id` (one statx(2) or fstat(2): async-signal-safe). curesv reads,
+ * writes and closes a descriptor it keeps only after this said so. */
+bool curesv_outfile_is(int fd, const curesv_fileid *id);
+
+/* Opens `path` again for appending (O_WRONLY | O_APPEND | O_NOFOLLOW, no O_CREAT), after the
+ * descriptor curesv had for it was closed or replaced: the file found must be `id` itself, a
+ * regular file no other process holds the lock of. Returns a descriptor, or -1 with the reason in
+ * why[0..n) ("the file at that path is another one now", strerror's text, ...). */
+int curesv_outfile_reopen(const char *path, const curesv_fileid *id, char *why, size_t n);
 
 /* True when paths `a` and `b` name one file, whether it exists yet or not: the same file (a hard
  * link too) when both exist, else the same last component in the same directory (links in the

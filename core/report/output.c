@@ -11,6 +11,10 @@
 void curesv_out_flush(curesv_out *o)
 {
 	const char *p = o->buf;
+	if (o->n > 0 && !o->failed && o->id && !curesv_outfile_is(o->fd, o->id)) {
+		o->failed = true;
+		o->err = EBADF;
+	}
 	while (o->n > 0 && !o->failed) {
 		ssize_t w = write(o->fd, p, o->n);
 		if (w < 0 && errno == EINTR)

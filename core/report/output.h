@@ -7,8 +7,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/outfile.h"
+
 typedef struct curesv_out {
 	int fd;
+	const struct curesv_fileid *id; /* not NULL: each write first checks fd is still this file */
 	bool failed;
 	int err;        /* errno of the write that failed */
 	bool one_line;  /* text: each curesv_out_printf is one line, escaped as escape.h says */
@@ -16,7 +19,9 @@ typedef struct curesv_out {
 	char buf[4096];
 } curesv_out;
 
-/* Writes out what is buffered; once a write failed (o->failed, o->err), nothing more is written. */
+/* Writes out what is buffered; once a write failed (o->failed, o->err), nothing more is written.
+ * A descriptor that is no longer o->id's file (the program closed or replaced it) is not written:
+ * the output fails with EBADF. */
 void curesv_out_flush(curesv_out *o);
 
 /* `len` bytes as they are. */

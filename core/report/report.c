@@ -45,11 +45,13 @@ void curesv_report_fork_done(curesv_engine *e)
 	curesv_unlock(&emit_lock);
 }
 
-bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format format, long pid)
+/* The report to `fd`; with `id`, only while fd is that file. */
+static bool write_checked(curesv_engine *e, int fd, const curesv_fileid *id,
+			  enum curesv_report_format format, long pid)
 {
 	if (format == CURESV_REPORT_OFF)
 		return true;
-	curesv_out o = { .fd = fd, .one_line = format == CURESV_REPORT_TEXT };
+	curesv_out o = { .fd = fd, .id = id, .one_line = format == CURESV_REPORT_TEXT };
 	curesv_lock(&snapshot_lock);
 	curesv_snapshot_gather(e, &snapshot);
 	curesv_handoff_gather(e, &handoff_view);
@@ -63,6 +65,11 @@ bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format for
 	if (o.failed)
 		errno = o.err;
 	return !o.failed;
+}
+
+bool curesv_report_write(curesv_engine *e, int fd, enum curesv_report_format format, long pid)
+{
+	return write_checked(e, fd, NULL, format, pid);
 }
 
 void curesv_report_findings(curesv_engine *e, curesv_findings *f)
@@ -81,13 +88,18 @@ void curesv_report_findings(curesv_engine *e, curesv_findings *f)
 	curesv_unlock(&snapshot_lock);
 }
 
-/* Writes the report to the file `fd` opened for `path`, and closes it: false, with errno set, when
- * a write or the close failed (a full disk, an I/O error). */
-static bool write_and_close(curesv_engine *e, int fd, long pid)
+/* Writes the report to the file `fd` opened for `path` (the file `id`), and closes it: false, with
+ * errno set, when a write or the close failed (a full disk, an I/O error), or another thread of the
+ * program closed the descriptor meanwhile (EBADF: a number no longer curesv's is left alone). */
+static bool write_and_close(curesv_engine *e, int fd, const curesv_fileid *id, long pid)
 {
-	bool ok = curesv_report_write(e, fd, e->cfg.report, pid);
+	bool ok = write_checked(e, fd, id, e->cfg.report, pid);
 	int err = errno;
-	if (close(fd) != 0 && ok) {
+	if (!curesv_outfile_is(fd, id)) {
+		if (ok)
+			err = EBADF;
+		ok = false;
+	} else if (close(fd) != 0 && ok) {
 		ok = false;
 		err = errno;
 	}
@@ -111,8 +123,9 @@ static curesv_status emit_locked(curesv_engine *e, long pid)
 		return CURESV_ERR_INVALID;
 	}
 	char why[192];
-	int fd = curesv_outfile_open(path, "CURESV_REPORT_FILE", why, sizeof why);
-	if (fd >= 0 && write_and_close(e, fd, pid))
+	curesv_fileid id;
+	int fd = curesv_outfile_open_id(path, "CURESV_REPORT_FILE", why, sizeof why, &id);
+	if (fd >= 0 && write_and_close(e, fd, &id, pid))
 		return CURESV_OK;
 	if (fd >= 0)
 		snprintf(why, sizeof why, "could not write the report: %s", strerror(errno));

@@ -29,6 +29,7 @@
 #include "payers/attach.h"
 #include "books/ledger.h"
 #include "base/log.h"
+#include "trace/trace_out.h"
 #include "trace/trace_write.h"
 
 _Atomic int curesv_trace_on;
@@ -55,7 +56,7 @@ _Static_assert(sizeof(struct curesv_trace_event) == 48, "README states 48 bytes 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Under lock: */
 static bool open_;
-static int out_fd = -1;
+static curesv_fileid out_id;
 static struct ring *rings;
 static unsigned n_rings, heap_cap;
 static struct ring **heap;              /* a drain's merge: rings by their next timestamp */
@@ -117,13 +118,13 @@ static void close_locked(bool ok)
 {
 	int err = errno;
 	atomic_store_explicit(&curesv_trace_on, 0, memory_order_relaxed);
-	if (close(out_fd) != 0 && ok) {
+	bool said = curesv_trace_out_lost();
+	if (!curesv_trace_out_close() && ok) {
 		ok = false;
 		err = errno;
 	}
-	out_fd = -1;
 	open_ = false;
-	if (!ok)
+	if (!ok && !said)
 		curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': %s; the trace stops here, the program "
 			   "runs on", shown_path, strerror(err));
 }
@@ -294,7 +295,7 @@ void curesv_trace_open(const curesv_config *cfg, const curesv_stacks *stacks)
 	}
 	ring_key_made = true;
 	char why[128];
-	int fd = curesv_outfile_open(shown_path, "CURESV_TRACE", why, sizeof why);
+	int fd = curesv_outfile_open_id(shown_path, "CURESV_TRACE", why, sizeof why, &out_id);
 	if (fd < 0) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': %s; no trace is written", shown_path,
 			   why);
@@ -302,12 +303,20 @@ void curesv_trace_open(const curesv_config *cfg, const curesv_stacks *stacks)
 	}
 	tzset(); /* the CSV's local times: the time zone is read here, not while draining */
 	curesv_lock(&lock);
-	out_fd = fd;
 	open_ = true;
 	curesv_trace_write_begin(fd, cfg, (long)getpid());
+	curesv_trace_out_guard(&out_id, shown_path);
 	curesv_trace_write_stacks(stacks);
 	curesv_unlock(&lock);
 	atomic_store_explicit(&curesv_trace_on, 1, memory_order_release);
+}
+
+void curesv_trace_close_from_signal(void)
+{
+	curesv_lock(&lock);
+	curesv_trace_write_no_tz();
+	curesv_unlock(&lock);
+	curesv_trace_close();
 }
 
 void curesv_trace_flush(void)
@@ -390,8 +399,9 @@ void curesv_trace_fork_child(void)
 {
 	curesv_trace_fork_orphan();
 	if (open_) {
-		close(out_fd); /* the parent's file: the child writes nothing to it */
-		out_fd = -1;
+		/* the parent's file: the child writes nothing to it (nor closes a descriptor the
+		 * program put in its place) */
+		curesv_trace_out_close();
 		open_ = false;
 	}
 	curesv_unlock(&lock);

@@ -47,6 +47,10 @@ void curesv_trace_open(const curesv_config *cfg, const curesv_stacks *stacks);
  * other threads record from then on are dropped. Thread-safe; idempotent. */
 void curesv_trace_close(void);
 
+/* curesv_trace_close from a signal handler: no call that takes a lock of the C library (the
+ * RMM CSV's local times come from the UTC offset last read). */
+void curesv_trace_close_from_signal(void);
+
 /* Drains every buffer into the file now. Thread-safe. */
 void curesv_trace_flush(void);
 

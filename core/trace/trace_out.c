@@ -7,11 +7,16 @@
 #include <unistd.h>
 
 #include "base/escape.h"
+#include "base/log.h"
 
 static struct {
 	int fd;
 	bool failed;
 	int err;
+	bool guarded;           /* id and path are set: check the descriptor before using it */
+	bool lost;              /* the descriptor was given up and not replaced: said once */
+	curesv_fileid id;
+	const char *path;
 	size_t n;
 	char buf[64 * 1024];
 } out;
@@ -21,11 +26,62 @@ void curesv_trace_out_open(int fd)
 	out.fd = fd;
 	out.failed = false;
 	out.err = 0;
+	out.guarded = false;
+	out.lost = false;
 	out.n = 0;
+}
+
+void curesv_trace_out_guard(const curesv_fileid *id, const char *path)
+{
+	out.id = *id;
+	out.path = path;
+	out.guarded = true;
+}
+
+/* Is out.fd still the trace's? When not, the number is dropped (it is the program's now, or
+ * nothing's) and the file reopened by its path. */
+static bool still_ours(void)
+{
+	if (!out.guarded || (out.fd >= 0 && curesv_outfile_is(out.fd, &out.id)))
+		return true;
+	if (out.fd < 0)
+		return false;
+	int gone = out.fd;
+	char why[128];
+	out.fd = curesv_outfile_reopen(out.path, &out.id, why, sizeof why);
+	if (out.fd >= 0) {
+		curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': descriptor %d is no longer the trace's "
+			   "(the program closed or replaced it): the trace goes on in the file, opened "
+			   "again", out.path, gone);
+		return true;
+	}
+	curesv_log(CURESV_LOG_WARN, "CURESV_TRACE: '%s': descriptor %d is no longer the trace's (the "
+		   "program closed or replaced it) and the file cannot be opened again: %s; the trace "
+		   "stops here, the program runs on", out.path, gone, why);
+	out.lost = true;
+	out.failed = true;
+	out.err = EBADF;
+	return false;
+}
+
+bool curesv_trace_out_lost(void)
+{
+	return out.lost;
+}
+
+bool curesv_trace_out_close(void)
+{
+	int fd = out.fd;
+	out.fd = -1;
+	if (fd < 0 || (out.guarded && !curesv_outfile_is(fd, &out.id)))
+		return true;
+	return close(fd) == 0;
 }
 
 static void emit_raw(const char *p, size_t len)
 {
+	if (len > 0 && !out.failed && !still_ours())
+		return;
 	while (len > 0 && !out.failed) {
 		ssize_t k = write(out.fd, p, len);
 		if (k < 0 && errno == EINTR)

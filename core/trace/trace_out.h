@@ -10,12 +10,27 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/outfile.h"
+
 /* Starts writing to `fd`, with an empty buffer and no failure. */
 void curesv_trace_out_open(int fd);
+
+/* From now on every flush first checks that the descriptor is still the file `id` (the trace at
+ * `path`, a string that outlives the output): a descriptor the program closed or replaced is never
+ * written or closed again; the file is reopened by `path` (curesv_outfile_reopen) and the trace
+ * goes on there, or, when that fails, the output discards everything. Either way one line says so. */
+void curesv_trace_out_guard(const curesv_fileid *id, const char *path);
 
 /* Writes out what is buffered. Returns false, with errno set, once a write has failed: the
  * output then discards everything. */
 bool curesv_trace_out_flush(void);
+
+/* True once the output gave up a descriptor it could not replace: its line is said already. */
+bool curesv_trace_out_lost(void);
+
+/* Closes the descriptor, unless it is no longer the trace's (guarded): false, with errno set, when
+ * close(2) failed. Safe in a forked child (one fstat and one close). */
+bool curesv_trace_out_close(void);
 
 /* Room for `n` more bytes (at most 64 KiB) at the end of the buffer, flushed first when short;
  * the caller writes there, then calls curesv_trace_out_done with the end of what it wrote. */

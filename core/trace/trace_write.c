@@ -71,6 +71,8 @@ static struct {
 	uint64_t last_ts;       /* the latest timestamp written */
 	time_t hms_second;      /* RMM: the second hms[] shows */
 	char hms[16];
+	long gmtoff;            /* RMM: the local time's offset from UTC, as last read, s */
+	bool no_tz;             /* RMM: local times from gmtoff, without localtime_r's lock */
 	uint64_t events;
 	struct res_book res[CURESV_MAX_RESERVATIONS + 1];
 	struct dev_book dev[CURESV_MAX_DEVICES];
@@ -213,11 +215,21 @@ static void rmm_clock(uint64_t mono)
 		return;
 	struct tm tm;
 	w.hms_second = sec;
-	if (localtime_r(&sec, &tm))
+	if (w.no_tz) {
+		long day = (long)((sec + w.gmtoff) % 86400 + 86400) % 86400;
+		snprintf(w.hms, sizeof w.hms, "%02ld:%02ld:%02ld", day / 3600, day / 60 % 60, day % 60);
+	} else if (localtime_r(&sec, &tm)) {
+		w.gmtoff = tm.tm_gmtoff;
 		snprintf(w.hms, sizeof w.hms, "%02d:%02d:%02d", tm.tm_hour % 100, tm.tm_min % 100,
 			 tm.tm_sec % 100);
-	else
+	} else {
 		snprintf(w.hms, sizeof w.hms, "00:00:00");
+	}
+}
+
+void curesv_trace_write_no_tz(void)
+{
+	w.no_tz = true;
 }
 
 /* A frame's object path in the Frames column: printable ASCII but for the CSV's and the list's
@@ -506,6 +518,10 @@ void curesv_trace_write_begin(int fd, const curesv_config *cfg, long pid)
 	clock_gettime(CLOCK_REALTIME, &wall);
 	w.wall_offset = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
 			((int64_t)wall.tv_nsec - (int64_t)mono.tv_nsec);
+	struct tm tm;
+	time_t now = wall.tv_sec;
+	if (localtime_r(&now, &tm))
+		w.gmtoff = tm.tm_gmtoff;
 	if (!w.chrome) {
 		/* by name, as RMM's replay and pandas read it: a seventh column leaves the six alone */
 		w.frames = cfg->backtrace > 0;

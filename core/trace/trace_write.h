@@ -25,6 +25,11 @@ void curesv_trace_write_stacks(const curesv_stacks *stacks);
  * CURESV_TRACE_RELEASE (NULL otherwise). */
 void curesv_trace_write_event(const struct curesv_trace_event *ev, uint32_t tid, const char *name);
 
+/* From now on the CSV's local times come from the UTC offset last read, not from localtime_r,
+ * whose lock a thread interrupted by a signal may hold (the report on SIGINT writes the trace's
+ * end from a signal handler). */
+void curesv_trace_write_no_tz(void);
+
 /* OS thread `tid` is now called `name` (Chrome's thread_name; nothing in the CSV). */
 void curesv_trace_write_thread(uint32_t tid, const char *name);
 

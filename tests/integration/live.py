@@ -832,8 +832,11 @@ def prometheus(ctx):
     bad = ctx.stat("--textfile", os.path.join(ctx.tmp, "missing", "x.prom"))
     one_line(bad, 4, "cannot write", "missing")
     # --every: the file replaced again and again until interrupted
+    # SIGINT as Ctrl-C sends it, set back to its default action in the child: a test run with
+    # SIGINT ignored (nohup, `make test &`) hands the ignoring down, and the loop would not stop
     loop = subprocess.Popen([STAT, "--lib", ctx.args.lib, "--dir", ctx.folder, "--textfile",
-                             target, "--every", "0.2"], stderr=subprocess.PIPE, text=True)
+                             target, "--every", "0.2"], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     inodes = {os.stat(target).st_ino}
     deadline = time.monotonic() + 20
     while len(inodes) < 3 and time.monotonic() < deadline:

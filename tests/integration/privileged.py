@@ -262,6 +262,57 @@ def full_trace(args, tmp):
         expect("allocs and frees", (shared["allocs"], shared["frees"]), (16000, 16000))
 
 
+# ---- the installer: another apt holds the dpkg lock -------------------------------------------------
+
+def up_to_date_package():
+    """A Debian package installed at its candidate version: apt-get install of it changes nothing
+    and needs no download. None when there is none (no package lists yet)."""
+    for pkg in ("make", "coreutils", "dpkg"):
+        r = subprocess.run(["apt-cache", "policy", pkg], capture_output=True, text=True)
+        got = dict(line.strip().split(": ", 1) for line in r.stdout.splitlines()[1:3]
+                   if ": " in line)
+        if r.returncode == 0 and got.get("Installed") not in (None, "(none)") and \
+                got.get("Installed") == got.get("Candidate"):
+            return pkg
+    return None
+
+
+def dpkg_lock_wait(args, tmp):
+    """scripts/install-deps waits for the dpkg lock that another apt holds (an fcntl lock on
+    /var/lib/dpkg/lock-frontend, as apt and dpkg take it), saying so in one line, and then does its
+    work; apt-get alone fails at once ("Could not get lock")."""
+    import fcntl
+    import time
+    need_root()
+    lock = "/var/lib/dpkg/lock-frontend"
+    if not shutil.which("apt-get") or not os.path.exists(lock):
+        raise Skip("not a Debian system (no apt-get or no %s)" % lock)
+    pkg = up_to_date_package()
+    if not pkg:
+        raise Skip("no package installed at its candidate version (no apt lists yet)")
+    script = os.path.join(args.src, "..", "..", "scripts", "install-deps")
+    with open(lock, "r+") as held:
+        try:
+            fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise Skip("another apt or dpkg holds the lock now")
+        p = subprocess.Popen([script, "packages", pkg], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, DPKG_LOCK_WAIT="120"))
+        try:
+            waiting = p.stderr.readline() + p.stderr.readline()
+            time.sleep(2)
+            still = p.poll()
+        finally:
+            fcntl.lockf(held, fcntl.LOCK_UN)
+        out, err = p.communicate(timeout=120)
+    expect("install-deps while the lock was held: first lines", waiting,
+           "curesv: installing %s\ncuresv: another apt or dpkg holds the dpkg lock: waiting for "
+           "it (at most 120s, DPKG_LOCK_WAIT)\n" % pkg)
+    expect("install-deps 2 s later (still waiting)", still, None)
+    expect("install-deps once the lock was let go", (p.returncode, out, err), (0, "", ""))
+
+
 CASES = [
     ("secure execution: a set-user-ID program run by uid %d writes no file the environment "
      "names" % NOBODY, secure_files),
@@ -269,6 +320,7 @@ CASES = [
     ("secure execution: the launcher on a set-user-ID program", secure_launcher),
     ("full filesystem: the report goes to stderr after a line naming the file", full_report),
     ("full filesystem: the trace stops after one line naming the file", full_trace),
+    ("install-deps waits for the dpkg lock another apt holds, saying so", dpkg_lock_wait),
 ]
 
 

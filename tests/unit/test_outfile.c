@@ -247,3 +247,41 @@ Test(outfile, same_file_whatever_the_spelling)
 	cr_assert_not(curesv_outfile_same("out", "nosuch/out"));
 	cr_assert_eq(chdir(old), 0);
 }
+
+/* A descriptor is the file it was opened for until the program closes it or puts another file on
+ * its number; then reopening by path gives the same file, for appending, or refuses a file that
+ * took its name. */
+Test(outfile, identity_and_reopen)
+{
+	curesv_fileid id;
+	int fd = curesv_outfile_open_id(path, "CURESV_REPORT_FILE", why, sizeof why, &id);
+	cr_assert_geq(fd, 0, "%s", why);
+	cr_assert(curesv_outfile_is(fd, &id));
+	cr_assert_eq(write(fd, "head\n", 5), 5);
+	/* the program's close_range, then its own file on the same number */
+	put(target, "program's\n");
+	int other = open(target, O_WRONLY | O_APPEND);
+	cr_assert_geq(other, 0);
+	cr_assert_eq(dup2(other, fd), fd);
+	close(other);
+	cr_assert_not(curesv_outfile_is(fd, &id));
+	int again = curesv_outfile_reopen(path, &id, why, sizeof why);
+	cr_assert_geq(again, 0, "%s", why);
+	cr_assert(curesv_outfile_is(again, &id));
+	cr_assert_eq(write(again, "more\n", 5), 5);
+	cr_assert_str_eq(get(path), "head\nmore\n");
+	cr_assert_str_eq(get(target), "program's\n");
+	close(again);
+	close(fd);
+	/* a new file under the name: refused, untouched */
+	cr_assert_eq(unlink(path), 0);
+	put(path, "new\n");
+	cr_assert_eq(curesv_outfile_reopen(path, &id, why, sizeof why), -1);
+	cr_assert_str_eq(why, "the file at that path is another one now");
+	cr_assert_str_eq(get(path), "new\n");
+	/* nothing there */
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(curesv_outfile_reopen(path, &id, why, sizeof why), -1);
+	cr_assert_str_eq(why, strerror(ENOENT));
+	cr_assert_not(curesv_outfile_is(-1, &id));
+}

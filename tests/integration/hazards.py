@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""The catalogue of hazards: every feature of curesv that touches files, descriptors or signals, run
+through each hazard a preloaded library meets (DESIGN.md, "Hazards"; the table is tests/HAZARDS.md).
+
+    hazards.py --lib build/plain/libcuresv.so --bin build/plain/it [--only SUBSTR] [--list]
+
+Each row runs a program twice, without curesv and with it, and asks of the run with curesv:
+  - the program behaves as without: the same stdout, the same stderr of its own, the same exit
+    status (or wait status: a program ended by a signal still ends by it), the same data files;
+  - curesv says at most one line (its report aside, where the report goes to stderr);
+  - what the feature writes is whole where the hazard leaves room for it (the report's JSON, the
+    trace checked against the report by tests/unit/check_trace.py), and absent where it must be.
+Features: trace (rmm and chrome), report file, exit status (CURESV_ERROR_EXITCODE), signal report
+(the program ends by SIGTERM at its end: the report and the trace are still written) and the live
+books (CURESV_LIVE=1). Rows that need root (mounts, namespaces) print SKIPPED without it; a skipped
+row never reads as a pass. Exit status 1 when a row failed.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit"))
+import check_trace  # noqa: E402  (tests/unit/check_trace.py)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LAUNCHER = os.path.join(HERE, "..", "..", "scripts", "curesv")
+EXIT_CODE = 9   # CURESV_ERROR_EXITCODE: the program keeps one allocation, a leak
+
+
+class Skip(Exception):
+    pass
+
+
+def expect(what, got, want):
+    if got != want:
+        raise AssertionError("%s: got %r, want %r" % (what, got, want))
+
+
+def default_signals():
+    """In the child: the signals the tests send at their default action, as a terminal leaves them
+    (a suite run with SIGINT ignored, by nohup or `make test &`, would hand the ignoring down)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+# ---- features ---------------------------------------------------------------------------------------
+
+class Feature:
+    """What a feature sets in the environment: `env(trace_dir, report_dir, lost)` -> env, where
+    `lost` says the hazard leaves no room for files (a report then goes to stderr, or is off where
+    the trace is the feature, so that each feature has its one line)."""
+    def __init__(self, name, env, signal_end=False):
+        self.name, self.env, self.signal_end = name, env, signal_end
+
+
+def trace_env(fmt, report_on_stderr=False):
+    def env(trace_dir, report_dir, lost):
+        e = {"CURESV_TRACE": os.path.join(trace_dir, "trace"), "CURESV_TRACE_FORMAT": fmt,
+             "CURESV_REPORT": "off" if lost and not report_on_stderr else "json"}
+        if not lost:
+            e["CURESV_REPORT_FILE"] = os.path.join(report_dir, "report.json")
+        return e
+    return env
+
+
+def report_env(trace_dir, report_dir, lost):
+    return {"CURESV_REPORT": "json", "CURESV_REPORT_FILE": os.path.join(trace_dir, "report.json")}
+
+
+FEATURES = {
+    "trace-rmm": Feature("trace (rmm)", trace_env("rmm")),
+    "trace-chrome": Feature("trace (chrome)", trace_env("chrome")),
+    "report": Feature("report file", report_env),
+    "exitcode": Feature("exit status", lambda t, r, lost: {
+        "CURESV_REPORT": "off", "CURESV_ERROR_EXITCODE": str(EXIT_CODE)}),
+    # the program ends by SIGTERM where it would have returned: report and trace all the same
+    "signal": Feature("signal report", trace_env("rmm", report_on_stderr=True), signal_end=True),
+    "live": Feature("live books", lambda t, r, lost: {
+        "CURESV_LIVE": "1", "XDG_RUNTIME_DIR": t, "CURESV_REPORT": "json",
+        "CURESV_REPORT_FILE": os.path.join(r, "report.json")}),
+}
+ALL = ("trace-rmm", "trace-chrome", "report", "exitcode", "signal", "live")
+
+
+# ---- hazards ----------------------------------------------------------------------------------------
+
+class Hazard:
+    """One row. `argv(ctx)`: the program's command line (wrappers included). `send`: a signal sent
+    once the program printed "hazard: ready". `files`: "whole" (the feature's files are complete),
+    "lost" (they cannot be written: one line says so, a report goes to stderr), "none" (the
+    program never uses CUDA: curesv writes nothing at all), "kept-out" (written inside a private
+    mount that is gone afterwards: not examined). `data`: the program writes ctx.data, which must
+    read the same with curesv. `features`: the columns run."""
+    def __init__(self, name, argv, features=ALL, send=None, files="whole", root=False,
+                 data=False, out_in_mount=False, launcher=False, needs=None, repeat=1,
+                 sanitized=True, leaks=1):
+        self.repeat, self.sanitized, self.leaks = repeat, sanitized, leaks
+        self.name, self.argv, self.features, self.send = name, argv, features, send
+        self.files, self.root, self.data = files, root, data
+        self.out_in_mount, self.launcher, self.needs = out_in_mount, launcher, needs
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.args, self.tmp = args, tmp
+        self.prog = os.path.join(args.bin, "hazard")
+        self.seccomp = os.path.join(args.bin, "seccomp_run")
+        self.out = os.path.join(tmp, "out")
+        self.mnt = os.path.join(tmp, "mnt")
+        self.data = os.path.join(tmp, "data")
+        os.mkdir(self.out, 0o700)
+        os.mkdir(self.mnt, 0o700)
+
+
+def in_mount(options, fill=False):
+    """The program in a private mount namespace with a tmpfs mounted on ctx.mnt (`options`),
+    filled up first with `fill`; its files there vanish with the namespace."""
+    script = 'mount -t tmpfs -o "$1" tmpfs "$2" || exit 99; chmod 700 "$2"; '
+    if fill:
+        script += 'cat /dev/zero > "$2/filler" 2>/dev/null; '
+    script += 'shift 2; exec "$@"'
+    return lambda ctx, argv: ["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                              "sh", options, ctx.mnt] + argv
+
+
+def no_proc(ctx, argv):
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            'umount -l /proc || exit 99; exec "$@"', "sh"] + argv
+
+
+def pid_ns(ctx, argv):
+    return ["unshare", "--pid", "--fork", "--mount-proc", "--propagation", "private"] + argv
+
+
+def seccomp(rules):
+    return lambda ctx, argv: [ctx.seccomp, rules] + argv
+
+
+def prog(*words, wrap=None):
+    def argv(ctx):
+        a = [ctx.prog] + [ctx.data if w == "DATA" else w for w in words]
+        return wrap(ctx, a) if wrap else a
+    return argv
+
+
+PY_ALLOC = r'''
+import ctypes, os, signal, sys, time
+rt = ctypes.CDLL("libcudart.so", mode=ctypes.RTLD_GLOBAL)
+p = ctypes.c_void_p()
+if rt.cudaMalloc(ctypes.byref(p), 1 << 20) != 0:
+    sys.exit("cudaMalloc failed")
+print("hazard: ready", flush=True)
+if sys.argv[1] == "raise":
+    raise KeyboardInterrupt
+while True:
+    time.sleep(0.05)
+'''
+
+
+def python(mode):
+    return lambda ctx: [sys.executable, "-c", PY_ALLOC, mode]
+
+
+NO_LIVE = ("trace-rmm", "trace-chrome", "report", "exitcode", "signal")
+SIGNALS = ("trace-rmm", "trace-chrome", "report", "exitcode", "live")
+NO_SIGNAL_END = ("trace-rmm", "trace-chrome", "report", "exitcode", "live")
+
+HAZARDS = [
+    Hazard("baseline: no hazard", prog("plain")),
+    # descriptors closed or replaced under curesv
+    Hazard("close_range(3, ~0U), then a data file on the freed numbers, also written by a child",
+           prog("closeall", "DATA"), features=NO_LIVE, data=True),
+    Hazard("close_range, and the trace's file removed: it cannot be reopened",
+           prog("closeall", "DATA", "gone"), features=("trace-rmm", "trace-chrome"), data=True,
+           files="lost"),
+    # signals at their default action (item: report on SIGINT, SIGTERM, SIGHUP)
+    Hazard("SIGINT sent (Ctrl-C)", prog("wait"), features=SIGNALS, send=signal.SIGINT),
+    Hazard("SIGTERM sent", prog("wait"), features=SIGNALS, send=signal.SIGTERM),
+    Hazard("SIGHUP sent", prog("wait"), features=SIGNALS, send=signal.SIGHUP),
+    Hazard("raise(SIGINT) by the program", prog("raise", "INT"), features=SIGNALS),
+    Hazard("SIGTERM lands on a thread inside malloc, free or curesv (10 runs)", prog("busy"),
+           features=("trace-rmm", "report"), send=signal.SIGTERM, files="either", repeat=10),
+    Hazard("its own SIGINT handler, set before the first CUDA call", prog("own", "INT", "before"),
+           features=NO_SIGNAL_END, send=signal.SIGINT),
+    Hazard("its own SIGTERM handler, set after the first CUDA call", prog("own", "TERM", "after"),
+           features=NO_SIGNAL_END, send=signal.SIGTERM),
+    Hazard("actions read, a handler set, the default set back, then SIGTERM", prog("query"),
+           features=SIGNALS),
+    Hazard("Python under the launcher: an uncaught KeyboardInterrupt", python("raise"),
+           features=SIGNALS, launcher=True),
+    Hazard("Python under the launcher: SIGINT sent", python("wait"), features=SIGNALS,
+           send=signal.SIGINT, launcher=True),
+    # processes
+    Hazard("fork() x20 while 4 threads allocate; the children exit()", prog("fork-threads")),
+    Hazard("vfork + exec and posix_spawn of sh -c true", prog("spawn")),
+    Hazard("exec of itself after its allocations", prog("exec")),
+    Hazard("SIGKILL while allocating", prog("spin"), features=("trace-rmm", "report", "exitcode"),
+           send=signal.SIGKILL, files="killed"),
+    Hazard("LD_PRELOAD inherited by sh -c true (never uses CUDA)",
+           lambda ctx: ["sh", "-c", "true"], files="none"),
+    Hazard("LD_PRELOAD inherited by a shell that only forks",
+           lambda ctx: ["sh", "-c", "(true); true & wait; echo forked"], files="none"),
+    # resources
+    Hazard("RLIMIT_NOFILE used up before the first CUDA call", prog("nofile"),
+           features=("trace-rmm", "report", "exitcode", "signal"), files="lost"),
+    Hazard("EINTR: a 100 us interval timer with a handler", prog("eintr")),
+    Hazard("a PTHREAD_STACK_MIN thread makes every CUDA call", prog("tinystack")),
+    # filesystems (root: a private mount namespace)
+    Hazard("a tiny tmpfs (8 KiB) holds the files", prog("plain", wrap=in_mount("size=8k")),
+           features=("trace-rmm", "trace-chrome", "report", "exitcode"), root=True,
+           out_in_mount=True, files="kept-out"),
+    Hazard("a full tmpfs holds the files", prog("plain", wrap=in_mount("size=64k", fill=True)),
+           features=("trace-rmm", "report", "exitcode", "signal"), root=True, out_in_mount=True,
+           files="lost"),
+    Hazard("a read-only tmpfs holds the files", prog("plain", wrap=in_mount("ro,size=64k")),
+           features=("trace-rmm", "report", "exitcode", "signal"), root=True, out_in_mount=True,
+           files="lost"),
+    # pid 1 is not ended by a signal at its default action: the program goes on, frees what it
+    # kept, and the report is written at its exit, not at the signal
+    Hazard("pid 1 of a new pid namespace (a container's entry point), raise(SIGTERM): ignored",
+           prog("raise", "TERM", wrap=pid_ns), features=("trace-rmm", "report", "exitcode"),
+           root=True, leaks=0),
+    Hazard("pid 1 of a new pid namespace", prog("plain", wrap=pid_ns),
+           features=("trace-rmm", "report", "exitcode", "signal"), root=True),
+    # (not under a sanitizer: its runtime reads /proc/self/maps to start)
+    Hazard("no /proc (unmounted in a private mount namespace)", prog("plain", wrap=no_proc),
+           features=("trace-rmm", "trace-chrome", "report", "exitcode", "signal"), root=True,
+           sanitized=False),
+    # seccomp
+    Hazard("seccomp: flock denied", prog("plain", wrap=seccomp("flock")),
+           features=("trace-rmm", "report", "exitcode", "signal")),
+    Hazard("seccomp: statx denied, and close_range then a data file on the freed numbers",
+           prog("closeall", "DATA", wrap=seccomp("statx")), features=NO_LIVE, data=True),
+    Hazard("seccomp: files with O_CREAT denied", prog("plain", wrap=seccomp("open-creat")),
+           features=("trace-rmm", "report", "exitcode", "signal"), files="lost"),
+    Hazard("seccomp: memfd_create, ftruncate and shared mmap denied",
+           prog("plain", wrap=seccomp("memfd_create,ftruncate,mmap-shared")),
+           features=("trace-rmm", "report", "exitcode", "signal")),
+]
+
+
+# ---- one cell ---------------------------------------------------------------------------------------
+
+def run(argv, env, send):
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=default_signals)
+    first = ""
+    if send:
+        first = p.stdout.readline()
+        if first.strip() == "hazard: ready":
+            p.send_signal(send)
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError("%s timed out" % argv[0])
+    return p.returncode, first + out, err
+
+
+def split_err(err):
+    """stderr's curesv lines apart from the rest (a JSON report that went to stderr is curesv's)."""
+    ours = [line for line in err.splitlines() if line.startswith("curesv: ")]
+    # where a KeyboardInterrupt met Python's loop is timing: the traceback's line number is not
+    rest = [re.sub(r'^  File "<string>", line \d+', '  File "<string>", line N', line)
+            for line in err.splitlines() if not line.startswith("curesv: ")]
+    text = "\n".join(rest)
+    start = text.find('{"curesv"') if '{"curesv"' in text else text.find("{\n")
+    report = None
+    if start >= 0:
+        try:
+            report = json.loads(text[start:])
+            rest = text[:start].splitlines()
+        except ValueError:
+            pass
+    return ours, rest, report
+
+
+def base_env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURESV_", "LD_PRELOAD"))}
+    return env
+
+
+def cell(args, hazard, fkey):
+    feature = FEATURES[fkey]
+    with tempfile.TemporaryDirectory(prefix="curesv-hazard-") as tmp:
+        ctx = Ctx(args, tmp)
+        argv = hazard.argv(ctx)
+        env = base_env()
+        if feature.signal_end:
+            env["HAZARD_END"] = "TERM"
+        # without curesv: the same program, its data file elsewhere
+        plain_ctx_data = ctx.data + ".plain"
+        plain_argv = [plain_ctx_data if a == ctx.data else a for a in argv]
+        want_status, want_out, want_err = run(plain_argv, env, hazard.send)
+        if want_status == 99 or (want_status in (126, 127) and hazard.root is False and
+                                 "seccomp" in " ".join(argv)):
+            raise Skip("the hazard could not be set up (%s)" % want_err.strip()[-120:])
+        out_dir = ctx.mnt if hazard.out_in_mount else ctx.out
+        env.update(feature.env(out_dir, ctx.out, hazard.files == "lost"))
+        if hazard.launcher:
+            argv = [LAUNCHER, "--lib", args.lib, "--"] + argv
+        else:
+            env["LD_PRELOAD"] = " ".join(x for x in (args.sanitizer_runtime, args.lib) if x)
+            if "tsan" in os.path.basename(args.sanitizer_runtime):
+                # a child forked from threads and ending by exit() is a thread leak to TSan
+                env["TSAN_OPTIONS"] = ":".join(o for o in (os.environ.get("TSAN_OPTIONS"),
+                                                           "report_thread_leaks=0") if o)
+        status, out, err = run(argv, env, hazard.send)
+        ours, rest, err_report = split_err(err)
+        want_ours, want_rest, _ = split_err(want_err)
+        expect("stdout", out, want_out)
+        expect("the program's own stderr", rest, want_rest)
+        if fkey == "exitcode" and want_status == 0 and hazard.files != "none" and hazard.leaks:
+            expect("exit status (CURESV_ERROR_EXITCODE=%d, one leak)" % EXIT_CODE, status,
+                   EXIT_CODE)
+            expect("curesv's lines", len(ours), 1)
+        else:
+            expect("exit status", status, want_status)
+            if len(ours) > 1:
+                raise AssertionError("curesv said %d lines: %r" % (len(ours), ours[:3]))
+        if hazard.data:
+            with open(ctx.data, "rb") as f, open(plain_ctx_data, "rb") as g:
+                expect("the program's data file", f.read(), g.read())
+        check_files(hazard, fkey, out_dir, ctx.out, ours, err_report)
+        return "; ".join(ours)[:110]
+
+
+def load_report(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_files(hazard, fkey, out_dir, report_dir, ours, err_report):
+    written = sorted(os.listdir(report_dir))
+    if hazard.files == "none":
+        expect("files written by a program that never used CUDA",
+               [w for w in written if w != "curesv"], [])
+        expect("curesv's lines", ours, [])
+        return
+    if hazard.files == "either":
+        # written whole, or not at all after one line saying why (the signal interrupted what the
+        # report would need); the process ended by the signal all the same, in time
+        path = os.path.join(report_dir, "report.json")
+        if os.path.exists(path):
+            load_report(path)
+            expect("curesv's lines beside a report", ours, [])
+        elif len(ours) != 1:
+            raise AssertionError("no report, and %d lines: %r" % (len(ours), ours))
+        return
+    if hazard.files in ("kept-out", "killed") or fkey in ("live", "exitcode"):
+        if hazard.files == "killed":
+            expect("curesv's lines", ours, [])
+        return
+    if hazard.files == "lost":
+        if len(ours) != 1:
+            raise AssertionError("a file that cannot be written: one line, got %r" % (ours,))
+        if fkey in ("report", "signal"):
+            if err_report is None:
+                raise AssertionError("no report on stderr after %r" % ours)
+            expect("leaks in the report on stderr", err_report["leaks"]["count"], 1)
+        return
+    report_path = os.path.join(report_dir, "report.json")
+    report = load_report(report_path) if os.path.exists(report_path) else None
+    if report is None:
+        raise AssertionError("no report file (files: %s; curesv said %r)" % (written, ours))
+    expect("leaks in the report", report["leaks"]["count"], hazard.leaks)
+    if fkey.startswith("trace") or fkey == "signal":
+        problems = check_trace.check(os.path.join(out_dir, "trace"), report)
+        if problems:
+            raise AssertionError("trace: " + "; ".join(problems[:3]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--list", action="store_true", help="print the table of rows and columns")
+    ap.add_argument("--sanitizer-runtime", default="",
+                    help="preloaded before a sanitized libcuresv.so (rows under the launcher, "
+                         "which puts libcuresv.so first, are left out)")
+    args = ap.parse_args()
+    args.lib, args.bin = os.path.abspath(args.lib), os.path.abspath(args.bin)
+    if args.list:
+        for h in HAZARDS:
+            print("%s: %s" % (h.name, ", ".join(FEATURES[f].name for f in h.features)))
+        return 0
+    rows, failed, skipped = [], 0, 0
+    for hazard in HAZARDS:
+        for fkey in hazard.features:
+            name = "%s | %s" % (hazard.name, FEATURES[fkey].name)
+            if args.only and args.only not in name:
+                continue
+            try:
+                if (hazard.launcher or not hazard.sanitized) and args.sanitizer_runtime:
+                    continue
+                if hazard.root and os.geteuid() != 0:
+                    raise Skip("not root (mounts and namespaces need it)")
+                if hazard.root and not shutil.which("unshare"):
+                    raise Skip("unshare (util-linux) is missing")
+                said = ""
+                for _ in range(hazard.repeat):
+                    said = cell(args, hazard, fkey) or said
+                rows.append((name, "pass", said))
+            except Skip as why:
+                skipped += 1
+                rows.append((name, "SKIPPED", str(why)))
+            except (AssertionError, OSError, ValueError, KeyError,
+                    subprocess.SubprocessError) as err:
+                failed += 1
+                rows.append((name, "FAIL", "%s: %s" % (type(err).__name__, str(err)[:400])))
+    width = max((len(r[0]) for r in rows), default=10)
+    for name, result, why in rows:
+        print("%-*s  %-7s %s" % (width, name, result, why))
+    print("%d passed, %d failed, %d SKIPPED" % (len(rows) - failed - skipped, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
