@@ -154,7 +154,7 @@ IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds fam
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
 	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff reload two_runtimes \
-	libcudaplugin12.so slow_free churn no_alloc orphans live_hold leak_sites)
+	libcudaplugin12.so slow_free churn no_alloc orphans live_hold live_fork live_fds leak_sites)
 
 $(IT)/%: tests/integration/%.c core/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -315,7 +315,7 @@ check-tools: $(O)/libcuresv.so sim
 # The live books (CURESV_LIVE): curesv-stat and curesv-top on programs that run while they read
 # them (tests/integration/live.py; curesv-top in a tmux terminal).
 check-live: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(IT_BIN)/live_hold
+	$(MAKE) VARIANT=plain $(IT_BIN)/live_hold $(IT_BIN)/live_fork $(IT_BIN)/live_fds
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/live.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
