@@ -510,6 +510,124 @@ def exec_again(ctx):
     return "the new program's books"
 
 
+def exec_while_read(ctx):
+    """A program runs itself again (exec) while a reader examines its old file: the reader
+    removes the old file, the one the new program makes stays and is read."""
+    p = Program(ctx, "exec-wait")
+    p.expect("held 4")
+    old = p.path()
+    p.step()
+    p.expect("waiting")  # the new program, before its first CUDA call
+    real_unlink = os.unlink
+    made = []
+
+    def unlink_late(name, *a, **kw):
+        """The reader has judged the old file: the new program makes its own now, before the
+        reader's unlink."""
+        if not made:
+            p.step()
+            p.expect("held 4")
+            made.extend(f for f in ctx.files() if f != os.path.basename(old))
+        return real_unlink(name, *a, **kw)
+    os.unlink = unlink_late
+    try:
+        scan = cs.scan_dirs([ctx.folder])
+    finally:
+        os.unlink = real_unlink
+    expect("the new program made a file", len(made), 1)
+    expect("files after the read", ctx.files(), made)
+    # the reader removed the old file, or the new program's start-up sweep did just before it
+    if [l.split(":")[0] for l in scan.removed] not in ([], ["removed %s" % old]):
+        raise AssertionError("the reader's lines: %r" % scan.removed)
+    check_held(ctx.stat_json(str(p.pid)), p.pid)
+    p.step()
+    p.expect("freed")
+    p.step()
+    p.wait()
+    expect("files after exit", ctx.files(), [])
+    return "the old file removed, the new one read"
+
+
+def live_fork(ctx, *argv, env=None, wait=True):
+    e = ctx.env(**dict({"LD_PRELOAD": os.path.abspath(ctx.args.lib), "CURESV_LIVE": "1",
+                        "CURESV_REPORT": "off"}, **(env or {})))
+    return subprocess.Popen([os.path.join(ctx.args.bin, "live_fork")] + list(argv),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=e, text=True)
+
+
+def forked_until(ctx, proc):
+    """The parent's line after its forks; the files then."""
+    line = proc.stdout.readline()
+    if not line.startswith("forked "):
+        proc.kill()
+        raise AssertionError("live_fork: %r %r" % (line, proc.communicate()))
+    return line.strip(), ctx.pids()
+
+
+def forks_leave_nothing(ctx):
+    """20 children that _exit (multiprocessing workers) or exec another program leave no file;
+    with 60,000 live allocations in 16M slots, children cost no file and no copy either."""
+    said = []
+    for argv, env in ((["100", "10", "exit"], {}), (["100", "10", "exec"], {}),
+                      (["60000", "3", "exit"], {"CURESV_TABLE_SLOTS": "16M"})):
+        proc = live_fork(ctx, *argv, env=env)
+        line, pids = forked_until(ctx, proc)
+        expect("files while the parent lives (%s)" % " ".join(argv), pids, [proc.pid])
+        out, err = proc.communicate("\n", timeout=120)
+        expect("exit status, stderr", (proc.returncode, err), (0, ""))
+        expect("files after exit", ctx.files(), [])
+        said.append(line.split(": ", 1)[1])
+    return "no files; 16M slots: " + said[-1]
+
+
+def fork_child_exact(ctx):
+    """A forked child's books are exact: with a 0.2 ms timer signal in the parent, and with 64M
+    slots and 200,000 live allocations (its exit report: frees == allocations, nothing unknown,
+    nothing live)."""
+    out = []
+    for argv, env in ((["50000", "3", "free", "itimer"], {}),
+                      (["200000", "1", "free"], {"CURESV_TABLE_SLOTS": "64M"})):
+        reports = os.path.join(ctx.tmp, "r-%d" % len(out))
+        os.mkdir(reports)
+        env = dict(env, CURESV_REPORT="json", CURESV_REPORT_FILE=os.path.join(reports, "%p.json"))
+        proc = live_fork(ctx, *argv, env=env)
+        line, _ = forked_until(ctx, proc)
+        _, err = proc.communicate("\n", timeout=300)
+        expect("exit status, stderr", (proc.returncode, err), (0, ""))
+        children = [f for f in os.listdir(reports) if f != "%d.json" % proc.pid]
+        expect("children's reports", len(children), int(argv[1]))
+        for name in children:
+            with open(os.path.join(reports, name)) as f:
+                r = json.load(f)
+            n = int(argv[0])
+            expect("child %s: allocs, frees" % name, (r["shared"]["allocs"],
+                                                      r["shared"]["frees"]), (n, n))
+            expect("child %s: unknown frees, leaks" % name, (r["unknown_frees"],
+                                                             r["leaks"]["count"]), (0, 0))
+        out.append(line.split(": ", 1)[1])
+    return "; ".join(out)
+
+
+def descriptors(ctx):
+    """close_range(3, ~0U), then the program's own files get curesv's numbers: they keep exactly
+    what the program wrote, the program and its forked child run on; curesv says one line."""
+    files = os.path.join(ctx.tmp, "files")
+    os.mkdir(files)
+    e = ctx.env(LD_PRELOAD=os.path.abspath(ctx.args.lib), CURESV_LIVE="1", CURESV_REPORT="off")
+    r = subprocess.run([os.path.join(ctx.args.bin, "live_fds"), files], capture_output=True,
+                       text=True, timeout=120, env=e)
+    expect("exit status, stdout (%s)" % r.stderr, (r.returncode, r.stdout), (0, "files ok\n"))
+    lines = r.stderr.splitlines()
+    if len(lines) > 1 or not all(l.startswith("curesv: CURESV_LIVE: descriptor ") for l in lines):
+        raise AssertionError("stderr: %r" % r.stderr)
+    for i in range(8):
+        with open(os.path.join(files, "f%d" % i)) as f:
+            if not f.read().startswith("data %d of fd " % i):
+                raise AssertionError("f%d changed" % i)
+    return "files untouched; %s" % ("one line" if lines else "nothing said")
+
+
 def bad_header(path, **fields):
     """A header-sized file whose fields are those of a live file but `fields`."""
     values = dict(magic=cs.MAGIC, version=cs.VERSION, header_bytes=cs.HEADER_BYTES, layout=0,
@@ -1043,6 +1161,11 @@ CASES = [
     ("a file no process holds is removed, whatever has its pid", lock_not_pid),
     ("fork: the child's books under its pid, the parent's stay", fork),
     ("exec: the new program's books under the same pid", exec_again),
+    ("exec while a reader examines the old file: the new file stays", exec_while_read),
+    ("fork: 20 children that _exit or exec leave no file, 16M slots copied by none",
+     forks_leave_nothing),
+    ("fork: a child's books exact with a 0.2 ms timer, and with 64M slots", fork_child_exact),
+    ("close_range, then the program's files on curesv's numbers: untouched", descriptors),
     ("links, owners, modes, sizes, formats, folders refused", refused),
     ("hostile command line; mutated headers", hostile),
     ("Prometheus text format, --textfile, --every", prometheus),
