@@ -5,7 +5,9 @@
  * makes ALLOCS allocations of 256 bytes (they stay live), then forks CHILDREN children, one at a
  * time, each ending by MODE: "exit" (_exit at once, as a multiprocessing worker that never uses
  * CUDA), "exec" (runs /bin/true), or "free" (frees every allocation it inherited, then exit(): its
- * report, if any, is its own). With "itimer", a SIGALRM handler runs every 0.2 ms in the parent
+ * report, if any, is its own; the parent meanwhile frees and makes again up to 20,000 of its
+ * allocations, so that a child's books that were not its own from the fork on would show it).
+ * With "itimer", a SIGALRM handler runs every 0.2 ms in the parent
  * the whole time. With "wait", it makes one allocation first, prints "ready" and waits for a line
  * on stdin before the rest. Then prints "forked N: slowest fork X us, median Y us", waits for a
  * line on stdin, frees all and exits 0 (1 when a CUDA call or a child failed). */
@@ -105,6 +107,11 @@ int main(int argc, char **argv)
 			failures++;
 			continue;
 		}
+		if (strcmp(mode, "free") == 0)
+			for (long i = 0; i < made && i < 20000; i++) {
+				failures += cudaFree(ptrs[i]) != cudaSuccess;
+				failures += cudaMalloc(&ptrs[i], 256) != cudaSuccess;
+			}
 		int status;
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
