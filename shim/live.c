@@ -19,10 +19,12 @@ static struct curesv_live_publisher publisher;
  * on a large machine, few enough to cost a millisecond. */
 #define SWEEP_LIMIT 512
 
-/* The folder swept of dead processes' files, then this process's file and thread. */
+/* The folder swept of dead processes' files, then this process's file and thread. Runs once per
+ * process, under the engine's initialisation or a child's adoption: its buffer is static (the
+ * calling thread's stack may be tiny). */
 static void start(void)
 {
-	char dir[sizeof publisher.file.path - 64];
+	static char dir[sizeof publisher.file.path - 64];
 	if (!curesv_live_dir(dir, sizeof dir))
 		return;
 	curesv_live_sweep(dir, SWEEP_LIMIT);
