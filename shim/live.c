@@ -60,6 +60,13 @@ void curesv_shim_live_adopt(void)
 {
 	if (!region.base)
 		return;
+#if defined(__SANITIZE_THREAD__)
+	/* ThreadSanitizer's runtime ends a child that starts a thread after a fork of a process of
+	 * several threads (die_after_fork): a sanitizer build's child keeps its books private. */
+	curesv_log(CURESV_LOG_INFO, "CURESV_LIVE: a forked child publishes nothing in a "
+		   "ThreadSanitizer build");
+	return;
+#endif
 	struct curesv_live_header h;
 	memcpy(&h, region.base, sizeof h);
 	curesv_live_publish(region.base, &h); /* this process now: pid, time, command line */

@@ -54,22 +54,38 @@ static void give_up(struct curesv_live_publisher *p, const char *what, int err)
 }
 
 /* The descriptor names another file now (the program closed ours, and the number went to one of
- * its own): never touch it; reopen ours by its path, or give up. One line either way. */
+ * its own): never touch it. Ours lost its lock with it, so a reader may have removed it since:
+ * reopen it by its path, else make a new one in its folder, else give up. One line. */
 static bool lost(struct curesv_live_publisher *p, int fd)
 {
 	static _Atomic int said;
-	if (curesv_live_reopen(&p->file)) {
+	static char dir[sizeof p->file.path];
+	bool again = curesv_live_reopen(&p->file);
+	if (!again) {
+		curesv_live_unlink(&p->file);
+		memcpy(dir, p->file.path, sizeof dir);
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			dir[0] = '\0';
+		if (slash)
+			*slash = '\0';
+		again = slash && curesv_live_create(dir, p->size, &p->file);
+		if (again)
+			p->head.nonce = p->file.nonce;
+	}
+	if (again) {
 		atomic_store(&p->fd, p->file.fd);
 		if (!atomic_exchange(&said, 1))
-			curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: descriptor %d no longer names '%s' "
-				   "(the program closed it): reopened", fd, p->file.path);
+			curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: descriptor %d was closed by the "
+				   "program (it names another file now): curesv uses '%s'", fd,
+				   p->file.path);
 		return true;
 	}
-	curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: descriptor %d no longer names '%s' (the program "
-		   "closed it) and it cannot be reopened: the live books stop here, the program runs "
-		   "on", fd, p->file.path);
+	if (!strrchr(dir, '/')) /* else curesv_live_create said why */
+		curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: descriptor %d was closed by the program "
+			   "(it names another file now): the live books stop here, the program runs "
+			   "on", fd);
 	atomic_store(&p->fd, -1);
-	curesv_live_unlink(&p->file);
 	atomic_store(&p->ended, 1);
 	return false;
 }

@@ -13,7 +13,8 @@
  * least CURESV_LIVE_COST times the last copy's time (about 2% of a core at most). Before each use
  * of its descriptor it checks the descriptor still names its file (a program may close every
  * descriptor and open others that get the numbers): if not, it says one line and reopens its file
- * by path, or stops. */
+ * by path (the same file, locked again), or makes a new one when a reader removed it meanwhile
+ * (it was unlocked), or stops. */
 #ifndef CURESV_LIVE_PUBLISH_H
 #define CURESV_LIVE_PUBLISH_H
 

@@ -215,6 +215,36 @@ Test(live, a_descriptor_the_program_took_is_never_touched)
 	close(theirs);
 }
 
+/* The same, and a reader removed the file meanwhile (it was unlocked): a new file is made. */
+Test(live, a_file_removed_while_its_descriptor_was_lost_is_made_again)
+{
+	make_region();
+	cr_assert(curesv_live_start(&pub, dir, region, PAGES * page));
+	wait_publications(1);
+	int theirs = atomic_load(&pub.fd);
+	char old[sizeof pub.file.path];
+	strcpy(old, pub.file.path);
+	int o = open(dir, O_RDONLY | O_DIRECTORY);
+	cr_assert_eq(dup2(o, theirs), theirs);
+	close(o);
+	cr_assert_eq(judge(old), CURESV_LIVE_REMOVED, "unlocked: a reader removes it");
+	uint64_t n = atomic_load(&pub.publications);
+	wait_publications(n + 2);
+	cr_assert_str_neq(pub.file.path, old, "a new file");
+	cr_assert_not(lock_free(pub.file.path));
+	int fd = open(pub.file.path, O_RDONLY);
+	struct curesv_live_header h = file_header(fd);
+	cr_assert_eq(h.nonce, pub.file.nonce, "its header names it");
+	cr_assert_eq(h.generation % 2, 0);
+	close(fd);
+	char path[sizeof pub.file.path];
+	strcpy(path, pub.file.path);
+	curesv_live_stop(&pub);
+	cr_assert_neq(access(path, F_OK), 0);
+	cr_assert_neq(fcntl(theirs, F_GETFD), -1, "the program's descriptor stays open");
+	close(theirs);
+}
+
 Test(live, a_forked_child_closes_only_what_is_still_curesvs)
 {
 	static struct curesv_live_publisher p;
