@@ -36,7 +36,7 @@ curesv_engine *curesv_shim_live_engine(const curesv_config *cfg)
 	size_t total = CURESV_LIVE_HEADER + curesv_region_pages(sizeof(curesv_engine)) +
 		       curesv_engine_bytes(cfg);
 	curesv_engine *e = NULL;
-	if (!curesv_region_map(&region, total, -1) || !curesv_region_take(&region, CURESV_LIVE_HEADER) ||
+	if (!curesv_region_map(&region, total) || !curesv_region_take(&region, CURESV_LIVE_HEADER) ||
 	    !(e = curesv_region_take(&region, sizeof *e)) || !curesv_engine_init_in(e, cfg, &region)) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: cannot map %zu bytes for the books: no live "
 			   "books", total);
