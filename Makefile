@@ -394,7 +394,7 @@ fuzz-%: $(FUZZ)/fuzz_%
 bench: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/trace_bench \
 		$(BUILD)/plain/alloc_bench $(BUILD)/plain/libspin_shim.so $(BUILD)/plain/libcuresv.so \
-		$(BUILD)/plain/libcuresv-selftime.so sim
+		$(BUILD)/plain/libcuresv-selftime.so sim $(BUILD)/plain/it/live_fork
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/bench --stack sim --bin $(BUILD)/plain
 
 # The table's peers are C++ designs (std::unordered_map, std::map): written in C++.
