@@ -246,8 +246,9 @@ bool curesv_live_start(struct curesv_live_publisher *p, const char *dir, const v
 
 void curesv_live_stop(struct curesv_live_publisher *p)
 {
-	if (p->pid != getpid() || !p->file.path[0])
+	if (p->pid != getpid())
 		return;
+	/* the thread's file (its path too: it may make a new one) is read only once it ended */
 	if (p->running) {
 		atomic_store(&p->stop, 1);
 		syscall(SYS_futex, (uint32_t *)&p->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -256,11 +257,11 @@ void curesv_live_stop(struct curesv_live_publisher *p)
 		until.tv_sec += 2;
 		p->running = false;
 		if (pthread_timedjoin_np(p->thread, NULL, &until) != 0) {
-			curesv_live_unlink(&p->file); /* it may still write: leave it the rest */
+			curesv_live_unlink(&p->file); /* stuck in a write: leave it the rest */
 			return;
 		}
 	}
-	if (!atomic_load(&p->ended)) {
+	if (p->file.path[0] && !atomic_load(&p->ended)) {
 		int fd = atomic_exchange(&p->fd, -1);
 		int err;
 		if (curesv_live_same(fd, p->file.dev, p->file.ino)) {
