@@ -162,7 +162,7 @@ IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds fam
 	stress badfree oom rtld_next rename busy_exit control timelines wrapped_driver fork_child \
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
 	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff reload two_runtimes \
-	libcudaplugin12.so slow_free churn no_alloc orphans live_hold leak_sites handoff_sites table_hw hold)
+	libcudaplugin12.so slow_free churn no_alloc orphans live_hold leak_sites handoff_sites table_hw hold live_fork live_fds)
 
 $(IT)/%: tests/integration/%.c core/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@
@@ -330,7 +330,7 @@ check-tools: $(O)/libcuresv.so sim
 # The live books (CURESV_LIVE): curesv-stat and curesv-top on programs that run while they read
 # them (tests/integration/live.py; curesv-top in a tmux terminal).
 check-live: $(O)/libcuresv.so sim
-	$(MAKE) VARIANT=plain $(IT_BIN)/live_hold
+	$(MAKE) VARIANT=plain $(IT_BIN)/live_hold $(IT_BIN)/live_fork $(IT_BIN)/live_fds
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/live.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 
@@ -441,7 +441,7 @@ fuzz-%: $(FUZZ)/fuzz_%
 bench: deps-build
 	$(MAKE) VARIANT=plain $(BUILD)/plain/table_bench $(BUILD)/plain/trace_bench \
 		$(BUILD)/plain/alloc_bench $(BUILD)/plain/libspin_shim.so $(BUILD)/plain/libcuresv.so \
-		$(BUILD)/plain/libcuresv-selftime.so sim
+		$(BUILD)/plain/libcuresv-selftime.so sim $(BUILD)/plain/it/live_fork
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) scripts/bench --stack sim --bin $(BUILD)/plain
 
 # The table's peers are C++ designs (std::unordered_map, std::map): written in C++.

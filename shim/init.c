@@ -20,7 +20,7 @@
 
 enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
 
-/* The engine: here, or in the live file's mapping (CURESV_LIVE). */
+/* The engine: here, or carved from the live books' private region (CURESV_LIVE). */
 static curesv_engine engine_storage;
 static curesv_engine *engine = &engine_storage;
 static _Atomic int state = UNINIT;
@@ -51,14 +51,12 @@ static void before_fork(void)
 	curesv_trace_fork_prepare();
 	if (fork_locked)
 		curesv_report_fork_prepare(engine);
-	curesv_shim_live_fork_prepare();
 }
 
 static void after_fork_parent(void)
 {
 	if (fork_unguarded)
 		return;
-	curesv_shim_live_fork_parent();
 	if (fork_locked)
 		curesv_report_fork_done(engine);
 	curesv_trace_fork_parent();
@@ -228,8 +226,12 @@ curesv_engine *curesv_shim_engine_slow(void)
 	/* acquire: pairs with the release below, so the engine is fully built when seen ACTIVE */
 	int s = atomic_load_explicit(&state, memory_order_acquire);
 	if (__builtin_expect(s == ACTIVE, 1)) {
-		if (atomic_load_explicit(&owner, memory_order_relaxed) == 0)
-			atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
+		/* a forked child's first CUDA call: the books become its own, and are published */
+		pid_t none = 0;
+		if (atomic_load_explicit(&owner, memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_strong_explicit(&owner, &none, getpid(),
+							    memory_order_relaxed, memory_order_relaxed))
+			curesv_shim_live_adopt();
 		/* release: a thread that reads it sees the engine built (and this process its owner) */
 		atomic_store_explicit(&curesv_shim_ready, engine, memory_order_release);
 		return engine;

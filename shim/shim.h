@@ -213,12 +213,13 @@ CURESV_HIDDEN void *curesv_substitute_symbol(const char *symbol, void *fn);
 /* The dlsym trampoline's question (dlsym.c): a driver entry point's hook, or NULL to forward. */
 CURESV_HIDDEN void *curesv_dlsym_answer(void *handle, const char *name);
 
-/* The live books (live.c, CURESV_LIVE): the engine built in the live file's mapping (NULL: none,
- * with one warning; build it as usual); the file ended and removed at exit; fork's handlers. */
+/* The live books (live.c, CURESV_LIVE): the engine carved from a private region published into
+ * the live file by a thread (NULL: the region could not be mapped, one line said); adopt: a
+ * forked child's first CUDA call, which makes the books its own, publishes them; end: at exit;
+ * fork_child: the atfork child handler (drops the parent's file). */
 CURESV_HIDDEN curesv_engine *curesv_shim_live_engine(const curesv_config *cfg);
+CURESV_HIDDEN void curesv_shim_live_adopt(void);
 CURESV_HIDDEN void curesv_shim_live_end(void);
-CURESV_HIDDEN void curesv_shim_live_fork_prepare(void);
-CURESV_HIDDEN void curesv_shim_live_fork_parent(void);
 CURESV_HIDDEN void curesv_shim_live_fork_child(void);
 
 /* Writes the report now, as configured (init.c); false when off or it could not be written. */

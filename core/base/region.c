@@ -9,13 +9,12 @@ size_t curesv_region_pages(size_t bytes)
 	return (bytes + page - 1) / page * page;
 }
 
-bool curesv_region_map(struct curesv_region *r, size_t bytes, int fd)
+bool curesv_region_map(struct curesv_region *r, size_t bytes)
 {
 	*r = (struct curesv_region){ 0 };
 	size_t size = curesv_region_pages(bytes);
-	void *mem = fd < 0 ? mmap(NULL, size, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-			   : mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (mem == MAP_FAILED)
 		return false;
 	*r = (struct curesv_region){ mem, size, 0, true };

@@ -1,6 +1,6 @@
-/* One mapping that a part of curesv's state is carved from, in page-aligned pieces: anonymous
- * (private to the process, the default) or a file's (CURESV_LIVE: the books another process
- * reads, live/live.h). Pages cost memory only once touched. */
+/* One anonymous private mapping that a part of curesv's state is carved from, in page-aligned
+ * pieces (CURESV_LIVE: the engine and its tables, laid out as the live file, live/live.h). Pages
+ * cost memory only once touched; a forked child gets them copy on write. */
 #ifndef CURESV_REGION_H
 #define CURESV_REGION_H
 
@@ -14,9 +14,8 @@ struct curesv_region {
 	bool owned;             /* unmapped by curesv_region_unmap */
 };
 
-/* Maps `bytes` (rounded up to pages), of file `fd` (MAP_SHARED, the file already that long) or,
- * with fd < 0, anonymous and private. False when the mapping fails. */
-bool curesv_region_map(struct curesv_region *r, size_t bytes, int fd);
+/* Maps `bytes` (rounded up to pages), anonymous and private. False when the mapping fails. */
+bool curesv_region_map(struct curesv_region *r, size_t bytes);
 /* The next `bytes` of the region, page-aligned and zeroed (fresh pages); NULL when it is short. */
 void *curesv_region_take(struct curesv_region *r, size_t bytes);
 /* The offset of `p` (inside the region) from its start. */

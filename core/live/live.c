@@ -1,11 +1,16 @@
 #include "live/live.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,51 +58,192 @@ bool curesv_live_dir(char *out, size_t n)
 	return false;
 }
 
-uint64_t curesv_live_start_ticks(long pid)
+int64_t curesv_live_now_ns(void)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t got = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (got <= 0)
-		return 0;
-	buf[got] = '\0';
-	/* the command name (field 2) may hold spaces and parentheses: fields count from the last ')' */
-	char *p = strrchr(buf, ')');
-	for (int field = 2; p && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	return p ? strtoull(p + 1, NULL, 10) : 0;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
-int curesv_live_create(size_t bytes, char *path, size_t n)
+/* 64 bits no other process picks: the kernel's, else (getrandom denied by a seccomp filter, or
+ * too old a kernel) the clock, the pid and an address mixed, which is enough since a name taken
+ * already is only tried again (O_EXCL). */
+static uint64_t nonce(void)
 {
-	char dir[512];
-	if (!curesv_live_dir(dir, sizeof dir))
-		return -1;
-	long pid = (long)getpid();
-	int k = snprintf(path, n, "%s/%ld-%llu.live", dir, pid,
-			 (unsigned long long)curesv_live_start_ticks(pid));
-	if (k < 0 || (size_t)k >= n)
-		return -1;
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	/* A file of this pid and start time is this very process's, made before an exec (which
-	 * unmapped it and ran no exit handler): its books are not this program's. */
-	if (fd < 0 && errno == EEXIST && unlink(path) == 0)
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: '%s': %s: no live books", path, strerror(errno));
-		return -1;
+	uint64_t v;
+	if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
+		return v;
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	v = (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+	    (uint64_t)(uintptr_t)&t;
+	v ^= v >> 33;
+	v *= UINT64_C(0xff51afd7ed558ccd);
+	return v ^ (v >> 33);
+}
+
+static bool lock(int fd, short type)
+{
+	struct flock l = { .l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+	return fcntl(fd, F_OFD_SETLK, &l) == 0;
+}
+
+/* fstat(2) itself: a sanitizer's interceptor would report the program's open() of a number that
+ * this check exists to notice as a race on the descriptor. */
+static int raw_fstat(int fd, struct stat *st)
+{
+#ifdef SYS_fstat
+	return (int)syscall(SYS_fstat, fd, st);
+#else
+	return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+#endif
+}
+
+bool curesv_live_same(int fd, dev_t dev, ino_t ino)
+{
+	struct stat st;
+	return fd >= 0 && raw_fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+static bool name_is(const struct curesv_live_file *f)
+{
+	struct stat st;
+	return lstat(f->path, &st) == 0 && st.st_dev == f->dev && st.st_ino == f->ino;
+}
+
+void curesv_live_unlink(const struct curesv_live_file *f)
+{
+	if (f->path[0] && name_is(f))
+		unlink(f->path);
+}
+
+/* pwrite and ftruncate past RLIMIT_FSIZE raise SIGXFSZ, which kills the program: never try. */
+static bool fits_fsize(size_t bytes)
+{
+	struct rlimit r;
+	return getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY ||
+	       (uint64_t)r.rlim_cur >= bytes;
+}
+
+bool curesv_live_create(const char *dir, size_t bytes, struct curesv_live_file *f)
+{
+	f->fd = -1;
+	f->path[0] = '\0';
+	if (!fits_fsize(bytes)) {
+		curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: the live file would be %zu bytes, past "
+			   "RLIMIT_FSIZE: no live books", bytes);
+		return false;
 	}
-	if (ftruncate(fd, (off_t)bytes) != 0) {
-		curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: '%s': %s: no live books", path, strerror(errno));
-		unlink(path);
+	for (int attempt = 0; attempt < 8; attempt++) {
+		f->nonce = nonce();
+		int k = snprintf(f->path, sizeof f->path, "%s/%ld-%016" PRIx64 ".live", dir,
+				 (long)getpid(), f->nonce);
+		if (k < 0 || (size_t)k >= sizeof f->path)
+			break;
+		int fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && (errno == EEXIST || errno == EINTR))
+			continue;
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) != 0) {
+			curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: '%s': %s: no live books", f->path,
+				   strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			f->path[0] = '\0';
+			return false;
+		}
+		f->dev = st.st_dev;
+		f->ino = st.st_ino;
+		/* A reader that found it unlocked, before the lock below, takes it for a dead
+		 * process's: it holds a read lock (ours then fails) or removed the name (checked
+		 * after): make another. */
+		bool locked = lock(fd, F_WRLCK);
+		int err = errno;
+		if (locked && name_is(f)) {
+			if (ftruncate(fd, (off_t)bytes) == 0) {
+				f->fd = fd;
+				return true;
+			}
+			err = errno;
+			locked = false;
+		} else if (locked) {
+			close(fd);
+			continue;
+		}
+		curesv_live_unlink(f);
 		close(fd);
-		return -1;
+		if (err == EAGAIN || err == EACCES)
+			continue;
+		curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: '%s': %s: no live books", f->path,
+			   strerror(err));
+		f->path[0] = '\0';
+		return false;
 	}
-	return fd;
+	curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: '%s': no name of its own could be made: no live "
+		   "books", dir);
+	f->path[0] = '\0';
+	return false;
+}
+
+bool curesv_live_reopen(struct curesv_live_file *f)
+{
+	f->fd = -1;
+	int fd = open(f->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (curesv_live_same(fd, f->dev, f->ino) && lock(fd, F_WRLCK) && name_is(f)) {
+		f->fd = fd;
+		return true;
+	}
+	close(fd);
+	return false;
+}
+
+enum curesv_live_verdict curesv_live_dead(int dir_fd, const char *name, int fd)
+{
+	struct stat mine, now;
+	if (fstat(fd, &mine) != 0 || !lock(fd, F_RDLCK))
+		return CURESV_LIVE_ALIVE;
+	enum curesv_live_verdict v = CURESV_LIVE_GONE;
+	if (fstatat(dir_fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == mine.st_dev &&
+	    now.st_ino == mine.st_ino && unlinkat(dir_fd, name, 0) == 0)
+		v = CURESV_LIVE_REMOVED;
+	lock(fd, F_UNLCK);
+	return v;
+}
+
+/* PID-NONCE.live: decimal digits, '-', 16 lowercase hexadecimal digits. */
+static bool live_name(const char *name)
+{
+	size_t digits = strspn(name, "0123456789");
+	return digits > 0 && digits <= 10 && name[digits] == '-' &&
+	       strspn(name + digits + 1, "0123456789abcdef") == 16 &&
+	       strcmp(name + digits + 17, ".live") == 0;
+}
+
+unsigned curesv_live_sweep(const char *dir, unsigned limit)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int dir_fd = dirfd(d);
+	unsigned removed = 0, seen = 0;
+	struct dirent *e;
+	while (seen < limit && (e = readdir(d))) {
+		if (!live_name(e->d_name))
+			continue;
+		seen++;
+		int fd = openat(dir_fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+		    curesv_live_dead(dir_fd, e->d_name, fd) == CURESV_LIVE_REMOVED)
+			removed++;
+		close(fd);
+	}
+	closedir(d);
+	return removed;
 }
 
 static void read_cmdline(char *out, size_t n)
@@ -120,36 +266,20 @@ static void read_cmdline(char *out, size_t n)
 void curesv_live_publish(void *base, const struct curesv_live_header *h)
 {
 	struct curesv_live_header *out = base;
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	uint32_t state = CURESV_LIVE_STARTING;
-	out->magic = 0; /* a reader seeing the magic sees the rest */
+	memset(out, 0, sizeof *out);
+	out->magic = CURESV_LIVE_MAGIC;
 	out->version = CURESV_LIVE_VERSION;
 	out->header_bytes = CURESV_LIVE_HEADER;
 	out->layout = h->layout;
 	out->total_bytes = h->total_bytes;
 	out->pid = (int64_t)getpid();
-	out->start_ticks = curesv_live_start_ticks((long)getpid());
 	out->uid = (uint32_t)geteuid();
-	atomic_store_explicit(&out->state, state, memory_order_relaxed);
-	out->created_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+	out->state = CURESV_LIVE_RUNNING;
+	out->created_ns = curesv_live_now_ns();
 	out->engine_off = h->engine_off;
 	out->table_off = h->table_off;
 	out->table_slots = h->table_slots;
 	out->streams_off = h->streams_off;
 	out->cells_off = h->cells_off;
 	read_cmdline(out->cmdline, sizeof out->cmdline);
-	/* release: the header and the engine it names are there before a reader sees the magic */
-	atomic_thread_fence(memory_order_release);
-	out->magic = CURESV_LIVE_MAGIC;
-	atomic_store_explicit(&out->state, CURESV_LIVE_RUNNING, memory_order_release);
-}
-
-void curesv_live_end(void *base, const char *path)
-{
-	struct curesv_live_header *h = base;
-	if (h)
-		atomic_store_explicit(&h->state, CURESV_LIVE_ENDED, memory_order_release);
-	if (path && path[0])
-		unlink(path);
 }

@@ -2,8 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <setjmp.h>
-#include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,48 +317,144 @@ enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size, size_t 
 	return CURESV_STAT_OK;
 }
 
-static sigjmp_buf cut_short;
-static void on_sigbus(int sig)
-{
-	(void)sig;
-	siglongjmp(cut_short, 1);
-}
-
-/* The file read-only, its data mapped over zero pages: a tmpfs file's holes (most of the ledger's
- * cells, which only threads that ran touch) read as zero without this reader's page faults filling
- * them, which would give each watched process the file's whole length in memory. A hole the
- * program fills while this runs reads as it was. */
-static void *map_data(int fd, size_t size, size_t *zero_from)
+/* The data of the file (its holes left as zero pages, which cost nothing) copied into private
+ * memory: the reader's snapshot, whatever the writer does next. The file holds only zeros from
+ * *zero_from on. */
+static bool copy_data(int fd, unsigned char *to, size_t size, size_t *zero_from)
 {
 	*zero_from = 0;
-	unsigned char *base = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-				   -1, 0);
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	for (off_t at = 0, pieces = 0; base != MAP_FAILED && (size_t)at < size; pieces++) {
+	for (off_t at = 0, pieces = 0; (size_t)at < size; pieces++) {
 		off_t data = lseek(fd, at, SEEK_DATA);
-		off_t hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
 		if (data < 0 && errno == ENXIO)
-			break; /* holes to the end */
-		if (hole < 0 || pieces == 4096) /* no hole support, or pieces past counting: all of it */
-			data = 0, hole = (off_t)size;
-		data -= data % (off_t)page;
+			return true; /* holes to the end */
+		off_t hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
+		if (hole < 0 || pieces == 65536) /* no hole support, or pieces past counting */
+			data = at, hole = (off_t)size;
 		if ((size_t)hole > size)
 			hole = (off_t)size;
-		if (hole > data && mmap(base + data, (size_t)(hole - data), PROT_READ,
-					MAP_SHARED | MAP_FIXED, fd, data) == MAP_FAILED) {
-			munmap(base, size);
-			return MAP_FAILED;
+		for (off_t p = data; p < hole;) {
+			ssize_t n = pread(fd, to + p, (size_t)(hole - p), p);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return false;
+			if (n == 0)
+				break; /* cut short meanwhile: the rest reads as zero */
+			p += n;
 		}
 		if ((size_t)hole > *zero_from)
 			*zero_from = (size_t)hole;
-		at = hole > at ? hole : at + (off_t)page;
+		at = hole > at ? hole : at + 4096;
 	}
-	return base;
+	return true;
+}
+
+static bool read_header(int fd, struct curesv_live_header *h)
+{
+	ssize_t n;
+	do
+		n = pread(fd, h, sizeof *h, 0);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof *h;
+}
+
+static int64_t now_ns(clockid_t clock)
+{
+	struct timespec t;
+	clock_gettime(clock, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void nap_ms(int ms)
+{
+	struct timespec t = { 0, ms * 1000000L };
+	while (nanosleep(&t, &t) != 0 && errno == EINTR)
+		;
+}
+
+/* How long a reader waits for a publication that began after it started: a few of the writer's
+ * periods (which its header says), never more than this. */
+#define WAIT_PERIODS 3
+#define WAIT_MAX_NS (INT64_C(35) * 1000000000)
+
+/* Waits until the file holds a publication that began after `since` (CLOCK_REALTIME): whatever
+ * the program did before the reader started is in it. False, with why, when its process ended or
+ * none came in time. */
+static bool wait_published(int fd, int64_t since, char *why, size_t n, bool *ended)
+{
+	int64_t start = now_ns(CLOCK_MONOTONIC);
+	struct curesv_live_header h;
+	for (;;) {
+		if (!read_header(fd, &h)) {
+			snprintf(why, n, "shorter than a live file's header");
+			return false;
+		}
+		if (h.magic != CURESV_LIVE_MAGIC || h.version != CURESV_LIVE_VERSION)
+			return true; /* said by the checks that follow */
+		if (h.state == CURESV_LIVE_ENDED) {
+			*ended = true;
+			snprintf(why, n, "its process has ended");
+			return false;
+		}
+		if (h.published_ns >= since && h.generation % 2 == 0)
+			return true;
+		int64_t period = h.period_ns > 0 && h.period_ns < WAIT_MAX_NS ? h.period_ns
+									 : WAIT_MAX_NS;
+		int64_t waited = now_ns(CLOCK_MONOTONIC) - start;
+		if (waited > WAIT_PERIODS * period + 1000000000 || waited > WAIT_MAX_NS) {
+			if (h.published_ns > 0)
+				return true; /* the latest there is */
+			snprintf(why, n, "its process has published nothing yet");
+			return false;
+		}
+		nap_ms(5);
+	}
+}
+
+/* The file's contents as of one whole publication: copied, then kept only if the header's
+ * generation was even and did not move meanwhile (a seqlock), else copied again. */
+static void *snapshot(int fd, size_t size, size_t *zero_from, char *why, size_t n)
+{
+	unsigned char *mem = MAP_FAILED;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		struct curesv_live_header before, after;
+		if (!read_header(fd, &before)) {
+			snprintf(why, n, "cut short while it was read");
+			break;
+		}
+		if (before.generation % 2 == 1) {
+			nap_ms(1);
+			continue;
+		}
+		if (mem != MAP_FAILED)
+			munmap(mem, size);
+		mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (mem == MAP_FAILED) {
+			snprintf(why, n, "%s", strerror(errno));
+			return MAP_FAILED;
+		}
+		if (!copy_data(fd, mem, size, zero_from)) {
+			snprintf(why, n, "%s", strerror(errno));
+			break;
+		}
+		if (read_header(fd, &after) && after.generation == before.generation) {
+			memcpy(mem, &before, sizeof before);
+			return mem;
+		}
+	}
+	if (mem != MAP_FAILED)
+		munmap(mem, size);
+	if (!why[0])
+		snprintf(why, n, "written faster than it can be read");
+	return MAP_FAILED;
 }
 
 enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_format format,
 					 int out_fd, char *why, size_t n)
 {
+	int64_t since = now_ns(CLOCK_REALTIME);
+	why[0] = '\0';
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0) {
@@ -378,23 +473,16 @@ enum curesv_stat_result curesv_stat_file(const char *path, enum curesv_report_fo
 		return CURESV_STAT_BAD;
 	}
 	size_t size = (size_t)st.st_size, zero_from = size;
-	void *map = size ? map_data(fd, size, &zero_from) : MAP_FAILED;
+	bool ended = false;
+	void *copy = MAP_FAILED;
+	if (size < CURESV_LIVE_HEADER)
+		snprintf(why, n, "shorter than a live file's header");
+	else if (wait_published(fd, since, why, n, &ended))
+		copy = snapshot(fd, size, &zero_from, why, n);
 	close(fd);
-	if (map == MAP_FAILED) {
-		snprintf(why, n, "%s", size ? strerror(errno) : "empty");
-		return CURESV_STAT_BAD;
-	}
-	struct sigaction sa = { .sa_handler = on_sigbus }, old;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &old);
-	enum curesv_stat_result r;
-	if (sigsetjmp(cut_short, 1) == 0) {
-		r = curesv_stat_bytes(map, size, zero_from, format, out_fd, why, n);
-	} else {
-		snprintf(why, n, "cut short while it was read");
-		r = CURESV_STAT_BAD;
-	}
-	sigaction(SIGBUS, &old, NULL);
-	munmap(map, size);
+	if (copy == MAP_FAILED)
+		return ended ? CURESV_STAT_ENDED : CURESV_STAT_BAD;
+	enum curesv_stat_result r = curesv_stat_bytes(copy, size, zero_from, format, out_fd, why, n);
+	munmap(copy, size);
 	return r;
 }

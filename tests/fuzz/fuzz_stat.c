@@ -115,7 +115,7 @@ static void build_template(void)
 		abort();
 	size_t total = CURESV_LIVE_HEADER + curesv_region_pages(sizeof(curesv_engine)) +
 		       curesv_engine_bytes(&cfg);
-	if (!curesv_region_map(&region, total, -1) || !(header = curesv_region_take(&region,
+	if (!curesv_region_map(&region, total) || !(header = curesv_region_take(&region,
 			CURESV_LIVE_HEADER)) || !(engine = curesv_region_take(&region, sizeof *engine)) ||
 	    !curesv_engine_init_in(engine, &cfg, &region))
 		abort();

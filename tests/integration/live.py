@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """The live books (CURESV_LIVE=1) read from outside while the program runs, on the simulated stack:
 
-  publish        the file appears, 0600, named by pid and start time, in a 0700 folder; its header
-                 names the process; a read leaves its holes holes; removed at exit
+  publish        the file appears, 0600, named PID-NONCE, locked by its process, in a 0700 folder;
+                 its header names the process; a read leaves its holes holes; removed at exit
   stat           curesv-stat's text and JSON hold the numbers the held program has (live_hold:
                  8 buffers of 64 KiB made by 'scan', 4 freed by 'pipe'), with time and cmdline
   quiescent      a snapshot where nothing runs equals the exit report, key by key, but for the
                  two keys a snapshot adds (time, cmdline)
   SIGKILL        the file a killed process leaves is removed by the next reader, not listed
-  pid reused     a file whose pid another program holds now (its start time differs), or whose
-                 process no longer maps it, is removed, not read
+  lock, not pid  a file no process holds is removed whatever process has its pid now
   fork, exec     a forked child publishes its own books under its own pid, the parent's stay; a
-                 process that runs another program (exec) publishes the new one's
+                 process that runs another program (exec) publishes the new one's; a reader
+                 that examined the old file while the new program made its own removes only the
+                 old one
+  forks          20 children that _exit or exec leave no file; 60,000 live allocations in 16M
+                 slots are not copied at fork; a child's books are exact with a 0.2 ms timer
+                 signal in the parent, and with 64M slots and 200,000 allocations
+  descriptors    close_range(3, ~0U), then the program's own files on the numbers: untouched
   refused        symbolic links, other users' files, modes other than 0600, FIFOs, folders, bad
                  names, sizes, magic numbers and versions, bad folders: one line each, left alone
   hostile        a command line with newline, quote, backslash and invalid UTF-8 reads as one
@@ -30,6 +35,7 @@
 Prints one table and "N passed, N failed".
 """
 import argparse
+import fcntl
 import importlib.machinery
 import importlib.util
 import json
@@ -72,10 +78,26 @@ def expect(what, got, want):
         raise AssertionError("%s: got %r, want %r" % (what, got, want))
 
 
-def start_ticks(pid):
-    with open("/proc/%d/stat" % pid, "rb") as f:
-        text = f.read()
-    return int(text[text.rfind(b")") + 1:].split()[19])
+LIVE_NAME = re.compile(r"([0-9]+)-([0-9a-f]{16})\.live\Z")
+
+
+def hold_lock(path):
+    """An open descriptor of `path` holding its writer's lock, as a running process holds its
+    own live file's: readers take it for alive."""
+    fd = os.open(path, os.O_RDWR)
+    fcntl.fcntl(fd, cs.F_OFD_SETLK, cs.FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+    return fd
+
+
+def is_locked(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.fcntl(fd, cs.F_OFD_SETLK, cs.FLOCK.pack(fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 class Ctx:
@@ -99,6 +121,17 @@ class Ctx:
 
     def files(self):
         return sorted(os.listdir(self.folder)) if os.path.isdir(self.folder) else []
+
+    def file_of(self, pid):
+        """The one live file of process `pid`."""
+        mine = [f for f in self.files() if f.startswith("%d-" % pid)]
+        expect("files of pid %d" % pid, len(mine), 1)
+        return os.path.join(self.folder, mine[0])
+
+    def pids(self):
+        """The pids the folder's files are named for (a name not PID-...: -1)."""
+        return sorted(int(f.split("-", 1)[0]) if f.split("-", 1)[0].isdigit() else -1
+                      for f in self.files())
 
     def stat(self, *argv, env=None, folder=True):
         """curesv-stat with --lib (and --dir this case's folder)."""
@@ -164,9 +197,8 @@ class Program:
             self.p.kill()
             self.p.wait()
 
-    def path(self, pid=None, start=None):
-        pid = pid or self.pid
-        return os.path.join(self.ctx.folder, "%d-%d.live" % (pid, start or start_ticks(pid)))
+    def path(self, pid=None):
+        return self.ctx.file_of(pid or self.pid)
 
 
 def one_line(p, code, *contains):
@@ -197,9 +229,10 @@ def check_held(report, pid):
     expect("live allocations", (report["leaks"]["count"], report["leaks"]["bytes"]), (4, 256 * KIB))
 
 
-def sparse_copy(src, dst, pid, start):
+def sparse_copy(src, dst, pid, nonce):
     """A copy of live file `src` (its data; holes stay holes) whose name and header say pid and
-    start."""
+    nonce, as of one whole publication (generation even) and dated a day ahead (a reader takes it
+    at once)."""
     fd = os.open(src, os.O_RDONLY)
     out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
@@ -217,7 +250,8 @@ def sparse_copy(src, dst, pid, start):
                 data += len(chunk)
             at = hole
         os.ftruncate(out, size)
-        os.pwrite(out, struct.pack("<qQ", pid, start), 32)  # the header's pid and start_ticks
+        os.pwrite(out, struct.pack("<qQ", pid, nonce), 32)  # the header's pid and nonce
+        os.pwrite(out, struct.pack("<Qq", 2, time.time_ns() + 86400 * 10**9), 104)
     finally:
         os.close(fd)
         os.close(out)
@@ -232,9 +266,11 @@ def publish(ctx):
     expect("folder is a folder", stat.S_ISDIR(st.st_mode), True)
     expect("folder mode", stat.S_IMODE(st.st_mode), 0o700)
     expect("folder owner", st.st_uid, os.geteuid())
-    name = "%d-%d.live" % (p.pid, start_ticks(p.pid))
+    path = ctx.file_of(p.pid)
+    name = os.path.basename(path)
+    nonce = int(LIVE_NAME.match(name).group(2), 16)
     expect("files", ctx.files(), [name])
-    path = os.path.join(ctx.folder, name)
+    expect("held by its process's lock", is_locked(path), True)
     st = os.lstat(path)
     expect("a regular file", stat.S_ISREG(st.st_mode), True)
     expect("file mode", stat.S_IMODE(st.st_mode), 0o600)
@@ -243,11 +279,15 @@ def publish(ctx):
         h = cs.HEADER.unpack(f.read(cs.HEADER.size))
     expect("magic, version, header bytes", h[:3], (cs.MAGIC, cs.VERSION, cs.HEADER_BYTES))
     expect("total bytes", h[4], st.st_size)
-    expect("pid, start, uid, state", h[5:9], (p.pid, start_ticks(p.pid), os.geteuid(), cs.RUNNING))
+    expect("pid, nonce, uid, state", h[5:9], (p.pid, nonce, os.geteuid(), cs.RUNNING))
     if abs(h[9] / 1e9 - time.time()) > 120:
         raise AssertionError("created_ns %d is not now" % h[9])
-    expect("cmdline", h[15].split(b"\0")[0], os.path.join(ctx.args.bin, "live_hold").encode())
+    expect("cmdline", h[18].split(b"\0")[0], os.path.join(ctx.args.bin, "live_hold").encode())
     r = ctx.stat()
+    with open(path, "rb") as f:
+        h = cs.HEADER.unpack(f.read(cs.HEADER.size))
+    if h[15] % 2 or h[16] < time.time_ns() - 60 * 10**9 or not 10**8 <= h[17] <= 10**10:
+        raise AssertionError("generation %d, published %d, period %d" % h[15:18])
     expect("curesv-stat (%s)" % r.stderr, r.returncode, 0)
     stored = os.stat(path).st_blocks * 512
     if stored > 8 << 20:  # the reader must not fill the holes of a tmpfs file with pages
@@ -378,7 +418,8 @@ def sigkill(ctx):
         r = ctx.stat(*(["--verbose"] if verbose else []))
         expect("exit status (%s)" % r.stderr, r.returncode, 2)
         lines = r.stderr.splitlines()
-        want = ["curesv-stat: removed %s: process %d is gone" % (path, p.pid)] if verbose else []
+        want = ["curesv-stat: removed %s: no process holds it (its process ended without "
+                "removing it)" % path] if verbose else []
         want.append("curesv-stat: no process of uid %d publishes its books (run one with "
                     "CURESV_LIVE=1, or curesv --live); looked in %s (--dir DIR looks elsewhere)"
                     % (os.geteuid(), ctx.folder))
@@ -387,30 +428,36 @@ def sigkill(ctx):
     return "removed, quietly and with --verbose"
 
 
-def pid_reused(ctx):
+def lock_not_pid(ctx):
+    """Copies of the program's file named for a running process's pid: no process holds them, so
+    they are removed, whatever runs under that pid; one the test holds is read."""
     p = Program(ctx)
     p.expect("held 4")
     sleeper = subprocess.Popen(["sleep", "60"])
     ctx.programs.append(type("P", (), {"kill": lambda self: (sleeper.kill(), sleeper.wait())})())
-    start = start_ticks(sleeper.pid)
-    other = os.path.join(ctx.folder, "%d-%d.live" % (sleeper.pid, start + 1))
-    same = os.path.join(ctx.folder, "%d-%d.live" % (sleeper.pid, start))
-    sparse_copy(p.path(), other, sleeper.pid, start + 1)
-    sparse_copy(p.path(), same, sleeper.pid, start)
-    r = ctx.stat("--json", "--verbose")
-    expect("exit status (%s)" % r.stderr, r.returncode, 0)
-    listed = [x["pid"] for x in json.loads(r.stdout)]
-    expect("processes listed", listed, [p.pid])
-    expect("stderr", sorted(r.stderr.splitlines()), sorted([
-        "curesv-stat: removed %s: pid %d is another program's now" % (other, sleeper.pid),
-        "curesv-stat: removed %s: process %d no longer maps it (it runs another program now, or "
-        "is exiting)" % (same, sleeper.pid)]))
-    expect("files left", ctx.files(), [os.path.basename(p.path())])
+    unheld = os.path.join(ctx.folder, "%d-%016x.live" % (sleeper.pid, 1))
+    held = os.path.join(ctx.folder, "%d-%016x.live" % (os.getpid(), 2))
+    sparse_copy(p.path(), unheld, sleeper.pid, 1)
+    sparse_copy(p.path(), held, os.getpid(), 2)
+    fd = hold_lock(held)
+    try:
+        r = ctx.stat("--json", "--verbose")
+        expect("exit status (%s)" % r.stderr, r.returncode, 0)
+        listed = sorted(x["pid"] for x in json.loads(r.stdout))
+        expect("processes listed", listed, sorted([p.pid, os.getpid()]))
+        expect("stderr", r.stderr.splitlines(), [
+            "curesv-stat: removed %s: no process holds it (its process ended without removing "
+            "it)" % unheld])
+        expect("files left", ctx.files(), sorted([os.path.basename(p.path()),
+                                                  os.path.basename(held)]))
+    finally:
+        os.close(fd)
+    os.unlink(held)
     p.step()
     p.expect("freed")
     p.step()
     p.wait()
-    return "start time and mapping told apart"
+    return "the lock, not the pid, tells"
 
 
 def fork(ctx):
@@ -433,8 +480,7 @@ def fork(ctx):
     with open("/proc/%d/stat" % child["pid"], "rb") as f:
         ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
     expect("the child's parent", ppid, p.pid)
-    expect("files", ctx.files(), sorted(os.path.basename(p.path(pid)) for pid in
-                                        (p.pid, child["pid"])))
+    expect("files' pids", ctx.pids(), sorted([p.pid, child["pid"]]))
     p.step()  # the child reads it and ends with _exit: its file stays
     p.expect("freed")
     after = ctx.stat_json()
@@ -456,7 +502,7 @@ def exec_again(ctx):
     after = ctx.stat_json(str(p.pid))
     check_held(after, p.pid)
     expect("cmdline after the exec", after["cmdline"], os.path.join(ctx.args.bin, "live_hold"))
-    expect("files", ctx.files(), [os.path.basename(p.path())])
+    expect("files' pids", ctx.pids(), [p.pid])
     p.step()
     p.expect("freed")
     p.step()
@@ -467,16 +513,138 @@ def exec_again(ctx):
     return "the new program's books"
 
 
+def exec_while_read(ctx):
+    """A program runs itself again (exec) while a reader examines its old file: the reader
+    removes the old file, the one the new program makes stays and is read."""
+    p = Program(ctx, "exec-wait")
+    p.expect("held 4")
+    old = p.path()
+    p.step()
+    p.expect("waiting")  # the new program, before its first CUDA call
+    real_unlink = os.unlink
+    made = []
+
+    def unlink_late(name, *a, **kw):
+        """The reader has judged the old file: the new program makes its own now, before the
+        reader's unlink."""
+        if not made:
+            p.step()
+            p.expect("held 4")
+            made.extend(f for f in ctx.files() if f != os.path.basename(old))
+        return real_unlink(name, *a, **kw)
+    os.unlink = unlink_late
+    try:
+        scan = cs.scan_dirs([ctx.folder])
+    finally:
+        os.unlink = real_unlink
+    expect("the new program made a file", len(made), 1)
+    expect("files after the read", ctx.files(), made)
+    # the reader removed the old file, or the new program's start-up sweep did just before it
+    if [l.split(":")[0] for l in scan.removed] not in ([], ["removed %s" % old]):
+        raise AssertionError("the reader's lines: %r" % scan.removed)
+    check_held(ctx.stat_json(str(p.pid)), p.pid)
+    p.step()
+    p.expect("freed")
+    p.step()
+    p.wait()
+    expect("files after exit", ctx.files(), [])
+    return "the old file removed, the new one read"
+
+
+def live_fork(ctx, *argv, env=None, wait=True):
+    e = ctx.env(**dict({"LD_PRELOAD": os.path.abspath(ctx.args.lib), "CURESV_LIVE": "1",
+                        "CURESV_REPORT": "off"}, **(env or {})))
+    return subprocess.Popen([os.path.join(ctx.args.bin, "live_fork")] + list(argv),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=e, text=True)
+
+
+def forked_until(ctx, proc):
+    """The parent's line after its forks; the files then."""
+    line = proc.stdout.readline()
+    if not line.startswith("forked "):
+        proc.kill()
+        raise AssertionError("live_fork: %r %r" % (line, proc.communicate()))
+    return line.strip(), ctx.pids()
+
+
+def forks_leave_nothing(ctx):
+    """20 children that _exit (multiprocessing workers) or exec another program leave no file;
+    with 60,000 live allocations in 16M slots, children cost no file and no copy either."""
+    said = []
+    for argv, env in ((["100", "10", "exit"], {}), (["100", "10", "exec"], {}),
+                      (["60000", "3", "exit"], {"CURESV_TABLE_SLOTS": "16M"})):
+        proc = live_fork(ctx, *argv, env=env)
+        line, pids = forked_until(ctx, proc)
+        expect("files while the parent lives (%s)" % " ".join(argv), pids, [proc.pid])
+        out, err = proc.communicate("\n", timeout=120)
+        expect("exit status, stderr", (proc.returncode, err), (0, ""))
+        expect("files after exit", ctx.files(), [])
+        said.append(line.split(": ", 1)[1])
+    return "no files; 16M slots: " + said[-1]
+
+
+def fork_child_exact(ctx):
+    """A forked child's books are exact: with a 0.2 ms timer signal in the parent, and with 64M
+    slots and 200,000 live allocations (its exit report: frees == allocations, nothing unknown,
+    nothing live)."""
+    out = []
+    for argv, env in ((["50000", "3", "free", "itimer"], {}),
+                      (["200000", "1", "free"], {"CURESV_TABLE_SLOTS": "64M"})):
+        reports = os.path.join(ctx.tmp, "r-%d" % len(out))
+        os.mkdir(reports)
+        env = dict(env, CURESV_REPORT="json", CURESV_REPORT_FILE=os.path.join(reports, "%p.json"))
+        proc = live_fork(ctx, *argv, env=env)
+        line, _ = forked_until(ctx, proc)
+        _, err = proc.communicate("\n", timeout=300)
+        expect("exit status, stderr", (proc.returncode, err), (0, ""))
+        children = [f for f in os.listdir(reports) if f != "%d.json" % proc.pid]
+        expect("children's reports", len(children), int(argv[1]))
+        for name in children:
+            with open(os.path.join(reports, name)) as f:
+                r = json.load(f)
+            # the child's books are the parent's at the fork (its allocations, and the frees
+            # and allocations of its churn after earlier forks), then its own frees of them all
+            expect("child %s: frees == allocs" % name, r["shared"]["frees"],
+                   r["shared"]["allocs"])
+            if r["shared"]["allocs"] < int(argv[0]):
+                raise AssertionError("child %s: %d allocations" % (name, r["shared"]["allocs"]))
+            expect("child %s: unknown frees, leaks" % name, (r["unknown_frees"],
+                                                             r["leaks"]["count"]), (0, 0))
+        out.append(line.split(": ", 1)[1])
+    return "; ".join(out)
+
+
+def descriptors(ctx):
+    """close_range(3, ~0U), then the program's own files get curesv's numbers: they keep exactly
+    what the program wrote, the program and its forked child run on; curesv says one line."""
+    files = os.path.join(ctx.tmp, "files")
+    os.mkdir(files)
+    e = ctx.env(LD_PRELOAD=os.path.abspath(ctx.args.lib), CURESV_LIVE="1", CURESV_REPORT="off")
+    r = subprocess.run([os.path.join(ctx.args.bin, "live_fds"), files], capture_output=True,
+                       text=True, timeout=120, env=e)
+    expect("exit status, stdout (%s)" % r.stderr, (r.returncode, r.stdout), (0, "files ok\n"))
+    lines = r.stderr.splitlines()
+    if len(lines) > 1 or not all(l.startswith("curesv: CURESV_LIVE: descriptor ") and
+                                 "was closed by the program" in l for l in lines):
+        raise AssertionError("stderr: %r" % r.stderr)
+    for i in range(8):
+        with open(os.path.join(files, "f%d" % i)) as f:
+            if not f.read().startswith("data %d of fd " % i):
+                raise AssertionError("f%d changed" % i)
+    return "files untouched; %s" % ("one line" if lines else "nothing said")
+
+
 def bad_header(path, **fields):
     """A header-sized file whose fields are those of a live file but `fields`."""
     values = dict(magic=cs.MAGIC, version=cs.VERSION, header_bytes=cs.HEADER_BYTES, layout=0,
-                  total=cs.HEADER_BYTES, pid=0, start=0, uid=os.geteuid(), state=cs.RUNNING,
+                  total=cs.HEADER_BYTES, pid=0, nonce=0, uid=os.geteuid(), state=cs.RUNNING,
                   created=0, cmdline=b"x")
     values.update(fields)
     raw = cs.HEADER.pack(values["magic"], values["version"], values["header_bytes"],
-                         values["layout"], values["total"], values["pid"], values["start"],
-                         values["uid"], values["state"], values["created"], 0, 0, 0, 0, 0,
-                         values["cmdline"])
+                         values["layout"], values["total"], values["pid"], values["nonce"],
+                         values["uid"], values["state"], values["created"], 0, 0, 0, 0, 0, 2,
+                         time.time_ns(), 10**8, values["cmdline"])
     with open(path, "wb") as f:
         f.write(raw.ljust(cs.HEADER_BYTES, b"\0"))
     os.chmod(path, 0o600)
@@ -485,44 +653,45 @@ def bad_header(path, **fields):
 def refused(ctx):
     p = Program(ctx)
     p.expect("held 4")
-    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(5)]
-    for s in sleepers:
-        ctx.programs.append(type("P", (), {"kill": lambda self, s=s: (s.kill(), s.wait())})())
-    live = [(s.pid, start_ticks(s.pid)) for s in sleepers]
     d = ctx.folder
     want = {}
+    me = os.getpid()
 
-    def named(pid_start):
-        return os.path.join(d, "%d-%d.live" % pid_start)
-    os.symlink(p.path(), os.path.join(d, "1-1.live"))
-    want["1-1.live"] = "a symbolic link (not followed)"
-    bad_header(os.path.join(d, "2-2.live"))
-    os.chmod(os.path.join(d, "2-2.live"), 0o644)
-    want["2-2.live"] = "mode 644, not 0600"
-    os.mkfifo(os.path.join(d, "4-4.live"), 0o600)
-    want["4-4.live"] = "not a regular file"
-    os.mkdir(os.path.join(d, "5-5.live"), 0o700)
-    want["5-5.live"] = "not a regular file"
+    def named(nonce, pid=None):
+        return os.path.join(d, "%d-%016x.live" % (pid or me, nonce))
+    os.symlink(p.path(), named(1, 1))
+    want[os.path.basename(named(1, 1))] = "a symbolic link (not followed)"
+    bad_header(named(2, 2))
+    os.chmod(named(2, 2), 0o644)
+    want[os.path.basename(named(2, 2))] = "mode 644, not 0600"
+    os.mkfifo(named(4, 4), 0o600)
+    want[os.path.basename(named(4, 4))] = "not a regular file"
+    os.mkdir(named(5, 5), 0o700)
+    want[os.path.basename(named(5, 5))] = "not a regular file"
     with open(os.path.join(d, "junk.live"), "w") as f:
         f.write("junk")
-    want["junk.live"] = "not a live file's name (PID-STARTTIME.live)"
-    bad_header(named(live[0]), magic=0x1234)
-    want[os.path.basename(named(live[0]))] = "not a curesv live file (magic 0x0000000000001234)"
-    bad_header(named(live[1]), version=9)
-    want[os.path.basename(named(live[1]))] = "format version 9: written by another version"
-    bad_header(named(live[2]), total=1 << 30, pid=live[2][0], start=live[2][1])
-    want[os.path.basename(named(live[2]))] = "4096 bytes, not the 1073741824 its header says"
-    bad_header(named(live[3]), pid=live[3][0] + 1, start=live[3][1])
-    want[os.path.basename(named(live[3]))] = "its header says pid %d, start %d" % (
-        live[3][0] + 1, live[3][1])
-    with open(named(live[4]), "wb") as f:
+    want["junk.live"] = "not a live file's name (PID-NONCE.live)"
+    with open(os.path.join(d, "12-34.live"), "w") as f:
+        f.write("junk")
+    want["12-34.live"] = "not a live file's name (PID-NONCE.live)"
+    bad_header(named(10), magic=0x1234)
+    want[os.path.basename(named(10))] = "not a curesv live file (magic 0x0000000000001234)"
+    bad_header(named(11), version=9)
+    want[os.path.basename(named(11))] = "format version 9: written by another version"
+    bad_header(named(12), total=1 << 30, pid=me, nonce=12)
+    want[os.path.basename(named(12))] = "4096 bytes, not the 1073741824 its header says"
+    bad_header(named(13), pid=me + 1, nonce=13)
+    want[os.path.basename(named(13))] = "its header says pid %d, nonce %016x" % (me + 1, 13)
+    with open(named(14), "wb") as f:
         f.write(b"\0" * 100)
-    os.chmod(named(live[4]), 0o600)
-    want[os.path.basename(named(live[4]))] = "100 bytes: shorter than a live file's header"
+    os.chmod(named(14), 0o600)
+    want[os.path.basename(named(14))] = "100 bytes: shorter than a live file's header"
+    held = [hold_lock(named(k)) for k in range(10, 15)]  # as if their processes ran
+    ctx.programs.append(type("P", (), {"kill": lambda self: [os.close(fd) for fd in held]})())
     if os.geteuid() == 0:
-        bad_header(os.path.join(d, "3-3.live"))
-        os.chown(os.path.join(d, "3-3.live"), 65534, 65534)
-        want["3-3.live"] = "owned by uid 65534, not 0"
+        bad_header(named(3, 3))
+        os.chown(named(3, 3), 65534, 65534)
+        want[os.path.basename(named(3, 3))] = "owned by uid 65534, not 0"
     before = ctx.files()
     r = ctx.stat("--json")
     expect("exit status", r.returncode, 1)
@@ -582,15 +751,15 @@ def hostile(ctx):
     folder = os.path.join(ctx.tmp, "mutants")
     os.mkdir(folder, 0o700)
     me = os.getpid()
-    path = os.path.join(folder, "%d-%d.live" % (me, start_ticks(me)))
-    sparse_copy(p.path(), path, me, start_ticks(me))
-    fd = os.open(path, os.O_RDWR)
+    path = os.path.join(folder, "%d-%016x.live" % (me, 7))
+    sparse_copy(p.path(), path, me, 7)
+    fd = hold_lock(path)
     size = os.fstat(fd).st_size
     mapped = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
     original = os.pread(fd, cs.HEADER.size, 0)
     rnd = random.Random(20261202)
     fields = [(0, 8), (8, 4), (12, 4), (16, 8), (24, 8), (52, 4), (64, 8), (72, 8), (80, 8),
-              (88, 8), (96, 8)]  # not pid, start, uid: those are checked against the name
+              (88, 8), (96, 8)]  # not pid, nonce, uid: those are checked against the name
     outcomes = {}
     try:
         for i in range(24):
@@ -601,8 +770,8 @@ def hostile(ctx):
                                     size, size - 64, rnd.getrandbits(8 * n)])
                 mutant[at:at + n] = value.to_bytes(n, "little")
             cut = rnd.randint(0, 1024)
-            mutant[104 + cut:104 + cut + 8] = bytes(rnd.getrandbits(8) for _ in range(8))[:len(
-                mutant[104 + cut:104 + cut + 8])]
+            mutant[128 + cut:128 + cut + 8] = bytes(rnd.getrandbits(8) for _ in range(8))[:len(
+                mutant[128 + cut:128 + cut + 8])]
             os.pwrite(fd, bytes(mutant), 0)
             r = subprocess.run([STAT, "--lib", ctx.args.lib, "--dir", folder, "--json"],
                                capture_output=True, text=True, timeout=60)
@@ -947,7 +1116,7 @@ def launcher(ctx):
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     try:
         expect("live_hold says", p.stdout.readline(), b"held 4\n")
-        expect("files", ctx.files(), ["%d-%d.live" % (p.pid, start_ticks(p.pid))])
+        expect("files' pids", ctx.pids(), [p.pid])
         check_held(ctx.stat_json(str(p.pid)), p.pid)
         p.stdin.write(b"\n\n")
         p.stdin.close()
@@ -1064,9 +1233,14 @@ CASES = [
     ("a quiescent snapshot equals the exit report", quiescent),
     ("SIGKILL: the file left is removed, not listed", sigkill),
     ("no books found: the reason, where it looked, where to look", not_found),
-    ("a pid another program holds is not mistaken", pid_reused),
+    ("a file no process holds is removed, whatever has its pid", lock_not_pid),
     ("fork: the child's books under its pid, the parent's stay", fork),
     ("exec: the new program's books under the same pid", exec_again),
+    ("exec while a reader examines the old file: the new file stays", exec_while_read),
+    ("fork: 20 children that _exit or exec leave no file, 16M slots copied by none",
+     forks_leave_nothing),
+    ("fork: a child's books exact with a 0.2 ms timer, and with 64M slots", fork_child_exact),
+    ("close_range, then the program's files on curesv's numbers: untouched", descriptors),
     ("links, owners, modes, sizes, formats, folders refused", refused),
     ("hostile command line; mutated headers", hostile),
     ("Prometheus text format, --textfile, --every", prometheus),

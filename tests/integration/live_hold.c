@@ -7,7 +7,9 @@
  *     live_hold fork       the same, but forks after "held": the child frees its copies and
  *                          prints "child freed"; the parent waits for it, then goes on.
  *     live_hold exec       after "held", runs itself again in the same process (execv, no exit
- *                          handler): the new program starts over, "held" and all. */
+ *                          handler): the new program starts over, "held" and all.
+ *     live_hold exec-wait  the same, but the new program prints "waiting" and waits for a line
+ *                          before its first CUDA call. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -64,6 +66,11 @@ static void free_all(void)
 int main(int argc, char **argv)
 {
 	bool fork_too = argc > 1 && strcmp(argv[1], "fork") == 0;
+	if (argc > 1 && strcmp(argv[1], "waiting") == 0) {
+		printf("waiting\n");
+		fflush(stdout);
+		wait_line();
+	}
 	run(scan);
 	run(pipe_stage);
 	printf("held %d\n", N / 2);
@@ -71,6 +78,10 @@ int main(int argc, char **argv)
 	wait_line();
 	if (argc > 1 && strcmp(argv[1], "exec") == 0) {
 		execl("/proc/self/exe", argv[0], (char *)NULL);
+		return 3;
+	}
+	if (argc > 1 && strcmp(argv[1], "exec-wait") == 0) {
+		execl("/proc/self/exe", argv[0], "waiting", (char *)NULL);
 		return 3;
 	}
 	if (fork_too) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Integration cases that need root: a real set-user-ID program, a real full filesystem.
+"""Integration cases that need root: a real set-user-ID program, a real full filesystem, pid
+namespaces.
 
     privileged.py --lib build/plain/libcuresv.so --sim build/sim --bin build/plain/it
                   --src tests/integration --cc "cc -std=c11 -O1 -g -pthread -I/usr/local/cuda/include"
@@ -16,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 NOBODY = 65534
 
@@ -313,6 +315,157 @@ def dpkg_lock_wait(args, tmp):
     expect("install-deps once the lock was let go", (p.returncode, out, err), (0, "", ""))
 
 
+# ---- the live books (CURESV_LIVE) on a tiny or full tmpfs, and across pid namespaces -------------
+
+def live_env(args, xdg, **more):
+    env = {"XDG_RUNTIME_DIR": xdg, "CURESV_LIVE": "1", "CURESV_REPORT": "off"}
+    env.update(more)
+    return env
+
+
+def live_folder_files(xdg):
+    folder = os.path.join(xdg, "curesv")
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+def one_live_line(err, *contains):
+    lines = err.splitlines()
+    if len(lines) != 1 or not lines[0].startswith("curesv: CURESV_LIVE: ") or \
+            not all(c in lines[0] for c in contains):
+        raise AssertionError("want one curesv line with %r, got %r" % (contains, err))
+
+
+def live_tiny_tmpfs(args, tmp):
+    """A 64 KiB tmpfs as the live folder: the program runs as without --live (exit status and
+    output the same), curesv says one line, no file is left."""
+    with Tmpfs(tmp, 64 * 1024, filled=False) as small:
+        argv = [os.path.join(args.bin, "stress"), "4", "4000"]
+        without = shim_run(args, argv, {"XDG_RUNTIME_DIR": small, "CURESV_REPORT": "off"})
+        p = shim_run(args, argv, live_env(args, small))
+        expect("exit status (%s)" % p.stderr.strip()[-300:], p.returncode, without.returncode)
+        expect("output", p.stdout, without.stdout)
+        expect("stderr without --live", without.stderr, "")
+        one_live_line(p.stderr, "No space left on device")
+        expect("files left", live_folder_files(small), [])
+
+
+def live_filled_tmpfs(args, tmp):
+    """A 4 MiB tmpfs that another program fills after the start: the program makes 60,000 more
+    allocations and runs on to its normal end; one line, no file left."""
+    with Tmpfs(tmp, 4 << 20, filled=False) as small:
+        full = dict(os.environ)
+        full.update(live_env(args, small))
+        full.update({"LD_PRELOAD": args.lib, "LD_LIBRARY_PATH": args.sim})
+        p = subprocess.Popen([os.path.join(args.bin, "live_fork"), "60000", "1", "exit", "wait"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=full, text=True)
+        try:
+            expect("live_fork says", p.stdout.readline(), "ready\n")
+            if len(live_folder_files(small)) != 1:
+                raise AssertionError("no live file at the start: %r" % live_folder_files(small))
+            fd = os.open(os.path.join(small, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                while os.write(fd, b"\0" * 65536) > 0:
+                    pass
+            except OSError:
+                pass
+            os.close(fd)
+            p.stdin.write("\n")
+            p.stdin.flush()
+            line = p.stdout.readline()
+            if not line.startswith("forked 1: "):
+                raise AssertionError("live_fork says %r" % line)
+            time.sleep(1.5)  # a publication or more, into the full filesystem
+            out, err = p.communicate("\n", timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        expect("exit status (%s)" % err.strip()[-300:], p.returncode, 0)
+        one_live_line(err, "No space left on device")
+        expect("files left", live_folder_files(small), [])
+
+
+def pid_namespaces(args):
+    need_root()
+    if not shutil.which("unshare"):
+        raise Skip("unshare (util-linux) is missing")
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Skip("no pid namespace here: %s" % r.stderr.strip())
+
+
+def held_in_namespace(args, xdg):
+    """live_hold as pid 1 of a pid namespace of its own, at its "held" point."""
+    full = dict(os.environ)
+    full.update(live_env(args, xdg, CURESV_RESERVATIONS="scan=1M,pipe=2M",
+                         CURESV_ATTACH="scan=scan,pipe=pipe"))
+    full.update({"LD_PRELOAD": args.lib, "LD_LIBRARY_PATH": args.sim})
+    return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc",
+                             os.path.join(args.bin, "live_hold")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full, text=True)
+
+
+def finish(procs):
+    """Each process let go to its end: its stderr."""
+    errs = []
+    for p in procs:
+        try:
+            errs.append(p.communicate("\n\n", timeout=60)[1])
+        except (subprocess.TimeoutExpired, ValueError, OSError):
+            p.kill()
+            p.wait()
+            errs.append("(killed)")
+    return errs
+
+
+def stat_json(args, xdg):
+    stat_tool = os.path.join(args.src, "..", "..", "scripts", "curesv-stat")
+    r = subprocess.run([stat_tool, "--lib", args.lib, "--dir", os.path.join(xdg, "curesv"),
+                        "--json", "--verbose"], capture_output=True, text=True, timeout=120)
+    expect("curesv-stat (%s)" % r.stderr, (r.returncode, r.stderr), (0, ""))
+    return json.loads(r.stdout)
+
+
+def live_pidns_reader(args, tmp):
+    """A reader outside a pid namespace never removes the file of the process that runs as pid 1
+    inside it: it reads its books."""
+    pid_namespaces(args)
+    xdg = private_dir(tmp, "xdg", 0o700)
+    p = held_in_namespace(args, xdg)
+    try:
+        expect("live_hold says", p.stdout.readline(), "held 4\n")
+        before = live_folder_files(xdg)
+        expect("its file, named for pid 1", [f.split("-")[0] for f in before], ["1"])
+        reports = stat_json(args, xdg)
+        expect("processes read", [r["pid"] for r in reports], [1])
+        expect("its live bytes", reports[0]["devices"][0]["allocated"], 256 * 1024)
+        expect("files after the read", live_folder_files(xdg), before)
+    finally:
+        errs = finish([p])
+    expect("exit status (%s)" % errs[0][-300:], p.returncode, 0)
+    expect("files after exit", live_folder_files(xdg), [])
+
+
+def live_pidns_two(args, tmp):
+    """Two processes started together, each pid 1 of its own pid namespace: two files, both
+    read."""
+    pid_namespaces(args)
+    xdg = private_dir(tmp, "xdg", 0o700)
+    procs = [held_in_namespace(args, xdg) for _ in range(2)]
+    try:
+        for p in procs:
+            expect("live_hold says", p.stdout.readline(), "held 4\n")
+        files = live_folder_files(xdg)
+        expect("files", [f.split("-")[0] for f in files], ["1", "1"])
+        expect("processes read", [r["pid"] for r in stat_json(args, xdg)], [1, 1])
+    finally:
+        finish(procs)
+    expect("exit statuses", [p.returncode for p in procs], [0, 0])
+    expect("files after exit", live_folder_files(xdg), [])
+
+
 CASES = [
     ("secure execution: a set-user-ID program run by uid %d writes no file the environment "
      "names" % NOBODY, secure_files),
@@ -321,6 +474,12 @@ CASES = [
     ("full filesystem: the report goes to stderr after a line naming the file", full_report),
     ("full filesystem: the trace stops after one line naming the file", full_trace),
     ("install-deps waits for the dpkg lock another apt holds, saying so", dpkg_lock_wait),
+
+
+    ("live books on a 64 KiB tmpfs: the program runs as without, one line", live_tiny_tmpfs),
+    ("live books on a 4 MiB tmpfs filled after the start: one line", live_filled_tmpfs),
+    ("live books: a reader outside a pid namespace keeps its pid 1's file", live_pidns_reader),
+    ("live books: two pid 1s of two namespaces started together, two files", live_pidns_two),
 ]
 
 
