@@ -209,6 +209,8 @@ static int init_state(void)
 	else if (!curesv_engine_init(engine, &cfg))
 		return DISABLED;
 	curesv_shard_init();
+	/* the report, and the live books' readers, take the runtimes from the engine */
+	curesv_runtimes_mirror(&engine->runtimes);
 	atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
 	if (engine->cfg.report != CURESV_REPORT_OFF || engine->cfg.trace_file[0])
 		curesv_shim_signals_arm();

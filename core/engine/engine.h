@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "base/hot.h"
 #include "base/region.h"
+#include "base/runtimes.h"
 #include "tables/graph_registry.h"
 #include "tables/handoffs.h"
 #include "books/ledger.h"
@@ -65,6 +66,8 @@ typedef struct curesv_engine {
 	curesv_stacks stacks;                   /* CURESV_BACKTRACE: where allocations were made */
 	curesv_handoffs handoffs;               /* CURESV_REQUIRE_TRANSFER: hand-offs without
 						   transfer, by site (free.c records them) */
+	struct curesv_runtime_list runtimes;    /* the CUDA runtimes whose calls reached curesv: the
+						   shim's engine mirrors base/runtimes.h's list */
 	struct curesv_holders holders[CURESV_MAX_DEVICES];      /* windows' holders (window.c) */
 } curesv_engine;
 

@@ -127,7 +127,7 @@ void curesv_snapshot_gather(curesv_engine *e, curesv_snapshot *s)
 	curesv_table_stats(&e->table, &s->table);
 	curesv_vmm_stats(&e->vmm, &s->vmm);
 	s->ncachers = curesv_caching_allocators(s->cachers);
-	s->nruntimes = curesv_runtimes(s->runtimes, &s->runtime_target);
+	s->nruntimes = curesv_runtimes_of(&e->runtimes, s->runtimes, &s->runtime_target);
 }
 
 const char *curesv_mode_name(const curesv_engine *e)

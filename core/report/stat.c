@@ -234,6 +234,8 @@ static void adopt(curesv_engine *e, unsigned char *base, const struct curesv_liv
 {
 	sane_config(&e->cfg);
 	sane_figures(e);
+	for (unsigned i = 0; i < CURESV_RUNTIMES; i++)
+		TERMINATE(e->runtimes.path[i]);
 	point_table(&e->table, base, h->table_off, h->table_slots);
 	point_table(&e->streams.map, base, h->streams_off, CURESV_STREAM_SLOTS);
 	pthread_mutex_init(&e->streams.lock, NULL);
