@@ -565,12 +565,57 @@ def check_failed_free(report, out):
     return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
 
 
+MiB = 1024 * KiB
+MEMINFO_ENV = {"CUDA_SIM_TOTAL_MEM": "64M", "CURESV_RESERVATIONS": "scan=8M"}
+# meminfo.c's steps: device bytes in use (all charged through curesv), the budget (scan's 8 MiB
+# while attached, else the shared pool: 64 MiB less scan) and what is charged to it.
+MEMINFO_STEPS = (("start", 0, 56, 0), ("shared", 4, 56, 4), ("attached", 4, 8, 0),
+                 ("scan", 7, 8, 3), ("over", 13, 8, 9), ("detached", 13, 56, 4),
+                 ("stream", 13, 56, 4), ("end", 0, 56, 0))
+
+
+def check_meminfo(budget, stack_total=64 * MiB):
+    """Each step's free and total: the driver's own (budget False), or the caller's budget: total
+    the budget, free the budget less what is charged to it, never below 0, never past the driver's
+    free (the detached step: the shared pool has 52 MiB left, the device 51 MiB)."""
+    def check(report, out):
+        seen = {}
+        for line in out.splitlines():
+            words = line.split()
+            if len(words) == 3 and words[1].startswith("free=") and words[2].startswith("total="):
+                seen[words[0]] = (int(words[1][5:]), int(words[2][6:]))
+        if "meminfo: ok" not in out.splitlines():
+            raise AssertionError("the program failed: %r" % out[-300:])
+        for step, used, size, charged in MEMINFO_STEPS:
+            driver_free = stack_total - used * MiB
+            if budget:
+                total = min(size * MiB, stack_total)
+                want = (min(max(size - charged, 0) * MiB, driver_free, total), total)
+            else:
+                want = (driver_free, stack_total)
+            expect("%s (free, total)" % step, seen.get(step), want)
+        return "-", "-", "-"
+    return check
+
+
 def check_stderr(line):
     def check(report, out):
         if line not in out.splitlines():
             raise AssertionError("stderr lacks %r: %r" % (line, out[-300:]))
         return "-", "-", "-"
     return check
+
+
+def check_meminfo_bad(report, out):
+    """One line names the variable and the value, then the one every invalid configuration gets:
+    curesv is off, so the driver answers."""
+    lines = ["curesv: CURESV_MEMINFO: 'bugdet': expected driver (the driver's answer) or budget "
+             "(the calling thread's budget)",
+             "curesv: invalid configuration: curesv is off, the program runs unchanged "
+             "(CURESV_STRICT=1 makes this fatal; curesv --check lists every problem)"]
+    curesv = [x for x in out.splitlines() if x.startswith("curesv: ")]
+    expect("curesv's lines", curesv, lines)
+    return check_meminfo(False)(report, out)
 
 
 BADNAMES_JSON = ["x\ncuresv: FAKE", "\rcuresv: CR", "\x1b[2K\x1b[1Gesc", "\x01\x02\x7f",
@@ -1228,6 +1273,26 @@ def cases(stack, bindir, sanitized=False):
                                  "reports 1 device: nothing can be charged to it"),
                     env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=100K,pipe=200K,far=1K@3",
                              CURESV_CAPACITY="0=400K"), stacks=("sim",)))
+    for how in ("runtime", "driver", "lookup", "legacy"):
+        out.append(Case("CURESV_MEMINFO=budget via %s: the reservation, the shared pool" % how,
+                        [b("meminfo"), how], check_meminfo(True), stacks=("sim",),
+                        env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget")))
+        out.append(Case("CURESV_MEMINFO unset via %s: the driver's answer" % how,
+                        [b("meminfo"), how], check_meminfo(False), stacks=("sim",),
+                        env=MEMINFO_ENV))
+    out.append(Case("CURESV_MEMINFO=budget via the static runtime", [b("meminfo_static"), "runtime"],
+                    check_meminfo(True), stacks=("sim",),
+                    env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget")))
+    out.append(Case("CURESV_MEMINFO=driver via the runtime", [b("meminfo"), "runtime"],
+                    check_meminfo(False), stacks=("sim",),
+                    env=dict(MEMINFO_ENV, CURESV_MEMINFO="driver")))
+    out.append(Case("CURESV_MEMINFO=budget, CURESV_ENABLE=0: the driver's answer",
+                    [b("meminfo"), "driver"], check_meminfo(False), stacks=("sim",),
+                    env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget", CURESV_ENABLE="0"),
+                    report="absent"))
+    out.append(Case("CURESV_MEMINFO: a bad value is one line, then the driver's answer",
+                    [b("meminfo"), "runtime"], check_meminfo_bad, stacks=("sim",),
+                    env=dict(MEMINFO_ENV, CURESV_MEMINFO="bugdet"), report="absent"))
     out.append(Case("a cuMem wrapper linked after curesv", [b("wrapped_driver")], check_wrapped(0)))
     out.append(Case("a cuMem wrapper preloaded before curesv", [b("wrapped_driver")],
                     check_wrapped(2), preload=["libwrapmem.so"]))
