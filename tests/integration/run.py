@@ -1263,6 +1263,10 @@ def cases(stack, bindir, sanitized=False):
                     [launcher, "--capacity", "400K", "--reserve=scan=100K", "--reserve", "pipe=200K",
                      "--attach", "scan=scan", "--attach=pipe=pipe", "--", b("handoff")],
                     check_handoff("device"), sanitized=False))
+    out.append(Case("launcher --meminfo budget",
+                    [launcher, "--reserve", "scan=8M", "--meminfo", "budget", "--", b("meminfo"),
+                     "runtime"], check_meminfo(True), sanitized=False, stacks=("sim",),
+                    env={"CUDA_SIM_TOTAL_MEM": "64M"}))
     out.append(Case("launcher: an option holding a newline stays on its line",
                     [launcher, "--x\ncuresv: FAKE\x1b[1m", "--", b("handoff")],
                     check_only_output("curesv: unknown option '--x\\ncuresv: FAKE\\x1b[1m' (see "
@@ -1972,8 +1976,8 @@ def launcher_cases(launcher, b):
         Case("launcher: --option=VALUE for every option with a value",
              [launcher, "--capacity=400K", "--reserve=scan=100K", "--reserve=pipe=200K",
               "--attach=scan=scan", "--attach=pipe=pipe", "--mode=enforce", "--attribution=origin",
-              "--stream-attach=off", "--log=warn", "--error-exitcode=0", "--backtrace=2",
-              "--trace-format=rmm", "--json", "--", b("handoff")],
+              "--stream-attach=off", "--meminfo=driver", "--log=warn", "--error-exitcode=0",
+              "--backtrace=2", "--trace-format=rmm", "--json", "--", b("handoff")],
              check_handoff("device"), sanitized=False),
         Case("launcher --error-exitcode", [launcher, "--error-exitcode", "9", "--", b("exit_status"),
                                            "leak", "0", "3000"],
