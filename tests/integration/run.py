@@ -790,6 +790,18 @@ def check_torch(report, out):
     return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
 
 
+def check_torch_meminfo(report, out):
+    """torch_meminfo.py's own checks passed, and the report holds its reservation's tensors."""
+    if "torch_meminfo: ok" not in out:
+        raise AssertionError("torch_meminfo.py: %r" % out[-400:])
+    model = res(report, "model")
+    expect("model allocated at exit", model["allocated"], 0)
+    if model["allocs"] < 2 or model["over_budget"] < 1:
+        raise AssertionError("model: %d allocations, %d past the budget; want at least 2 and 1"
+                             % (model["allocs"], model["over_budget"]))
+    return model["allocs"], model["frees"], model["cross_thread_frees"]
+
+
 def check_torch_module(report, out):
     """The module names the threads, reserves and attaches; tensors cross threads; stats agree."""
     if "torch_module: ok" not in out:
@@ -1464,6 +1476,13 @@ def cases(stack, bindir, sanitized=False):
                     check_torch_module, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
                                              "PYTHONPATH": scripts_dir},
                     stacks=("gpu",)))
+    # PyTorch sizes by torch.cuda.mem_get_info(): under --meminfo budget, the main thread's reservation
+    out.append(Case("pytorch's mem_get_info under --meminfo budget",
+                    [launcher, "--meminfo", "budget", "--reserve", "model=2G", "--attach",
+                     "python*=model", "--"] + gpu_py("torch_meminfo.py"),
+                    check_torch_meminfo, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+                                              "PYTHONPATH": scripts_dir},
+                    stacks=("gpu",), sanitized=False))
     # scripts/gpu-check exports its PyTorch trace and runs torch.cuda._memory_viz on it first
     viz = b("memory_viz.result")
     out.append(Case("pytorch's memory viewer reads curesv-export's snapshot",
