@@ -16,6 +16,8 @@
  *   detached  detached again
  *   stream    a stream attached to scan, the thread still unattached
  *   end       all freed
+ * lookup and legacy first print "proc=FILE": the file name of the object whose function
+ * cuGetProcAddress handed out (libcuda.so.1 when curesv leaves the call to the driver).
  * Ends with "meminfo: ok", or "meminfo: FAILED" when a CUDA call failed. */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -51,6 +53,13 @@ static void ask(const char *step)
 		CUdriverProcAddressQueryResult st;
 		ok = cuGetProcAddress_v2("cuMemGetInfo", &fn, legacy ? 2000 : 12000,
 					 CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS && fn;
+		Dl_info info;
+		static int shown;
+		if (ok && !shown++) {
+			const char *file = dladdr(fn, &info) && info.dli_fname ? info.dli_fname : "?";
+			const char *slash = strrchr(file, '/');
+			printf("proc=%s\n", slash ? slash + 1 : file);
+		}
 		if (ok && legacy) {
 			unsigned int f32 = 0, t32 = 0;
 			ok = ((CUresult(*)(unsigned int *, unsigned int *))fn)(&f32, &t32) == CUDA_SUCCESS;

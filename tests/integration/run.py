@@ -574,11 +574,15 @@ MEMINFO_STEPS = (("start", 0, 56, 0), ("shared", 4, 56, 4), ("attached", 4, 8, 0
                  ("stream", 13, 56, 4), ("end", 0, 56, 0))
 
 
-def check_meminfo(budget, stack_total=64 * MiB):
+def check_meminfo(budget, stack_total=64 * MiB, proc=None):
     """Each step's free and total: the driver's own (budget False), or the caller's budget: total
     the budget, free the budget less what is charged to it, never below 0, never past the driver's
-    free (the detached step: the shared pool has 52 MiB left, the device 51 MiB)."""
+    free (the detached step: the shared pool has 52 MiB left, the device 51 MiB). `proc`: the
+    object whose function cuGetProcAddress handed out (the lookup and legacy forms)."""
     def check(report, out):
+        if proc:
+            expect("cuGetProcAddress(\"cuMemGetInfo\") from",
+                   [x[5:] for x in out.splitlines() if x.startswith("proc=")], [proc])
         seen = {}
         for line in out.splitlines():
             words = line.split()
@@ -1290,12 +1294,16 @@ def cases(stack, bindir, sanitized=False):
                     env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=100K,pipe=200K,far=1K@3",
                              CURESV_CAPACITY="0=400K"), stacks=("sim",)))
     for how in ("runtime", "driver", "lookup", "legacy"):
+        looked_up = how in ("lookup", "legacy")
+        # under CURESV_MEMINFO=driver the lookup hands out the driver's own function: no hook
         out.append(Case("CURESV_MEMINFO=budget via %s: the reservation, the shared pool" % how,
-                        [b("meminfo"), how], check_meminfo(True), stacks=("sim",),
-                        env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget")))
+                        [b("meminfo"), how],
+                        check_meminfo(True, proc="libcuresv.so" if looked_up else None),
+                        stacks=("sim",), env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget")))
         out.append(Case("CURESV_MEMINFO unset via %s: the driver's answer" % how,
-                        [b("meminfo"), how], check_meminfo(False), stacks=("sim",),
-                        env=MEMINFO_ENV))
+                        [b("meminfo"), how],
+                        check_meminfo(False, proc="libcuda.so.1" if looked_up else None),
+                        stacks=("sim",), env=MEMINFO_ENV))
     out.append(Case("CURESV_MEMINFO=budget via the static runtime", [b("meminfo_static"), "runtime"],
                     check_meminfo(True), stacks=("sim",),
                     env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget")))
