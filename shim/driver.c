@@ -137,6 +137,15 @@ static void log_substitution(const char *how, const char *symbol, int version, c
 			   (unsigned long long)flags, v->symbol);
 }
 
+/* A variant the configuration leaves to the driver: cuMemGetInfo unless CURESV_MEMINFO=budget.
+ * Its lookups then hand out the driver's own function, so the runtime's cudaMemGetInfo and a
+ * dlsym caller reach the driver exactly as without curesv. */
+static bool left_to_driver(int i, const curesv_engine *e)
+{
+	return (i == CURESV_V_cuMemGetInfo || i == CURESV_V_cuMemGetInfo_v2) &&
+	       (!e || e->cfg.meminfo != CURESV_MEMINFO_BUDGET);
+}
+
 /* cuGetProcAddress returned `fn` for `symbol`: the hook with its ABI when it is one of the
  * variants' driver functions, else `fn` itself. */
 static void *substitute_proc(const char *symbol, void *fn)
@@ -153,7 +162,7 @@ static void *substitute_proc(const char *symbol, void *fn)
 	for (int i = 0; i < CURESV_V_COUNT; i++) {
 		struct variant *v = &variants[i];
 		if (fn == atomic_load_explicit(&v->proc_fn, memory_order_acquire) || fn == real_of(i))
-			return v->hook;
+			return left_to_driver(i, e) ? fn : v->hook;
 	}
 	return fn;
 }
@@ -167,7 +176,7 @@ void *curesv_substitute_symbol(const char *symbol, void *fn)
 		/* Only the driver's own function is swapped (another library's wrapper of it, found
 		 * through its own handle, is that library's business), and curesv never adopts
 		 * anything but the driver's as the function its hook forwards to. */
-		if (fn != real_of(i))
+		if (fn != real_of(i) || left_to_driver(i, curesv_shim_engine()))
 			return fn;
 		curesv_log(CURESV_LOG_DEBUG, "dlsym(\"%s\"): hooked", symbol);
 		return v->hook;

@@ -85,9 +85,15 @@
 	X(cuMemMap, cuMemMap, 10020, CURESV_LEGACY)                                 \
 	X(cuMemUnmap, cuMemUnmap, 10020, CURESV_LEGACY)
 
+/* What the device has free (meminfo.c): under CURESV_MEMINFO=budget the caller's budget. Under
+ * CURESV_MEMINFO=driver these are never substituted: the runtime and dlsym get the driver's own. */
+#define VARIANTS_MEMINFO(X)                                                         \
+	X(cuMemGetInfo, cuMemGetInfo, 2000, CURESV_LEGACY)                          \
+	X(cuMemGetInfo, cuMemGetInfo_v2, 3020, CURESV_LEGACY)
+
 #define VARIANTS(X)                                                                 \
 	VARIANTS_MEMORY(X) VARIANTS_LOOKUP(X) VARIANTS_STREAMS(X) VARIANTS_GRAPHS(X) \
-	VARIANTS_POOLS(X) VARIANTS_VMM(X)
+	VARIANTS_POOLS(X) VARIANTS_VMM(X) VARIANTS_MEMINFO(X)
 
 enum curesv_variant {
 #define CURESV_VARIANT_ID(proc, sym, ver, flags) CURESV_V_##sym,

@@ -383,3 +383,26 @@ curesv_status curesv_ledger_stats_by_name(curesv_ledger *l, const char *name, cu
 		curesv_ledger_stats(l, handle, 0, out);
 	return st;
 }
+
+uint32_t curesv_ledger_budget(curesv_ledger *l, curesv_ref origin, int device, int64_t *size,
+			      int64_t *charged)
+{
+	*size = INT64_MAX;
+	*charged = 0;
+	if (!curesv_device_ok(device))
+		return CURESV_SHARED;
+	curesv_stats_t st;
+	uint32_t handle = CURESV_SHARED;
+	if (origin != CURESV_SHARED && curesv_ledger_ref_device(l, origin) == device) {
+		handle = curesv_ref_handle(origin);
+		curesv_ledger_stats(l, handle, device, &st);
+		/* released (or reused) between the two reads: the shared pool, as a charge finds it */
+		if (st.released || st.device != device || curesv_ledger_ref_device(l, origin) != device)
+			handle = CURESV_SHARED;
+	}
+	if (handle == CURESV_SHARED)
+		curesv_ledger_stats(l, CURESV_SHARED, device, &st);
+	*size = st.size;
+	*charged = st.allocated;
+	return handle;
+}

@@ -44,6 +44,14 @@ curesv_ref curesv_ledger_handle_ref(curesv_ledger *l, uint32_t handle);
 /* The device of live reservation `ref`, or -1. */
 int curesv_ledger_ref_device(curesv_ledger *l, curesv_ref ref);
 
+/* The budget a caller draws on for `device` when its allocations there are charged to `origin`
+ * (its attached reservation, or CURESV_SHARED): the reservation's size and what is charged to it
+ * (`allocated`, as curesv_stats reads it) while it is live and on `device`; else `device`'s shared
+ * pool (its size, INT64_MAX while the capacity is unknown, and its live bytes), as an allocation
+ * would fall back to it. Returns the handle read (CURESV_SHARED for the shared pool). Lock-free. */
+uint32_t curesv_ledger_budget(curesv_ledger *l, curesv_ref origin, int device, int64_t *size,
+			      int64_t *charged);
+
 /* The name of reservation `handle` (copied under `lock`), "" when the handle is no longer in its
  * slot; "shared" for CURESV_SHARED. */
 void curesv_ledger_name(curesv_ledger *l, uint32_t handle, char out[CURESV_NAME_MAX]);

@@ -232,3 +232,17 @@ curesv_status curesv_ledger_pool_stats(curesv_ledger *l, int device, curesv_pool
 	};
 	return CURESV_OK;
 }
+
+void curesv_meminfo_budget(int64_t size, int64_t charged, uint64_t *free, uint64_t *total)
+{
+	if (size < 0)
+		size = 0;
+	if ((uint64_t)size < *total)
+		*total = (uint64_t)size;
+	/* size - charged cannot overflow: both are within [-2^62, 2^63) here */
+	int64_t left = charged <= 0 ? size : charged >= size ? 0 : size - charged;
+	if ((uint64_t)left < *free)
+		*free = (uint64_t)left;
+	if (*free > *total)
+		*free = *total;
+}

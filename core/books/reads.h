@@ -27,6 +27,19 @@ int64_t curesv_ledger_origin_bytes(curesv_ledger *l, uint32_t handle, int device
  * orphan - shared allocated, floored at 0); UINT64_MAX while the capacity is unknown. */
 uint64_t curesv_ledger_pool_headroom(curesv_ledger *l, int device);
 
+/* CURESV_MEMINFO=budget: what cuMemGetInfo answers for a caller whose budget is `size` bytes with
+ * `charged` bytes charged to it (size INT64_MAX: no budget known yet, the device's capacity
+ * unknown). On entry *free and *total are the driver's answer; on return the budget's:
+ *   total = size, but never more than the driver's total;
+ *   free  = size - charged, never below 0 (a budget already passed in observe mode, or one that
+ *           shrank under its live bytes), never more than the driver's free (memory other
+ *           processes or the driver hold is not there to take, whatever the budget says), and
+ *           never more than total.
+ * So a framework that sizes its caches from the answer never sizes past the budget nor past the
+ * device's real memory, and the values always fit what the driver's own answer fits (the legacy
+ * 32-bit cuMemGetInfo). Pure arithmetic: thread-safe. */
+void curesv_meminfo_budget(int64_t size, int64_t charged, uint64_t *free, uint64_t *total);
+
 /* What every cell of `slot` still holds (the slot holds no live reservation): live bytes of its
  * released generations that their word no longer shows. */
 int64_t curesv_books_slot_residue(curesv_ledger *l, unsigned slot);

@@ -67,6 +67,9 @@ KEYWORD_PARSER(parse_log, log_level, enum curesv_log_level, "error, warn, info o
 	       "warn", "info", "debug")
 KEYWORD_PARSER(parse_stream_attach, stream_attach, enum curesv_stream_attach, "off or creator",
 	       "off", "creator")
+KEYWORD_PARSER(parse_meminfo, meminfo, enum curesv_meminfo,
+	       "driver (the driver's answer) or budget (the calling thread's budget)", "driver",
+	       "budget")
 KEYWORD_PARSER(parse_trace_format, trace_format, enum curesv_trace_format,
 	       "rmm (RMM's CSV) or chrome (Chrome trace-event JSON)", "rmm", "chrome")
 
@@ -132,6 +135,8 @@ static const struct option options[] = {
 	/* cosmetic: stacks only shape what the report and the trace show */
 	{ "CURESV_BACKTRACE", "0", curesv_parse_backtrace, true, "0: no stacks", false },
 	{ "CURESV_REQUIRE_TRANSFER", "0", parse_require_transfer, false, NULL, false },
+	/* not cosmetic: a framework sizes its caches by the answer */
+	{ "CURESV_MEMINFO", "driver", parse_meminfo, false, NULL, false },
 	/* read, not written, but named by the environment: not under secure execution either */
 	{ "CURESV_SUPPRESSIONS", NULL, parse_suppressions, false, NULL, true },
 };

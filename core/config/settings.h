@@ -24,6 +24,9 @@ enum curesv_table_full { CURESV_TABLE_FULL_PASSTHROUGH, CURESV_TABLE_FULL_FAIL }
 enum curesv_report_format { CURESV_REPORT_TEXT, CURESV_REPORT_JSON, CURESV_REPORT_OFF };
 enum curesv_trace_format { CURESV_TRACE_RMM, CURESV_TRACE_CHROME };
 enum curesv_stream_attach { CURESV_STREAM_ATTACH_OFF, CURESV_STREAM_ATTACH_CREATOR };
+/* CURESV_MEMINFO: what cuMemGetInfo (and so cudaMemGetInfo) answers. DRIVER: the driver's answer,
+ * untouched; BUDGET: the calling thread's budget (curesv_meminfo_budget, books/reads.h). */
+enum curesv_meminfo { CURESV_MEMINFO_DRIVER, CURESV_MEMINFO_BUDGET };
 /* CURESV_REQUIRE_TRANSFER: which frees of a buffer by another payer than its origin, with no
  * curesv_transfer to that payer first, are hand-offs without transfer. RESERVATIONS: a payer that
  * is a reservation (the buffer's origin a reservation or the shared pool); ALL: a shared pool
@@ -71,6 +74,7 @@ typedef struct curesv_config {
 	char trace_file[CURESV_PATH_MAX];               /* CURESV_TRACE; "" = no trace */
 	enum curesv_trace_format trace_format;          /* CURESV_TRACE_FORMAT */
 	enum curesv_stream_attach stream_attach;        /* CURESV_STREAM_ATTACH */
+	enum curesv_meminfo meminfo;                    /* CURESV_MEMINFO */
 	bool live;                                      /* CURESV_LIVE: publish the books */
 	unsigned backtrace;                             /* CURESV_BACKTRACE: frames kept per allocation,
 						   0..64 (CURESV_BACKTRACE_MAX); 0 = off */

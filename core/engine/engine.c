@@ -270,6 +270,15 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 		   : "the shared pool is empty");
 }
 
+void curesv_engine_meminfo(curesv_engine *e, int device, uint64_t *free, uint64_t *total)
+{
+	if (e->cfg.meminfo != CURESV_MEMINFO_BUDGET || !curesv_device_ok(device))
+		return;
+	int64_t size, charged;
+	curesv_ledger_budget(&e->ledger, curesv_thread_origin(), device, &size, &charged);
+	curesv_meminfo_budget(size, charged, free, total);
+}
+
 const char *curesv_strerror(curesv_status status)
 {
 	switch (status) {

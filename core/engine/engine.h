@@ -224,6 +224,14 @@ void curesv_engine_window_init(curesv_engine *e);
  * set one, and warn when the reservations already made on it exceed it. */
 void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_bytes);
 
+/* CURESV_MEMINFO=budget: turns the driver's cuMemGetInfo answer for `device` (*free, *total, in
+ * bytes) into the calling thread's budget (curesv_ledger_budget, curesv_meminfo_budget): its
+ * attached reservation while live and on `device`, else the device's shared pool. The call has no
+ * stream, so a stream's attachment plays no part. With CURESV_MEMINFO=driver, or a device outside
+ * curesv's range, the answer is left as it is. Thread-safe, lock-free; not on the allocation
+ * path. */
+void curesv_engine_meminfo(curesv_engine *e, int device, uint64_t *free, uint64_t *total);
+
 /* The driver reports `count` devices: warn about configured reservations and capacities on devices
  * it does not have; curesv_engine_reserve refuses them from now on (CURESV_ERR_INVALID). */
 void curesv_engine_device_count(curesv_engine *e, int count);

@@ -614,12 +614,61 @@ def check_failed_free(report, out):
     return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
 
 
+MiB = 1024 * KiB
+MEMINFO_ENV = {"CUDA_SIM_TOTAL_MEM": "64M", "CURESV_RESERVATIONS": "scan=8M"}
+# meminfo.c's steps: device bytes in use (all charged through curesv), the budget (scan's 8 MiB
+# while attached, else the shared pool: 64 MiB less scan) and what is charged to it.
+MEMINFO_STEPS = (("start", 0, 56, 0), ("shared", 4, 56, 4), ("attached", 4, 8, 0),
+                 ("scan", 7, 8, 3), ("over", 13, 8, 9), ("detached", 13, 56, 4),
+                 ("stream", 13, 56, 4), ("end", 0, 56, 0))
+
+
+def check_meminfo(budget, stack_total=64 * MiB, proc=None):
+    """Each step's free and total: the driver's own (budget False), or the caller's budget: total
+    the budget, free the budget less what is charged to it, never below 0, never past the driver's
+    free (the detached step: the shared pool has 52 MiB left, the device 51 MiB). `proc`: the
+    object whose function cuGetProcAddress handed out (the lookup and legacy forms)."""
+    def check(report, out):
+        if proc:
+            expect("cuGetProcAddress(\"cuMemGetInfo\") from",
+                   [x[5:] for x in out.splitlines() if x.startswith("proc=")], [proc])
+        seen = {}
+        for line in out.splitlines():
+            words = line.split()
+            if len(words) == 3 and words[1].startswith("free=") and words[2].startswith("total="):
+                seen[words[0]] = (int(words[1][5:]), int(words[2][6:]))
+        if "meminfo: ok" not in out.splitlines():
+            raise AssertionError("the program failed: %r" % out[-300:])
+        for step, used, size, charged in MEMINFO_STEPS:
+            driver_free = stack_total - used * MiB
+            if budget:
+                total = min(size * MiB, stack_total)
+                want = (min(max(size - charged, 0) * MiB, driver_free, total), total)
+            else:
+                want = (driver_free, stack_total)
+            expect("%s (free, total)" % step, seen.get(step), want)
+        return "-", "-", "-"
+    return check
+
+
 def check_stderr(line):
     def check(report, out):
         if line not in out.splitlines():
             raise AssertionError("stderr lacks %r: %r" % (line, out[-300:]))
         return "-", "-", "-"
     return check
+
+
+def check_meminfo_bad(report, out):
+    """One line names the variable and the value, then the one every invalid configuration gets:
+    curesv is off, so the driver answers."""
+    lines = ["curesv: CURESV_MEMINFO: 'bugdet': expected driver (the driver's answer) or budget "
+             "(the calling thread's budget)",
+             "curesv: invalid configuration: curesv is off, the program runs unchanged "
+             "(CURESV_STRICT=1 makes this fatal; curesv --check lists every problem)"]
+    curesv = [x for x in out.splitlines() if x.startswith("curesv: ")]
+    expect("curesv's lines", curesv, lines)
+    return check_meminfo(False)(report, out)
 
 
 BADNAMES_JSON = ["x\ncuresv: FAKE", "\rcuresv: CR", "\x1b[2K\x1b[1Gesc", "\x01\x02\x7f",
@@ -792,6 +841,18 @@ def check_torch(report, out):
         raise AssertionError("pipe caller_view %d, want <= %d" % (pipe["caller_view"], -n * size))
     expect("unknown frees", report["unknown_frees"], 0)
     return scan["allocs"], scan["frees"], scan["cross_thread_frees"]
+
+
+def check_torch_meminfo(report, out):
+    """torch_meminfo.py's own checks passed, and the report holds its reservation's tensors."""
+    if "torch_meminfo: ok" not in out:
+        raise AssertionError("torch_meminfo.py: %r" % out[-400:])
+    model = res(report, "model")
+    expect("model allocated at exit", model["allocated"], 0)
+    if model["allocs"] < 2 or model["over_budget"] < 1:
+        raise AssertionError("model: %d allocations, %d past the budget; want at least 2 and 1"
+                             % (model["allocs"], model["over_budget"]))
+    return model["allocs"], model["frees"], model["cross_thread_frees"]
 
 
 def check_torch_module(report, out):
@@ -1267,6 +1328,10 @@ def cases(stack, bindir, sanitized=False):
                     [launcher, "--capacity", "400K", "--reserve=scan=100K", "--reserve", "pipe=200K",
                      "--attach", "scan=scan", "--attach=pipe=pipe", "--", b("handoff")],
                     check_handoff("device"), sanitized=False))
+    out.append(Case("launcher --meminfo budget",
+                    [launcher, "--reserve", "scan=8M", "--meminfo", "budget", "--", b("meminfo"),
+                     "runtime"], check_meminfo(True), sanitized=False, stacks=("sim",),
+                    env={"CUDA_SIM_TOTAL_MEM": "64M"}))
     out.append(Case("launcher: an option holding a newline stays on its line",
                     [launcher, "--x\ncuresv: FAKE\x1b[1m", "--", b("handoff")],
                     check_only_output("curesv: unknown option '--x\\ncuresv: FAKE\\x1b[1m' (see "
@@ -1277,6 +1342,30 @@ def cases(stack, bindir, sanitized=False):
                                  "reports 1 device: nothing can be charged to it"),
                     env=dict(HANDOFF_ENV, CURESV_RESERVATIONS="scan=100K,pipe=200K,far=1K@3",
                              CURESV_CAPACITY="0=400K"), stacks=("sim",)))
+    for how in ("runtime", "driver", "lookup", "legacy"):
+        looked_up = how in ("lookup", "legacy")
+        # under CURESV_MEMINFO=driver the lookup hands out the driver's own function: no hook
+        out.append(Case("CURESV_MEMINFO=budget via %s: the reservation, the shared pool" % how,
+                        [b("meminfo"), how],
+                        check_meminfo(True, proc="libcuresv.so" if looked_up else None),
+                        stacks=("sim",), env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget")))
+        out.append(Case("CURESV_MEMINFO unset via %s: the driver's answer" % how,
+                        [b("meminfo"), how],
+                        check_meminfo(False, proc="libcuda.so.1" if looked_up else None),
+                        stacks=("sim",), env=MEMINFO_ENV))
+    out.append(Case("CURESV_MEMINFO=budget via the static runtime", [b("meminfo_static"), "runtime"],
+                    check_meminfo(True), stacks=("sim",),
+                    env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget")))
+    out.append(Case("CURESV_MEMINFO=driver via the runtime", [b("meminfo"), "runtime"],
+                    check_meminfo(False), stacks=("sim",),
+                    env=dict(MEMINFO_ENV, CURESV_MEMINFO="driver")))
+    out.append(Case("CURESV_MEMINFO=budget, CURESV_ENABLE=0: the driver's answer",
+                    [b("meminfo"), "driver"], check_meminfo(False), stacks=("sim",),
+                    env=dict(MEMINFO_ENV, CURESV_MEMINFO="budget", CURESV_ENABLE="0"),
+                    report="absent"))
+    out.append(Case("CURESV_MEMINFO: a bad value is one line, then the driver's answer",
+                    [b("meminfo"), "runtime"], check_meminfo_bad, stacks=("sim",),
+                    env=dict(MEMINFO_ENV, CURESV_MEMINFO="bugdet"), report="absent"))
     out.append(Case("a cuMem wrapper linked after curesv", [b("wrapped_driver")], check_wrapped(0)))
     out.append(Case("a cuMem wrapper preloaded before curesv", [b("wrapped_driver")],
                     check_wrapped(2), preload=["libwrapmem.so"]))
@@ -1476,6 +1565,13 @@ def cases(stack, bindir, sanitized=False):
                     check_torch_module, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
                                              "PYTHONPATH": scripts_dir},
                     stacks=("gpu",)))
+    # PyTorch sizes by torch.cuda.mem_get_info(): under --meminfo budget, the main thread's reservation
+    out.append(Case("pytorch's mem_get_info under --meminfo budget",
+                    [launcher, "--meminfo", "budget", "--reserve", "model=2G", "--attach",
+                     "python*=model", "--"] + gpu_py("torch_meminfo.py"),
+                    check_torch_meminfo, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+                                              "PYTHONPATH": scripts_dir},
+                    stacks=("gpu",), sanitized=False))
     # scripts/gpu-check exports its PyTorch trace and runs torch.cuda._memory_viz on it first
     viz = b("memory_viz.result")
     out.append(Case("pytorch's memory viewer reads curesv-export's snapshot",
@@ -2006,8 +2102,8 @@ def launcher_cases(launcher, b):
         Case("launcher: --option=VALUE for every option with a value",
              [launcher, "--capacity=400K", "--reserve=scan=100K", "--reserve=pipe=200K",
               "--attach=scan=scan", "--attach=pipe=pipe", "--mode=enforce", "--attribution=origin",
-              "--stream-attach=off", "--log=warn", "--error-exitcode=0", "--backtrace=2",
-              "--trace-format=rmm", "--json", "--", b("handoff")],
+              "--stream-attach=off", "--meminfo=driver", "--log=warn", "--error-exitcode=0",
+              "--backtrace=2", "--trace-format=rmm", "--json", "--", b("handoff")],
              check_handoff("device"), sanitized=False),
         Case("launcher --error-exitcode", [launcher, "--error-exitcode", "9", "--", b("exit_status"),
                                            "leak", "0", "3000"],

@@ -1,6 +1,6 @@
 /* Another library that wraps driver entry points the usual way: each function counts the call and
- * forwards to dlsym(RTLD_NEXT, ...). cuMemGetInfo_v2 is one curesv does not hook, so the program's
- * call always reaches this wrapper first; its RTLD_NEXT lookup must find the driver, not the wrapper
+ * forwards to dlsym(RTLD_NEXT, ...). cuMemGetAddressRange_v2 is one curesv does not hook, so the
+ * program's call always reaches this wrapper first; its RTLD_NEXT lookup must find the driver, not the wrapper
  * itself (which happens if curesv answers it relative to libcuresv, as if curesv were the caller). */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -8,14 +8,15 @@
 
 int wrapmem_calls;
 
-CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
 {
-	static CUresult (*next)(size_t *, size_t *);
+	static CUresult (*next)(CUdeviceptr *, size_t *, CUdeviceptr);
 	if (!next)
-		next = (CUresult(*)(size_t *, size_t *))dlsym(RTLD_NEXT, "cuMemGetInfo_v2");
-	if (next == cuMemGetInfo_v2)
+		next = (CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr))dlsym(RTLD_NEXT,
+									   "cuMemGetAddressRange_v2");
+	if (next == cuMemGetAddressRange_v2)
 		return CUDA_ERROR_UNKNOWN; /* RTLD_NEXT answered as if asked from somewhere else */
-	return next ? next(free_bytes, total) : CUDA_ERROR_NOT_FOUND;
+	return next ? next(base, size, dptr) : CUDA_ERROR_NOT_FOUND;
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)

@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -858,12 +859,16 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 	return CUDA_SUCCESS;
 }
 
-/* Legacy 32-bit ABI. */
+/* Legacy 32-bit ABI: the same figures, each held at UINT_MAX when it does not fit. */
 CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
-	(void)free;
-	(void)total;
-	return CUDA_ERROR_NOT_SUPPORTED;
+	size_t f, t;
+	CUresult r = cuMemGetInfo_v2(free ? &f : NULL, total ? &t : NULL);
+	if (r != CUDA_SUCCESS)
+		return r;
+	*free = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
+	*total = t > UINT_MAX ? UINT_MAX : (unsigned int)t;
+	return CUDA_SUCCESS;
 }
 
 /* ================================================================ exported: errors */

@@ -1185,6 +1185,16 @@ static void child_small_device(void)
 	CHECK_EQ(cudaMallocManaged(&c, 424 * KiB, cudaMemAttachGlobal), cudaSuccess);
 	CHECK_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
 	CHECK_EQ(free_b, 0);
+	/* the legacy 32-bit ABI, as cuGetProcAddress hands it out at CUDA 2.0: the same figures */
+	void *fn = NULL;
+	unsigned int free32 = 1, total32 = 0;
+	CHECK_EQ(cuGetProcAddress_v2("cuMemGetInfo", &fn, 2000, CU_GET_PROC_ADDRESS_DEFAULT, NULL),
+		 CUDA_SUCCESS);
+	CHECK_EQ(((CUresult(*)(unsigned int *, unsigned int *))fn)(&free32, &total32), CUDA_SUCCESS);
+	CHECK_EQ(free32, 0);
+	CHECK_EQ(total32, MiB);
+	CHECK_EQ(((CUresult(*)(unsigned int *, unsigned int *))fn)(NULL, &total32),
+		 CUDA_ERROR_INVALID_VALUE);
 	CHECK_EQ(cudaMallocHost(&h, 4 * MiB), cudaSuccess); /* pinned host memory is not the device's */
 	CHECK_EQ(cudaFree(a), cudaSuccess);
 	CHECK_EQ(cudaFree(c), cudaSuccess);

@@ -31,6 +31,7 @@ static void assert_scalar_defaults(const curesv_config *c)
 	cr_assert_eq(c->backtrace, 0);
 	cr_assert_str_eq(c->trace_file, "");
 	cr_assert_eq(c->trace_format, CURESV_TRACE_RMM);
+	cr_assert_eq(c->meminfo, CURESV_MEMINFO_DRIVER);
 	cr_assert_str_eq(c->rank, "");
 }
 
@@ -283,6 +284,21 @@ Test(config, attribution)
 	good("CURESV_ATTRIBUTION=Caller");
 	cr_assert_eq(cfg.attribution, CURESV_ATTRIBUTION_CALLER);
 	bad("CURESV_ATTRIBUTION=thread", "CURESV_ATTRIBUTION: 'thread': expected origin or caller");
+}
+
+Test(config, meminfo)
+{
+	good("CURESV_MEMINFO=driver");
+	cr_assert_eq(cfg.meminfo, CURESV_MEMINFO_DRIVER);
+	good("CURESV_MEMINFO=budget");
+	cr_assert_eq(cfg.meminfo, CURESV_MEMINFO_BUDGET);
+	good("CURESV_MEMINFO=Budget");
+	cr_assert_eq(cfg.meminfo, CURESV_MEMINFO_BUDGET);
+	bad("CURESV_MEMINFO=reservation", "CURESV_MEMINFO: 'reservation': expected driver (the "
+	    "driver's answer) or budget (the calling thread's budget)");
+	cr_assert_eq(cfg.meminfo, CURESV_MEMINFO_DRIVER, "a bad value leaves the default");
+	bad("CURESV_MEMINFO=", "CURESV_MEMINFO: '': expected driver (the driver's answer) or budget "
+	    "(the calling thread's budget)");
 }
 
 Test(config, table_full)
