@@ -210,7 +210,7 @@ static int init_state(void)
 		return DISABLED;
 	curesv_shard_init();
 	atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
-	if (engine->cfg.report != CURESV_REPORT_OFF || engine->cfg.trace_file[0])
+	if (engine->cfg.report != CURESV_REPORT_OFF || engine->cfg.trace_file[0] || live)
 		curesv_shim_signals_arm();
 	curesv_log(CURESV_LOG_INFO, "active: CURESV_MODE=%s, %u reservations, %lu table slots",
 		   cfg.mode == CURESV_MODE_ENFORCE ? "enforce" : "observe", cfg.n_reservations,

@@ -60,8 +60,15 @@ static bool lost(struct curesv_live_publisher *p, int fd)
 {
 	static _Atomic int said;
 	static char dir[sizeof p->file.path];
+	/* a signal's handler removed the file to end the process: no other one (its path may be
+	 * half written by now, so never read it here) */
+	if (atomic_load(&p->abandoned)) {
+		atomic_store(&p->fd, -1);
+		atomic_store(&p->ended, 1);
+		return false;
+	}
 	bool again = curesv_live_reopen(&p->file);
-	if (!again) {
+	if (!again && !atomic_load(&p->abandoned)) {
 		curesv_live_unlink(&p->file);
 		memcpy(dir, p->file.path, sizeof dir);
 		char *slash = strrchr(dir, '/');
@@ -72,6 +79,15 @@ static bool lost(struct curesv_live_publisher *p, int fd)
 		again = slash && curesv_live_create(dir, p->size, &p->file);
 		if (again)
 			p->head.nonce = p->file.nonce;
+	}
+	if (again && atomic_load(&p->abandoned)) {
+		/* the handler came while this file was reopened or made: it may have read the old
+		 * path, so this one is removed here */
+		curesv_live_unlink(&p->file);
+		close(p->file.fd);
+		atomic_store(&p->fd, -1);
+		atomic_store(&p->ended, 1);
+		return false;
 	}
 	if (again) {
 		atomic_store(&p->fd, p->file.fd);
@@ -216,6 +232,7 @@ bool curesv_live_start(struct curesv_live_publisher *p, const char *dir, const v
 	p->running = false;
 	atomic_store(&p->stop, 0);
 	atomic_store(&p->ended, 0);
+	atomic_store(&p->abandoned, 0);
 	atomic_store(&p->fd, -1);
 	if (!curesv_live_create(dir, size, &p->file))
 		return false;
@@ -276,6 +293,16 @@ void curesv_live_stop(struct curesv_live_publisher *p)
 	p->file.path[0] = '\0';
 }
 
+void curesv_live_abandon(struct curesv_live_publisher *p)
+{
+	if (p->pid != getpid() || atomic_exchange(&p->abandoned, 1))
+		return;
+	atomic_store(&p->stop, 1);
+	syscall(SYS_futex, (uint32_t *)&p->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	if (!atomic_load(&p->ended))
+		curesv_live_unlink(&p->file);
+}
+
 void curesv_live_forget(struct curesv_live_publisher *p)
 {
 	int fd = atomic_exchange(&p->fd, -1);
@@ -287,4 +314,5 @@ void curesv_live_forget(struct curesv_live_publisher *p)
 	p->pid = 0;
 	atomic_store(&p->stop, 0);
 	atomic_store(&p->ended, 0);
+	atomic_store(&p->abandoned, 0);
 }

@@ -43,6 +43,7 @@ struct curesv_live_publisher {
 	bool running;                   /* the thread was started and not joined */
 	_Atomic uint32_t stop;          /* futex word: 1 asks the thread to end */
 	_Atomic int ended;              /* the thread gave up (a write failed): nothing to remove */
+	_Atomic int abandoned;          /* the process is dying by a signal: no file ever again */
 	_Atomic uint64_t publications;  /* done so far (tests, benchmarks) */
 };
 
@@ -60,6 +61,13 @@ bool curesv_live_publish_once(struct curesv_live_publisher *p);
  * the file ended and removes it. Anywhere else (a forked child that never started its own), does
  * nothing. */
 void curesv_live_stop(struct curesv_live_publisher *p);
+
+/* From the handler of a signal that ends the process, on any thread but the publisher's
+ * (async-signal-safe: atomic stores, futex, lstat and unlink; no join, no lock, no allocation):
+ * asks the thread to stop, forbids it to reopen or make a file from then on, and removes the file
+ * if its name still names it. The thread may still be inside a pwrite: that writes to the removed
+ * file, and the process's death ends it. Anywhere but in the process that started it, nothing. */
+void curesv_live_abandon(struct curesv_live_publisher *p);
 
 /* In a forked child (atfork handler, async-signal-safe): closes the inherited descriptor if it
  * still is the live file's (so the parent's lock dies with the parent), and forgets it all: the

@@ -81,9 +81,9 @@ FEATURES = {
         "CURESV_REPORT": "off", "CURESV_ERROR_EXITCODE": str(EXIT_CODE)}),
     # the program ends by SIGTERM where it would have returned: report and trace all the same
     "signal": Feature("signal report", trace_env("rmm", report_on_stderr=True), signal_end=True),
-    "live": Feature("live books", lambda t, r, lost: {
-        "CURESV_LIVE": "1", "XDG_RUNTIME_DIR": t, "CURESV_REPORT": "json",
-        "CURESV_REPORT_FILE": os.path.join(r, "report.json")}),
+    "live": Feature("live books", lambda t, r, lost: dict({
+        "CURESV_LIVE": "1", "XDG_RUNTIME_DIR": t, "CURESV_REPORT": "json"},
+        **({} if lost else {"CURESV_REPORT_FILE": os.path.join(r, "report.json")}))),
 }
 ALL = ("trace-rmm", "trace-chrome", "report", "exitcode", "signal", "live")
 
