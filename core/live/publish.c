@@ -193,9 +193,33 @@ static void nap(struct curesv_live_publisher *p, int64_t ns)
 static void *publisher(void *arg)
 {
 	struct curesv_live_publisher *p = arg;
+	pthread_setname_np(pthread_self(), "curesv-live");
 	while (!atomic_load(&p->stop) && curesv_live_publish_once(p))
 		nap(p, p->head.period_ns);
+	/* the last use of p: curesv_live_stop reads the file only after this */
+	atomic_store(&p->done, 1);
+	syscall(SYS_futex, (uint32_t *)&p->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	return NULL;
+}
+
+/* Waits until the thread said it is done, at most `ns`: true when it did. Its own futex word with
+ * errors tolerated, not pthread_join: glibc aborts the process when a futex wait fails (a
+ * seccomp filter denying it), where the program itself may never wait. */
+static bool wait_done(struct curesv_live_publisher *p, int64_t ns)
+{
+	int64_t end = mono_ns() + ns;
+	while (!atomic_load(&p->done)) {
+		int64_t left = end - mono_ns();
+		if (left <= 0)
+			return false;
+		struct timespec rel = { 0, left < 10000000 ? left : 10000000 };
+		if (syscall(SYS_futex, (uint32_t *)&p->done, FUTEX_WAIT_PRIVATE, 0, &rel, NULL, 0) != 0 &&
+		    errno != EINTR && errno != ETIMEDOUT && errno != EAGAIN) {
+			struct timespec some = { 0, 1000000 };
+			nanosleep(&some, NULL);
+		}
+	}
+	return true;
 }
 
 /* Every signal blocked while the thread is made, so that it starts (and stays) with all of them
@@ -212,14 +236,15 @@ static int start_thread(struct curesv_live_publisher *p)
 		pthread_attr_t attr;
 		if ((rc = pthread_attr_init(&attr)) != 0)
 			break;
-		rc = pthread_attr_setstacksize(&attr, sizes[i]);
+		/* detached: never joined (wait_done says why) */
+		rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (rc == 0)
+			rc = pthread_attr_setstacksize(&attr, sizes[i]);
 		if (rc == 0)
 			rc = pthread_create(&p->thread, &attr, publisher, p);
 		pthread_attr_destroy(&attr);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc == 0)
-		pthread_setname_np(p->thread, "curesv-live");
 	return rc;
 }
 
@@ -233,6 +258,7 @@ bool curesv_live_start(struct curesv_live_publisher *p, const char *dir, const v
 	atomic_store(&p->stop, 0);
 	atomic_store(&p->ended, 0);
 	atomic_store(&p->abandoned, 0);
+	atomic_store(&p->done, 0);
 	atomic_store(&p->fd, -1);
 	if (!curesv_live_create(dir, size, &p->file))
 		return false;
@@ -269,11 +295,8 @@ void curesv_live_stop(struct curesv_live_publisher *p)
 	if (p->running) {
 		atomic_store(&p->stop, 1);
 		syscall(SYS_futex, (uint32_t *)&p->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 2;
 		p->running = false;
-		if (pthread_timedjoin_np(p->thread, NULL, &until) != 0) {
+		if (!wait_done(p, INT64_C(2000000000))) {
 			curesv_live_unlink(&p->file); /* stuck in a write: leave it the rest */
 			return;
 		}

@@ -40,7 +40,9 @@ struct curesv_live_publisher {
 	pid_t pid;                      /* the process that started it */
 	struct curesv_live_header head; /* the publisher's copy of the header (its thread's) */
 	pthread_t thread;
-	bool running;                   /* the thread was started and not joined */
+	bool running;                   /* the thread was started and not stopped */
+	_Atomic uint32_t done;          /* futex word: 1 once the thread is past its last use of
+					   this structure (it is detached) */
 	_Atomic uint32_t stop;          /* futex word: 1 asks the thread to end */
 	_Atomic int ended;              /* the thread gave up (a write failed): nothing to remove */
 	_Atomic int abandoned;          /* the process is dying by a signal: no file ever again */
@@ -57,7 +59,7 @@ bool curesv_live_start(struct curesv_live_publisher *p, const char *dir, const v
  * when the live books were given up (one line said). */
 bool curesv_live_publish_once(struct curesv_live_publisher *p);
 
-/* At exit, in the process that started it: stops the thread (joined, waiting at most 2 s), marks
+/* At exit, in the process that started it: stops the thread (waits for it at most 2 s), marks
  * the file ended and removes it. Anywhere else (a forked child that never started its own), does
  * nothing. */
 void curesv_live_stop(struct curesv_live_publisher *p);

@@ -253,8 +253,9 @@ HAZARDS = [
            features=("live",)),
     Hazard("seccomp: new threads denied (clone with CLONE_THREAD, clone3)",
            prog("plain", wrap=seccomp("clone-thread")), features=("live",)),
-    Hazard("seccomp: futex denied", prog("plain", wrap=seccomp("futex")), features=("live",)),
-    Hazard("seccomp: futex denied, SIGTERM sent", prog("wait", wrap=seccomp("futex")),
+    Hazard("seccomp: futex waits denied", prog("plain", wrap=seccomp("futex-wait")),
+           features=("live",)),
+    Hazard("seccomp: futex waits denied, SIGTERM sent", prog("wait", wrap=seccomp("futex-wait")),
            features=("live",), send=signal.SIGTERM),
 ]
 

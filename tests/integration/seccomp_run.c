@@ -6,7 +6,7 @@
  * RULE: flock, memfd_create, ftruncate, statx (older container profiles lack it), open-creat (openat and open with O_CREAT: every file
  * curesv creates, none the dynamic loader opens), mmap-shared (mmap with MAP_SHARED), fcntl-lock
  * (fcntl's record and open-file-description locks), clone-thread (clone with CLONE_THREAD, and
- * clone3: no new thread), futex. Everything
+ * clone3: no new thread), futex-wait (futex's waits). Everything
  * else is allowed. x86-64 only (the filter checks the architecture and kills on any other). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <linux/sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -107,8 +108,14 @@ int main(int argc, char **argv)
 		} else if (strcmp(r, "clone-thread") == 0) {
 			deny_with(SYS_clone, 0, CLONE_THREAD);
 			deny(SYS_clone3);
-		} else if (strcmp(r, "futex") == 0) {
-			deny(SYS_futex);
+		} else if (strcmp(r, "futex-wait") == 0) {
+			/* the waits (plain and bitset, private or not, either clock); wakes pass,
+			 * as a program that never waits needs them (glibc aborts on a failed wake) */
+			static const unsigned ops[] = { FUTEX_WAIT, FUTEX_WAIT_BITSET };
+			for (size_t k = 0; k < 2; k++)
+				for (unsigned f = 0; f < 4; f++)
+					deny_eq(SYS_futex, 1, ops[k] | (f & 1 ? FUTEX_PRIVATE_FLAG : 0) |
+						(f & 2 ? FUTEX_CLOCK_REALTIME : 0));
 		} else {
 			fprintf(stderr, "seccomp_run: unknown rule '%s'\n", r);
 			return 2;
