@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -190,12 +192,57 @@ static void nap(struct curesv_live_publisher *p, int64_t ns)
 	}
 }
 
+/* Closes every descriptor of the calling thread's table but `keep`. */
+static void close_others(int keep)
+{
+	if ((keep <= 0 || syscall(SYS_close_range, 0u, (unsigned)keep - 1, 0u) == 0) &&
+	    syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0)
+		return;
+	struct rlimit r;
+	long n = getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < (1u << 20) ? (long)r.rlim_cur
+									  : 1L << 20;
+	for (long fd = 0; fd < n; fd++)
+		if (fd != keep)
+			close((int)fd);
+}
+
+/* The thread's own descriptor table (unshare(CLONE_FILES)), holding the live file alone: the
+ * program may close every descriptor of its own table and open others on the numbers (a daemon's
+ * close_range(3, ~0U)) while a publication is under way, and no pwrite can then land in the
+ * program's file. The copy of the program's descriptors the table starts with is closed at once
+ * (a pipe kept open here would never read as closed). Where unshare is denied (a seccomp
+ * profile), the shared table, each use checked first (lost()). */
+static void own_table(struct curesv_live_publisher *p)
+{
+	if (syscall(SYS_unshare, CLONE_FILES) != 0)
+		return;
+	int fd = atomic_load(&p->fd);
+	if (!curesv_live_same(fd, p->file.dev, p->file.ino))
+		fd = -1; /* closed meanwhile: the first publication reopens it, here */
+	close_others(fd);
+}
+
+/* The end asked for: the file marked ended by the thread (curesv_live_stop may no longer reach it
+ * from the program's table) before it is removed. */
+static void mark_ended(struct curesv_live_publisher *p)
+{
+	int fd = atomic_load(&p->fd), err;
+	if (atomic_load(&p->ended) || atomic_load(&p->abandoned) ||
+	    !curesv_live_same(fd, p->file.dev, p->file.ino))
+		return;
+	struct curesv_live_header h = p->head;
+	h.state = CURESV_LIVE_ENDED;
+	write_all(fd, &h, sizeof h, 0, &err);
+}
+
 static void *publisher(void *arg)
 {
 	struct curesv_live_publisher *p = arg;
 	pthread_setname_np(pthread_self(), "curesv-live");
+	own_table(p);
 	while (!atomic_load(&p->stop) && curesv_live_publish_once(p))
 		nap(p, p->head.period_ns);
+	mark_ended(p);
 	/* the last use of p: curesv_live_stop reads the file only after this */
 	atomic_store(&p->done, 1);
 	syscall(SYS_futex, (uint32_t *)&p->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
