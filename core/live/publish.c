@@ -216,6 +216,7 @@ static void own_table(struct curesv_live_publisher *p)
 {
 	if (syscall(SYS_unshare, CLONE_FILES) != 0)
 		return;
+	curesv_log_own_table();
 	int fd = atomic_load(&p->fd);
 	if (!curesv_live_same(fd, p->file.dev, p->file.ino))
 		fd = -1; /* closed meanwhile: the first publication reopens it, here */
