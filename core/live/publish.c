@@ -214,7 +214,7 @@ static void close_others(int keep)
  * profile), the shared table, each use checked first (lost()). */
 static void own_table(struct curesv_live_publisher *p)
 {
-	if (syscall(SYS_unshare, CLONE_FILES) != 0)
+	if (p->shared_table || syscall(SYS_unshare, CLONE_FILES) != 0)
 		return;
 	curesv_log_own_table();
 	int fd = atomic_load(&p->fd);

@@ -47,6 +47,8 @@ struct curesv_live_publisher {
 	_Atomic int ended;              /* the thread gave up (a write failed): nothing to remove */
 	_Atomic int abandoned;          /* the process is dying by a signal: no file ever again */
 	_Atomic uint64_t publications;  /* done so far (tests, benchmarks) */
+	bool shared_table;              /* set before start: the thread keeps the program's
+					   descriptor table, as where unshare is denied (tests) */
 };
 
 /* Makes this process's live file in `dir` for the region at `base` (`size` bytes, its first page
