@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -239,7 +240,10 @@ static void mark_ended(struct curesv_live_publisher *p)
 static void *publisher(void *arg)
 {
 	struct curesv_live_publisher *p = arg;
-	pthread_setname_np(pthread_self(), "curesv-live");
+	/* the system call itself: pthread_setname_np and prctl are interposed (thread names), and
+	 * their look-up of the next definition takes the dynamic loader's lock, a futex wait where
+	 * another thread holds it (with futex waits denied, glibc aborts there) */
+	syscall(SYS_prctl, PR_SET_NAME, "curesv-live", 0, 0, 0);
 	own_table(p);
 	while (!atomic_load(&p->stop) && curesv_live_publish_once(p))
 		nap(p, p->head.period_ns);
