@@ -10,9 +10,12 @@
  *
  * The thread blocks every signal (the program's handlers never run on it), runs on a small stack
  * of its own size, never allocates, retries EINTR, and bounds its own cost: the next period is at
- * least CURESV_LIVE_COST times the last copy's time (about 2% of a core at most). Before each use
- * of its descriptor it checks the descriptor still names its file (a program may close every
- * descriptor and open others that get the numbers): if not, it says one line and reopens its file
+ * least CURESV_LIVE_COST times the last copy's time (about 2% of a core at most). It writes
+ * through a descriptor table of its own (unshare(CLONE_FILES), holding the live file alone), so a
+ * program that closes every descriptor and opens others on the numbers never has them written;
+ * it is detached and never joined, and makes no call that may wait on a lock of the program's
+ * (no dlsym, so none of curesv's interposers). Where unshare is denied, before each use of its
+ * descriptor it checks the descriptor still names its file: if not, it says one line and reopens its file
  * by path (the same file, locked again), or makes a new one when a reader removed it meanwhile
  * (it was unlocked), or stops. */
 #ifndef CURESV_LIVE_PUBLISH_H
