@@ -15,9 +15,9 @@
  * program that closes every descriptor and opens others on the numbers never has them written;
  * it is detached and never joined, and makes no call that may wait on a lock of the program's
  * (no dlsym, so none of curesv's interposers). Where unshare is denied, before each use of its
- * descriptor it checks the descriptor still names its file: if not, it says one line and reopens its file
- * by path (the same file, locked again), or makes a new one when a reader removed it meanwhile
- * (it was unlocked), or stops. */
+ * descriptor it checks the descriptor still names its file: if not, it says one line and reopens
+ * its file by path (the same file, locked again), or makes a new one when a reader removed it
+ * meanwhile (it was unlocked), or stops. */
 #ifndef CURESV_LIVE_PUBLISH_H
 #define CURESV_LIVE_PUBLISH_H
 
