@@ -212,7 +212,7 @@ static int init_state(void)
 	/* the report, and the live books' readers, take the runtimes from the engine */
 	curesv_runtimes_mirror(&engine->runtimes);
 	atomic_store_explicit(&owner, getpid(), memory_order_relaxed);
-	if (engine->cfg.report != CURESV_REPORT_OFF || engine->cfg.trace_file[0])
+	if (engine->cfg.report != CURESV_REPORT_OFF || engine->cfg.trace_file[0] || live)
 		curesv_shim_signals_arm();
 	curesv_log(CURESV_LOG_INFO, "active: CURESV_MODE=%s, %u reservations, %lu table slots",
 		   cfg.mode == CURESV_MODE_ENFORCE ? "enforce" : "observe", cfg.n_reservations,

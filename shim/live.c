@@ -78,6 +78,11 @@ void curesv_shim_live_end(void)
 	curesv_live_stop(&publisher);
 }
 
+void curesv_shim_live_end_on_signal(void)
+{
+	curesv_live_abandon(&publisher);
+}
+
 void curesv_shim_live_fork_child(void)
 {
 	curesv_live_forget(&publisher);

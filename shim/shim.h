@@ -220,6 +220,9 @@ CURESV_HIDDEN void *curesv_dlsym_answer(void *handle, const char *name);
 CURESV_HIDDEN curesv_engine *curesv_shim_live_engine(const curesv_config *cfg);
 CURESV_HIDDEN void curesv_shim_live_adopt(void);
 CURESV_HIDDEN void curesv_shim_live_end(void);
+/* From the handler of a signal that ends the process (async-signal-safe, never waits): the live
+ * file removed, its publisher told to stop and never to make another. */
+CURESV_HIDDEN void curesv_shim_live_end_on_signal(void);
 CURESV_HIDDEN void curesv_shim_live_fork_child(void);
 
 /* Writes the report now, as configured (init.c); false when off or it could not be written. */

@@ -307,6 +307,7 @@ static void on_signal(int sig, siginfo_t *info, void *context)
 	if (i < 0)
 		return;
 	report(sig, context);
+	curesv_shim_live_end_on_signal();
 	die_by(sig, i);
 	errno = saved; /* the program set another action meanwhile: it goes on */
 }

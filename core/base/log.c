@@ -4,12 +4,22 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/escape.h"
 
 static _Atomic int log_level = CURESV_LOG_WARN;
 static _Thread_local int log_busy;
+/* Set on a thread with a descriptor table of its own: its lines go to the program's stderr, taken
+ * from the process's table, through this pidfd of the process (-1: not yet opened). */
+static _Thread_local int own_table;
+static _Thread_local int process_fd = -1;
+
+void curesv_log_own_table(void)
+{
+	own_table = 1;
+}
 
 void curesv_log_set_level(enum curesv_log_level level)
 {
@@ -53,7 +63,19 @@ static void vlog(enum curesv_log_level level, const char *fmt, va_list ap)
 	memcpy(line, prefix, n);
 	n += curesv_escape(line + n, sizeof line - n - 1, msg, len);
 	line[n++] = '\n';
-	write_all(2, line, n);
+	if (!own_table) {
+		write_all(2, line, n);
+	} else {
+		/* the program's descriptor 2 as it is now (pidfd_getfd: the same open file); where
+		 * that is denied or unknown (before Linux 5.6), the line is lost */
+		if (process_fd < 0)
+			process_fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		int fd = process_fd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, process_fd, 2, 0);
+		if (fd >= 0) {
+			write_all(fd, line, n);
+			close(fd);
+		}
+	}
 	errno = saved_errno;
 	log_busy = 0;
 }

@@ -16,6 +16,10 @@ enum curesv_log_level {
 
 /* Messages above `level` are dropped. Default CURESV_LOG_WARN. */
 void curesv_log_set_level(enum curesv_log_level level);
+
+/* On the calling thread, which has a descriptor table of its own (unshare(CLONE_FILES)): its lines
+ * go to the program's descriptor 2 as the process's table has it now, not to its own table's. */
+void curesv_log_own_table(void);
 enum curesv_log_level curesv_log_get_level(void);
 
 /* Writes "curesv: <message>\n" to fd 2 in one write(2), truncated to 1 KiB. The message is escaped

@@ -14,7 +14,8 @@
  * link) of the user's that no one else can enter. In it, PID-NONCE.live (NONCE: 64 random bits,
  * so that two processes never share a name, not even pid 1 of two pid namespaces started in the
  * same clock tick), created O_EXCL|O_NOFOLLOW|O_CLOEXEC with mode 0600, as long as the region
- * (sparse: only pages the program touched are ever written) and removed at exit.
+ * (sparse: only pages the program touched are ever written) and removed at exit, or when
+ * SIGINT, SIGTERM or SIGHUP left at their default action end the process (shim/signals.c).
  *
  * Identity is a lock, not a pid: the writer holds an open-file-description lock (F_OFD_SETLK,
  * F_WRLCK) on its file for its life; the kernel drops it when the process dies or execs (the

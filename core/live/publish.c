@@ -2,10 +2,13 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,8 +63,15 @@ static bool lost(struct curesv_live_publisher *p, int fd)
 {
 	static _Atomic int said;
 	static char dir[sizeof p->file.path];
+	/* a signal's handler removed the file to end the process: no other one (its path may be
+	 * half written by now, so never read it here) */
+	if (atomic_load(&p->abandoned)) {
+		atomic_store(&p->fd, -1);
+		atomic_store(&p->ended, 1);
+		return false;
+	}
 	bool again = curesv_live_reopen(&p->file);
-	if (!again) {
+	if (!again && !atomic_load(&p->abandoned)) {
 		curesv_live_unlink(&p->file);
 		memcpy(dir, p->file.path, sizeof dir);
 		char *slash = strrchr(dir, '/');
@@ -72,6 +82,15 @@ static bool lost(struct curesv_live_publisher *p, int fd)
 		again = slash && curesv_live_create(dir, p->size, &p->file);
 		if (again)
 			p->head.nonce = p->file.nonce;
+	}
+	if (again && atomic_load(&p->abandoned)) {
+		/* the handler came while this file was reopened or made: it may have read the old
+		 * path, so this one is removed here */
+		curesv_live_unlink(&p->file);
+		close(p->file.fd);
+		atomic_store(&p->fd, -1);
+		atomic_store(&p->ended, 1);
+		return false;
 	}
 	if (again) {
 		atomic_store(&p->fd, p->file.fd);
@@ -174,12 +193,85 @@ static void nap(struct curesv_live_publisher *p, int64_t ns)
 	}
 }
 
+/* Closes every descriptor of the calling thread's table but `keep`. */
+static void close_others(int keep)
+{
+	if ((keep <= 0 || syscall(SYS_close_range, 0u, (unsigned)keep - 1, 0u) == 0) &&
+	    syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0)
+		return;
+	struct rlimit r;
+	long n = getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < (1u << 20) ? (long)r.rlim_cur
+									  : 1L << 20;
+	for (long fd = 0; fd < n; fd++)
+		if (fd != keep)
+			close((int)fd);
+}
+
+/* The thread's own descriptor table (unshare(CLONE_FILES)), holding the live file alone: the
+ * program may close every descriptor of its own table and open others on the numbers (a daemon's
+ * close_range(3, ~0U)) while a publication is under way, and no pwrite can then land in the
+ * program's file. The copy of the program's descriptors the table starts with is closed at once
+ * (a pipe kept open here would never read as closed). Where unshare is denied (a seccomp
+ * profile), the shared table, each use checked first (lost()). */
+static void own_table(struct curesv_live_publisher *p)
+{
+	if (p->shared_table || syscall(SYS_unshare, CLONE_FILES) != 0)
+		return;
+	curesv_log_own_table();
+	int fd = atomic_load(&p->fd);
+	if (!curesv_live_same(fd, p->file.dev, p->file.ino))
+		fd = -1; /* closed meanwhile: the first publication reopens it, here */
+	close_others(fd);
+}
+
+/* The end asked for: the file marked ended by the thread (curesv_live_stop may no longer reach it
+ * from the program's table) before it is removed. */
+static void mark_ended(struct curesv_live_publisher *p)
+{
+	int fd = atomic_load(&p->fd), err;
+	if (atomic_load(&p->ended) || atomic_load(&p->abandoned) ||
+	    !curesv_live_same(fd, p->file.dev, p->file.ino))
+		return;
+	struct curesv_live_header h = p->head;
+	h.state = CURESV_LIVE_ENDED;
+	write_all(fd, &h, sizeof h, 0, &err);
+}
+
 static void *publisher(void *arg)
 {
 	struct curesv_live_publisher *p = arg;
+	/* the system call itself: pthread_setname_np and prctl are interposed (thread names), and
+	 * their look-up of the next definition takes the dynamic loader's lock, a futex wait where
+	 * another thread holds it (with futex waits denied, glibc aborts there) */
+	syscall(SYS_prctl, PR_SET_NAME, "curesv-live", 0, 0, 0);
+	own_table(p);
 	while (!atomic_load(&p->stop) && curesv_live_publish_once(p))
 		nap(p, p->head.period_ns);
+	mark_ended(p);
+	/* the last use of p: curesv_live_stop reads the file only after this */
+	atomic_store(&p->done, 1);
+	syscall(SYS_futex, (uint32_t *)&p->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	return NULL;
+}
+
+/* Waits until the thread said it is done, at most `ns`: true when it did. Its own futex word with
+ * errors tolerated, not pthread_join: glibc aborts the process when a futex wait fails (a
+ * seccomp filter denying it), where the program itself may never wait. */
+static bool wait_done(struct curesv_live_publisher *p, int64_t ns)
+{
+	int64_t end = mono_ns() + ns;
+	while (!atomic_load(&p->done)) {
+		int64_t left = end - mono_ns();
+		if (left <= 0)
+			return false;
+		struct timespec rel = { 0, left < 10000000 ? left : 10000000 };
+		if (syscall(SYS_futex, (uint32_t *)&p->done, FUTEX_WAIT_PRIVATE, 0, &rel, NULL, 0) != 0 &&
+		    errno != EINTR && errno != ETIMEDOUT && errno != EAGAIN) {
+			struct timespec some = { 0, 1000000 };
+			nanosleep(&some, NULL);
+		}
+	}
+	return true;
 }
 
 /* Every signal blocked while the thread is made, so that it starts (and stays) with all of them
@@ -196,14 +288,15 @@ static int start_thread(struct curesv_live_publisher *p)
 		pthread_attr_t attr;
 		if ((rc = pthread_attr_init(&attr)) != 0)
 			break;
-		rc = pthread_attr_setstacksize(&attr, sizes[i]);
+		/* detached: never joined (wait_done says why) */
+		rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (rc == 0)
+			rc = pthread_attr_setstacksize(&attr, sizes[i]);
 		if (rc == 0)
 			rc = pthread_create(&p->thread, &attr, publisher, p);
 		pthread_attr_destroy(&attr);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc == 0)
-		pthread_setname_np(p->thread, "curesv-live");
 	return rc;
 }
 
@@ -216,6 +309,8 @@ bool curesv_live_start(struct curesv_live_publisher *p, const char *dir, const v
 	p->running = false;
 	atomic_store(&p->stop, 0);
 	atomic_store(&p->ended, 0);
+	atomic_store(&p->abandoned, 0);
+	atomic_store(&p->done, 0);
 	atomic_store(&p->fd, -1);
 	if (!curesv_live_create(dir, size, &p->file))
 		return false;
@@ -252,11 +347,8 @@ void curesv_live_stop(struct curesv_live_publisher *p)
 	if (p->running) {
 		atomic_store(&p->stop, 1);
 		syscall(SYS_futex, (uint32_t *)&p->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 2;
 		p->running = false;
-		if (pthread_timedjoin_np(p->thread, NULL, &until) != 0) {
+		if (!wait_done(p, INT64_C(2000000000))) {
 			curesv_live_unlink(&p->file); /* stuck in a write: leave it the rest */
 			return;
 		}
@@ -276,6 +368,16 @@ void curesv_live_stop(struct curesv_live_publisher *p)
 	p->file.path[0] = '\0';
 }
 
+void curesv_live_abandon(struct curesv_live_publisher *p)
+{
+	if (p->pid != getpid() || atomic_exchange(&p->abandoned, 1))
+		return;
+	atomic_store(&p->stop, 1);
+	syscall(SYS_futex, (uint32_t *)&p->stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	if (!atomic_load(&p->ended))
+		curesv_live_unlink(&p->file);
+}
+
 void curesv_live_forget(struct curesv_live_publisher *p)
 {
 	int fd = atomic_exchange(&p->fd, -1);
@@ -287,4 +389,5 @@ void curesv_live_forget(struct curesv_live_publisher *p)
 	p->pid = 0;
 	atomic_store(&p->stop, 0);
 	atomic_store(&p->ended, 0);
+	atomic_store(&p->abandoned, 0);
 }

@@ -23,6 +23,10 @@
  *     hazard tinystack              the first CUDA call and the rest on a PTHREAD_STACK_MIN thread
  *                                   (with HAZARD_END=TERM, that thread raises SIGTERM)
  *     hazard spin                   "hazard: ready", then allocates until killed
+ *     hazard stdin                  allocations, "hazard: ready", then reads stdin to its end, frees
+ *                                   what it kept and exits 0
+ *     hazard fill DIR               allocations, then DIR's filesystem filled up by a file of its
+ *                                   own, more allocations and 300 ms of them, then exit 0
  *     hazard busy                   3 threads in malloc/free and cudaMalloc/cudaFree without end,
  *                                   SIGINT and SIGTERM blocked in the main thread: a signal lands on
  *                                   one of them, anywhere
@@ -321,6 +325,30 @@ static int tinystack(void)
 	return 0;
 }
 
+/* The filesystem of `dir` filled up after the first CUDA calls (another program's log grew), then
+ * allocations for longer than the live books' period. */
+static int fill(const char *dir)
+{
+	work();
+	char path[4096];
+	snprintf(path, sizeof path, "%s/filler", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 3;
+	static char zeros[65536];
+	while (write(fd, zeros, sizeof zeros) > 0)
+		;
+	printf("hazard: filled (%s)\n", strerror(errno));
+	close(fd);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		pairs(200);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 300);
+	return 0;
+}
+
 /* HAZARD_END=TERM: the program ends by SIGTERM where it would have returned from main or called
  * exit(), before the exit handlers registered earlier and the destructors run (as a job
  * scheduler's stop would find it). Forked children exit as usual. */
@@ -384,6 +412,15 @@ int main(int argc, char **argv)
 		return eintr();
 	if (strcmp(mode, "tinystack") == 0)
 		return tinystack();
+	if (strcmp(mode, "stdin") == 0) {
+		work();
+		ready();
+		while (getchar() != EOF)
+			;
+		return cudaFree(kept) == cudaSuccess ? 0 : 1;
+	}
+	if (strcmp(mode, "fill") == 0 && argc > 2)
+		return fill(argv[2]);
 	if (strcmp(mode, "spin") == 0) {
 		work();
 		ready();

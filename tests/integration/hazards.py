@@ -81,9 +81,9 @@ FEATURES = {
         "CURESV_REPORT": "off", "CURESV_ERROR_EXITCODE": str(EXIT_CODE)}),
     # the program ends by SIGTERM where it would have returned: report and trace all the same
     "signal": Feature("signal report", trace_env("rmm", report_on_stderr=True), signal_end=True),
-    "live": Feature("live books", lambda t, r, lost: {
-        "CURESV_LIVE": "1", "XDG_RUNTIME_DIR": t, "CURESV_REPORT": "json",
-        "CURESV_REPORT_FILE": os.path.join(r, "report.json")}),
+    "live": Feature("live books", lambda t, r, lost: dict({
+        "CURESV_LIVE": "1", "XDG_RUNTIME_DIR": t, "CURESV_REPORT": "json"},
+        **({} if lost else {"CURESV_REPORT_FILE": os.path.join(r, "report.json")}))),
 }
 ALL = ("trace-rmm", "trace-chrome", "report", "exitcode", "signal", "live")
 
@@ -99,8 +99,8 @@ class Hazard:
     read the same with curesv. `features`: the columns run."""
     def __init__(self, name, argv, features=ALL, send=None, files="whole", root=False,
                  data=False, out_in_mount=False, launcher=False, needs=None, repeat=1,
-                 sanitized=True, leaks=1):
-        self.repeat, self.sanitized, self.leaks = repeat, sanitized, leaks
+                 sanitized=True, leaks=1, twin=False):
+        self.repeat, self.sanitized, self.leaks, self.twin = repeat, sanitized, leaks, twin
         self.name, self.argv, self.features, self.send = name, argv, features, send
         self.files, self.root, self.data = files, root, data
         self.out_in_mount, self.launcher, self.needs = out_in_mount, launcher, needs
@@ -144,7 +144,8 @@ def seccomp(rules):
 
 def prog(*words, wrap=None):
     def argv(ctx):
-        a = [ctx.prog] + [ctx.data if w == "DATA" else w for w in words]
+        a = [ctx.prog] + [ctx.data if w == "DATA" else ctx.mnt if w == "MNT" else w
+                          for w in words]
         return wrap(ctx, a) if wrap else a
     return argv
 
@@ -175,7 +176,7 @@ HAZARDS = [
     Hazard("baseline: no hazard", prog("plain")),
     # descriptors closed or replaced under curesv
     Hazard("close_range(3, ~0U), then a data file on the freed numbers, also written by a child",
-           prog("closeall", "DATA"), features=NO_LIVE, data=True),
+           prog("closeall", "DATA"), data=True),
     Hazard("close_range, and the trace's file removed: it cannot be reopened",
            prog("closeall", "DATA", "gone"), features=("trace-rmm", "trace-chrome"), data=True,
            files="lost"),
@@ -208,48 +209,62 @@ HAZARDS = [
            lambda ctx: ["sh", "-c", "(true); true & wait; echo forked"], files="none"),
     # resources
     Hazard("RLIMIT_NOFILE used up before the first CUDA call", prog("nofile"),
-           features=("trace-rmm", "report", "exitcode", "signal"), files="lost"),
+           features=("trace-rmm", "report", "exitcode", "signal", "live"), files="lost"),
     Hazard("EINTR: a 100 us interval timer with a handler", prog("eintr")),
     Hazard("a PTHREAD_STACK_MIN thread makes every CUDA call", prog("tinystack")),
     # filesystems (root: a private mount namespace)
     Hazard("a tiny tmpfs (8 KiB) holds the files", prog("plain", wrap=in_mount("size=8k")),
-           features=("trace-rmm", "trace-chrome", "report", "exitcode"), root=True,
+           features=("trace-rmm", "trace-chrome", "report", "exitcode", "live"), root=True,
            out_in_mount=True, files="kept-out"),
     Hazard("a full tmpfs holds the files", prog("plain", wrap=in_mount("size=64k", fill=True)),
-           features=("trace-rmm", "report", "exitcode", "signal"), root=True, out_in_mount=True,
-           files="lost"),
+           features=("trace-rmm", "report", "exitcode", "signal", "live"), root=True,
+           out_in_mount=True, files="lost"),
+    Hazard("a tmpfs filled up after the program started holds the files",
+           prog("fill", "MNT", wrap=in_mount("size=16m")), features=("live",), root=True,
+           out_in_mount=True, files="kept-out"),
     Hazard("a read-only tmpfs holds the files", prog("plain", wrap=in_mount("ro,size=64k")),
-           features=("trace-rmm", "report", "exitcode", "signal"), root=True, out_in_mount=True,
-           files="lost"),
+           features=("trace-rmm", "report", "exitcode", "signal", "live"), root=True,
+           out_in_mount=True, files="lost"),
     # pid 1 is not ended by a signal at its default action: the program goes on, frees what it
     # kept, and the report is written at its exit, not at the signal
     Hazard("pid 1 of a new pid namespace (a container's entry point), raise(SIGTERM): ignored",
-           prog("raise", "TERM", wrap=pid_ns), features=("trace-rmm", "report", "exitcode"),
-           root=True, leaks=0),
+           prog("raise", "TERM", wrap=pid_ns),
+           features=("trace-rmm", "report", "exitcode", "live"), root=True, leaks=0),
     Hazard("pid 1 of a new pid namespace", prog("plain", wrap=pid_ns),
-           features=("trace-rmm", "report", "exitcode", "signal"), root=True),
+           features=("trace-rmm", "report", "exitcode", "signal", "live"), root=True),
+    Hazard("two pid 1s of new pid namespaces at once, one folder", prog("stdin", wrap=pid_ns),
+           features=("live",), root=True, twin=True),
     # (not under a sanitizer: its runtime reads /proc/self/maps to start)
     Hazard("no /proc (unmounted in a private mount namespace)", prog("plain", wrap=no_proc),
-           features=("trace-rmm", "trace-chrome", "report", "exitcode", "signal"), root=True,
-           sanitized=False),
+           features=("trace-rmm", "trace-chrome", "report", "exitcode", "signal", "live"),
+           root=True, sanitized=False),
     # seccomp
     Hazard("seccomp: flock denied", prog("plain", wrap=seccomp("flock")),
-           features=("trace-rmm", "report", "exitcode", "signal")),
+           features=("trace-rmm", "report", "exitcode", "signal", "live")),
     Hazard("seccomp: statx denied, and close_range then a data file on the freed numbers",
-           prog("closeall", "DATA", wrap=seccomp("statx")), features=NO_LIVE, data=True),
+           prog("closeall", "DATA", wrap=seccomp("statx")), data=True),
     Hazard("seccomp: files with O_CREAT denied", prog("plain", wrap=seccomp("open-creat")),
-           features=("trace-rmm", "report", "exitcode", "signal"), files="lost"),
+           features=("trace-rmm", "report", "exitcode", "signal", "live"), files="lost"),
     Hazard("seccomp: memfd_create, ftruncate and shared mmap denied",
            prog("plain", wrap=seccomp("memfd_create,ftruncate,mmap-shared")),
-           features=("trace-rmm", "report", "exitcode", "signal")),
+           features=("trace-rmm", "report", "exitcode", "signal", "live")),
+    # what the live books alone call: file locks, a thread of their own, futex waits
+    Hazard("seccomp: fcntl file locks denied", prog("plain", wrap=seccomp("fcntl-lock")),
+           features=("live",), files="lost"),
+    Hazard("seccomp: new threads denied (clone with CLONE_THREAD, clone3)",
+           prog("plain", wrap=seccomp("clone-thread")), features=("live",), files="lost"),
+    Hazard("seccomp: futex waits denied", prog("plain", wrap=seccomp("futex-wait")),
+           features=("live",)),
+    Hazard("seccomp: futex waits denied, SIGTERM sent", prog("wait", wrap=seccomp("futex-wait")),
+           features=("live",), send=signal.SIGTERM),
 ]
 
 
 # ---- one cell ---------------------------------------------------------------------------------------
 
 def run(argv, env, send):
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=default_signals)
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     first = ""
     if send:
         first = p.stdout.readline()
@@ -312,7 +327,16 @@ def cell(args, hazard, fkey):
                 # a child forked from threads and ending by exit() is a thread leak to TSan
                 env["TSAN_OPTIONS"] = ":".join(o for o in (os.environ.get("TSAN_OPTIONS"),
                                                            "report_thread_leaks=0") if o)
-        status, out, err = run(argv, env, hazard.send)
+        if hazard.twin:
+            twin_results = twins(ctx, argv, env)
+            for status, out, err in twin_results[1:]:
+                expect("the twin's stdout", out, twin_results[0][1])
+                expect("the twin's exit status", status, twin_results[0][0])
+                if len(split_err(err)[0]) > 1:
+                    raise AssertionError("curesv said %r" % (split_err(err)[0][:3],))
+            status, out, err = twin_results[0]
+        else:
+            status, out, err = run(argv, env, hazard.send)
         ours, rest, err_report = split_err(err)
         want_ours, want_rest, _ = split_err(want_err)
         expect("stdout", out, want_out)
@@ -330,6 +354,33 @@ def cell(args, hazard, fkey):
                 expect("the program's data file", f.read(), g.read())
         check_files(hazard, fkey, out_dir, ctx.out, ours, err_report)
         return "; ".join(ours)[:110]
+
+
+def live_files(folder):
+    d = os.path.join(folder, "curesv")
+    return sorted(n for n in os.listdir(d) if n.endswith(".live")) if os.path.isdir(d) else []
+
+
+def twins(ctx, argv, env):
+    """Two programs at once, their live files in one folder: each has its own (pid 1 both, in
+    namespaces of their own), neither removed by the other's start-up sweep while it runs, and
+    none left once both ended. Each must print what it prints alone."""
+    procs = [subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
+             for _ in range(2)]
+    firsts = [p.stdout.readline() for p in procs]
+    both = live_files(ctx.out)
+    results = []
+    for p, first in zip(procs, firsts):
+        try:
+            out, err = p.communicate(input="", timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError("%s timed out" % argv[0])
+        results.append((p.returncode, first + out, err))
+    expect("live files while both ran", len(both), 2)
+    return results
 
 
 def load_report(path):
@@ -354,7 +405,15 @@ def check_files(hazard, fkey, out_dir, report_dir, ours, err_report):
         elif len(ours) != 1:
             raise AssertionError("no report, and %d lines: %r" % (len(ours), ours))
         return
-    if hazard.files in ("kept-out", "killed") or fkey in ("live", "exitcode"):
+    if fkey == "live":
+        # the live file goes with its process, whatever ended it (and none of a child's, nor of
+        # an image that exec'd, is left behind)
+        expect("live files left once the process ended", live_files(out_dir), [])
+        if hazard.files == "lost":
+            # the live books given up: one line says so, the program runs on
+            expect("curesv's lines (the live books given up)", len(ours), 1)
+        return
+    if hazard.files in ("kept-out", "killed") or fkey == "exitcode":
         if hazard.files == "killed":
             expect("curesv's lines", ours, [])
         return

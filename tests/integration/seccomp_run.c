@@ -4,7 +4,9 @@
  *     seccomp_run RULE[,RULE...] PROGRAM [ARGS...]
  *
  * RULE: flock, memfd_create, ftruncate, statx (older container profiles lack it), open-creat (openat and open with O_CREAT: every file
- * curesv creates, none the dynamic loader opens), mmap-shared (mmap with MAP_SHARED). Everything
+ * curesv creates, none the dynamic loader opens), mmap-shared (mmap with MAP_SHARED), fcntl-lock
+ * (fcntl's record and open-file-description locks), clone-thread (clone with CLONE_THREAD, and
+ * clone3: no new thread), futex-wait (futex's waits). Everything
  * else is allowed. x86-64 only (the filter checks the architecture and kills on any other). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +17,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <linux/sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -48,6 +52,16 @@ static void deny(unsigned call)
 {
 	load(offsetof(struct seccomp_data, nr));
 	jump(BPF_JMP | BPF_JEQ | BPF_K, call, 0, 1);
+	deny_here();
+}
+
+/* system call `call` denied when the low word of argument `arg` is `value` */
+static void deny_eq(unsigned call, int arg, unsigned value)
+{
+	load(offsetof(struct seccomp_data, nr));
+	jump(BPF_JMP | BPF_JEQ | BPF_K, call, 0, 3);
+	load(offsetof(struct seccomp_data, args[0]) + (size_t)arg * sizeof(__u64));
+	jump(BPF_JMP | BPF_JEQ | BPF_K, value, 0, 1);
 	deny_here();
 }
 
@@ -86,6 +100,22 @@ int main(int argc, char **argv)
 			deny_with(SYS_open, 1, O_CREAT);
 		} else if (strcmp(r, "mmap-shared") == 0) {
 			deny_with(SYS_mmap, 3, MAP_SHARED);
+		} else if (strcmp(r, "fcntl-lock") == 0) {
+			static const unsigned cmds[] = { F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK,
+							 F_OFD_SETLK, F_OFD_SETLKW };
+			for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
+				deny_eq(SYS_fcntl, 1, cmds[k]);
+		} else if (strcmp(r, "clone-thread") == 0) {
+			deny_with(SYS_clone, 0, CLONE_THREAD);
+			deny(SYS_clone3);
+		} else if (strcmp(r, "futex-wait") == 0) {
+			/* the waits (plain and bitset, private or not, either clock); wakes pass,
+			 * as a program that never waits needs them (glibc aborts on a failed wake) */
+			static const unsigned ops[] = { FUTEX_WAIT, FUTEX_WAIT_BITSET };
+			for (size_t k = 0; k < 2; k++)
+				for (unsigned f = 0; f < 4; f++)
+					deny_eq(SYS_futex, 1, ops[k] | (f & 1 ? FUTEX_PRIVATE_FLAG : 0) |
+						(f & 2 ? FUTEX_CLOCK_REALTIME : 0));
 		} else {
 			fprintf(stderr, "seccomp_run: unknown rule '%s'\n", r);
 			return 2;

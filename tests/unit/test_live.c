@@ -191,6 +191,7 @@ Test(live, resident_pages_published_holes_stay_holes)
 Test(live, a_descriptor_the_program_took_is_never_touched)
 {
 	make_region();
+	pub.shared_table = true; /* where unshare is denied */
 	cr_assert(curesv_live_start(&pub, dir, region, PAGES * page));
 	wait_publications(1);
 	int theirs = atomic_load(&pub.fd);
@@ -217,6 +218,41 @@ Test(live, a_descriptor_the_program_took_is_never_touched)
 	close(theirs);
 }
 
+/* The same with the thread's own descriptor table: the program's dup2 onto the number changes
+ * nothing of curesv's (the same descriptor, its file still locked and published) nor of the
+ * program's file. */
+Test(live, a_table_of_its_own_keeps_its_file_through_the_programs_dup2)
+{
+	make_region();
+	cr_assert(curesv_live_start(&pub, dir, region, PAGES * page));
+	wait_publications(1);
+	int theirs = atomic_load(&pub.fd);
+	char other[80];
+	snprintf(other, sizeof other, "%s/program-data", dir);
+	int o = open(other, O_RDWR | O_CREAT, 0600);
+	cr_assert_eq(write(o, "mine", 4), 4);
+	cr_assert_eq(dup2(o, theirs), theirs);
+	close(o);
+	cr_assert_not(lock_free(pub.file.path), "still locked: the thread's table holds it");
+	uint64_t n = atomic_load(&pub.publications);
+	wait_publications(n + 2);
+	struct stat st;
+	cr_assert_eq(fstat(theirs, &st), 0);
+	cr_assert_eq(st.st_size, 4, "the program's file keeps its 4 bytes");
+	cr_assert_eq(atomic_load(&pub.fd), theirs, "no reopening was needed");
+	char path[sizeof pub.file.path];
+	strcpy(path, pub.file.path);
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	curesv_live_stop(&pub);
+	cr_assert_neq(access(path, F_OK), 0, "removed at exit");
+	cr_assert_eq(file_header(fd).state, CURESV_LIVE_ENDED, "marked ended by the thread");
+	close(fd);
+	cr_assert_eq(fstat(theirs, &st), 0);
+	cr_assert_eq(st.st_size, 4);
+	close(theirs);
+}
+
 /* The one live file in the folder (the publisher's own path is its thread's to change). */
 static void only_file(char *out, size_t n)
 {
@@ -237,6 +273,7 @@ static void only_file(char *out, size_t n)
 Test(live, a_file_removed_while_its_descriptor_was_lost_is_made_again)
 {
 	make_region();
+	pub.shared_table = true;
 	cr_assert(curesv_live_start(&pub, dir, region, PAGES * page));
 	wait_publications(1);
 	int theirs = atomic_load(&pub.fd);
