@@ -163,7 +163,7 @@ IT_PROGS := $(addprefix $(IT)/,handoff handoff_static families families_ptds fam
 	exit_in_handler handoff_rt exit_status layout linked linked_badorder libc10_cuda.so badnames \
 	streams graphs vmm fork_free fork_in_handler trace_child peak_handoff reload two_runtimes \
 	libcudaplugin12.so slow_free churn no_alloc orphans live_hold leak_sites handoff_sites table_hw \
-	hold live_fork live_fds meminfo meminfo_static)
+	hold live_fork live_fds meminfo meminfo_static signal_in_exit)
 
 $(IT)/%: tests/integration/%.c core/curesv.h $(SIM_LINKS) | $(IT)
 	$(IT_CC) -Ishim $< $(IT_DYN) -o $@

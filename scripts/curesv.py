@@ -455,6 +455,8 @@ def parse_size(text):
     if isinstance(text, int):
         if text < 0:
             raise ValueError("a size cannot be negative (%d)" % text)
+        if text >> 64:
+            raise ValueError("%d is too large (a size is at most 2^64 - 1 bytes)" % text)
         return text
     if not isinstance(text, str):
         raise ValueError("a size is an int of bytes or a string such as '512M', not %s"

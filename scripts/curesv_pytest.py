@@ -219,11 +219,14 @@ class Plugin:
                 data = json.load(f)
             tests = data["tests"]
             if not isinstance(tests, dict) or not all(
-                    isinstance(v, dict) and all(isinstance(b, int) for b in v.values())
+                    isinstance(v, dict) and all(
+                        isinstance(d, str) and d.isascii() and d.isdigit() and
+                        isinstance(b, int) and not isinstance(b, bool) for d, b in v.items())
                     for v in tests.values()):
                 raise ValueError("'tests' must map test ids to {device: bytes}")
             return tests
-        except (OSError, ValueError, KeyError, TypeError) as err:
+        # RecursionError: json's decoder on arrays nested thousands deep
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
             raise pytest.UsageError("--gpu-memory-baseline: %s: not a baseline curesv wrote "
                                     "(%s)" % (path, one_line(err))) from None
 
@@ -274,7 +277,9 @@ class Plugin:
         mark = curesv.mark() if spec.warmups is not None else 0
         try:
             # the holders are taken at the first high past the limit, then a 16th higher
-            curesv.window_reset(-1, spec.limit + 1 if spec.limit is not None else 0)
+            # (a limit of 2^64 - 1 bytes watches nothing it could ever pass)
+            watch = spec.limit + 1 if spec.limit is not None and spec.limit < 2**64 - 1 else 0
+            curesv.window_reset(-1, watch)
             outcome = yield
             leaked = self.leaks_since(mark) if mark else None
         finally:

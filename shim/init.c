@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "report/report.h"
@@ -24,7 +25,47 @@ enum { UNINIT, INITIALISING, ACTIVE, DISABLED };
 static curesv_engine engine_storage;
 static curesv_engine *engine = &engine_storage;
 static _Atomic int state = UNINIT;
+/* The report, at exit or on a signal: NOT_REPORTED, REPORTING (by the thread `reporter`), REPORTED.
+ * A signal that ends the process while another thread writes the exit report (or exit() called
+ * while a signal's report is written) waits for it: ending the process at once would cut the
+ * report off with not a line said. */
+enum { NOT_REPORTED, REPORTING, REPORTED };
 static _Atomic int reported;
+static _Atomic pid_t reporter;
+
+/* Takes the report for this thread (true), else waits at most wait_s seconds for the one another
+ * thread writes (false; *cut_short when it is not written by then, or is this very thread's).
+ * Async-signal-safe. */
+static bool take_report(int wait_s, bool *cut_short)
+{
+	pid_t me = (pid_t)syscall(SYS_gettid);
+	int expect = NOT_REPORTED;
+	*cut_short = false;
+	if (atomic_compare_exchange_strong_explicit(&reported, &expect, REPORTING,
+						    memory_order_acq_rel, memory_order_acquire)) {
+		atomic_store_explicit(&reporter, me, memory_order_relaxed);
+		return true;
+	}
+	if (expect == REPORTED)
+		return false;
+	if (atomic_load_explicit(&reporter, memory_order_relaxed) == me) {
+		*cut_short = true; /* this very thread's, that a signal interrupted */
+		return false;
+	}
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	for (int waited = 0; waited < wait_s * 100; waited++) {
+		if (atomic_load_explicit(&reported, memory_order_acquire) == REPORTED)
+			return false;
+		nanosleep(&tick, NULL);
+	}
+	*cut_short = atomic_load_explicit(&reported, memory_order_acquire) != REPORTED;
+	return false;
+}
+
+static void report_taken(void)
+{
+	atomic_store_explicit(&reported, REPORTED, memory_order_release);
+}
 /* The process whose books these are: a forked child adopts them only once it makes a CUDA call. */
 static _Atomic pid_t owner;
 
@@ -269,6 +310,7 @@ bool curesv_shim_report_now(void)
  * still allocating (the report reads everything atomically). Runs after the program's own
  * destructors that were initialised later, so their frees are counted. */
 static void report_at_exit(void);
+static void report_exit_taken(void);
 
 __attribute__((destructor)) static void at_exit(void)
 {
@@ -282,12 +324,20 @@ static void report_at_exit(void)
 	if (atomic_load_explicit(&state, memory_order_acquire) == UNINIT && cuda_failed_unseen())
 		curesv_shim_engine();
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE ||
-	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
-	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
+	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid())
 		return;
 	if (engine->cfg.report == CURESV_REPORT_OFF && !engine->cfg.error_exitcode &&
 	    !engine->cfg.trace_file[0])
 		return;
+	bool cut_short;
+	if (!take_report(3, &cut_short))
+		return;
+	report_exit_taken();
+	report_taken();
+}
+
+static void report_exit_taken(void)
+{
 	/* exit() called from a signal handler that interrupted curesv on this very thread: its locks
 	 * are held below us, and waiting for them would hang the exit. */
 	if (curesv_locks_held()) {
@@ -313,13 +363,28 @@ static const char *signal_lost(void)
 	     : engine->cfg.trace_file[0] ? "no report, and the trace is cut short" : "no report";
 }
 
+static void report_signal_taken(int sig, const char *unsafe, int wait_s);
+
 void curesv_shim_report_on_signal(int sig, const char *unsafe, int wait_s)
 {
 	if (atomic_load_explicit(&state, memory_order_acquire) != ACTIVE ||
 	    atomic_load_explicit(&owner, memory_order_relaxed) != getpid() ||
-	    (engine->cfg.report == CURESV_REPORT_OFF && !engine->cfg.trace_file[0]) ||
-	    atomic_exchange_explicit(&reported, 1, memory_order_relaxed))
+	    (engine->cfg.report == CURESV_REPORT_OFF && !engine->cfg.trace_file[0]))
 		return;
+	bool cut_short;
+	if (!take_report(wait_s, &cut_short)) {
+		if (cut_short)
+			curesv_log(CURESV_LOG_WARN, "%s came while the exit report was being written: "
+				   "it is cut short; the program ends by %s as it would without curesv",
+				   signal_name(sig), signal_name(sig));
+		return;
+	}
+	report_signal_taken(sig, unsafe, wait_s);
+	report_taken();
+}
+
+static void report_signal_taken(int sig, const char *unsafe, int wait_s)
+{
 	if (unsafe) {
 		curesv_log(CURESV_LOG_WARN, "%s %s: %s; the program ends by %s as it would without "
 			   "curesv", signal_name(sig), unsafe, signal_lost(), signal_name(sig));

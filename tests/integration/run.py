@@ -1384,6 +1384,8 @@ def cases(stack, bindir, sanitized=False):
                     per_process=True, timeout=60, stacks=("sim",)))
     out.append(Case("exit() from a signal handler inside curesv", [b("exit_in_handler")],
                     check_nothing, report=False, timeout=60))
+    out.append(Case("SIGTERM while the exit report is written (20 runs)", [b("signal_in_exit")],
+                    check_nothing, report=False, timeout=120, stacks=("sim",)))
     # TSan reports glibc's own fork() in a handler (the child's thread-local storage is calloc'ed):
     # the Makefile's options, less that report
     fork_env = {"TSAN_OPTIONS": ":".join(o for o in (os.environ.get("TSAN_OPTIONS"),

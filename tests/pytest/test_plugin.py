@@ -407,12 +407,48 @@ def test_the_baseline(suite, monkeypatch):
     assert "not a baseline curesv wrote" in output(result)
 
 
+@pytest.mark.parametrize("text", [
+    '{"curesv_baseline": 1, "tests": {"test_steps.py::test_step": {"gpu0": 5}}}',
+    '{"curesv_baseline": 1, "tests": {"test_steps.py::test_step": {"0": true}}}',
+    "[" * 100000 + "]" * 100000,
+], ids=["device-not-a-number", "bytes-a-bool", "nested-deep"])
+def test_a_hostile_baseline_is_a_usage_error(suite, text):
+    suite.makepyfile(test_steps='''
+        def test_step(cuda):
+            cuda.free(cuda.malloc(1 << 20))
+    ''')
+    baseline = str(suite.path / "gpu-baseline.json")
+    with open(baseline, "w") as f:
+        f.write(text)
+    result = run(suite, "--gpu-memory-baseline", baseline)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output(result)
+    assert "not a baseline curesv wrote" in output(result)
+    assert "Traceback" not in output(result) and "INTERNALERROR" not in output(result)
+
+
+def test_the_largest_limit_passes(suite):
+    suite.makepyfile(test_max='''
+        import pytest
+
+        @pytest.mark.gpu_memory_limit(2**64 - 1)
+        def test_int(cuda):
+            cuda.free(cuda.malloc(1 << 20))
+
+        @pytest.mark.gpu_memory_limit("18446744073709551615")
+        def test_text(cuda):
+            cuda.free(cuda.malloc(1 << 20))
+    ''')
+    run(suite).assert_outcomes(passed=2)
+
+
 @pytest.mark.parametrize("marker, why", [
     ('gpu_memory_limit("12Q")', "'12Q' is no size"),
     ("gpu_memory_limit()", "takes one limit"),
     ('gpu_memory_limit("1M", "2M")', "takes one limit"),
     ("gpu_memory_limit(-5)", "cannot be negative"),
     ("gpu_memory_limit(1.5)", "not float"),
+    ("gpu_memory_limit(10**30)", "is too large"),
+    ('gpu_memory_limit("18446744073709551616")', "is too large"),
     ("gpu_memory_leaks(warmups=-1)", "warmups must be a whole number, 0 or more, not -1"),
     ('gpu_memory_leaks(warmups="2")', "warmups must be a whole number"),
     ("gpu_memory_leaks(repeat=3)", "takes warmups=N only"),
