@@ -104,40 +104,13 @@ static const char *require_name(enum curesv_require_transfer r)
 
 /* ---- JSON --------------------------------------------------------------------------------------- */
 
-static void string_or_null(curesv_out *o, const char *s)
-{
-	if (s)
-		curesv_print_json(o, s);
-	else
-		curesv_print(o, "null");
-}
-
 /* A stack's frames in the leaks' format (json.c): pc, object, object_offset, symbol,
  * symbol_offset, file, line. */
 static void json_stack(curesv_engine *e, curesv_out *o, uint32_t id)
 {
 	uintptr_t pcs[CURESV_FRAMES_MAX];
 	unsigned n = curesv_stacks_frames(&e->stacks, id, pcs);
-	for (unsigned i = 0; i < n; i++) {
-		curesv_frame_info f;
-		curesv_frames_symbolize(pcs[i], &f);
-		curesv_print(o, "%s{\"pc\": \"0x%" PRIxPTR "\", \"object\": ", i ? ", " : "", f.pc);
-		string_or_null(o, f.object);
-		if (f.object)
-			curesv_print(o, ", \"object_offset\": %" PRIuPTR ", \"symbol\": ", f.object_offset);
-		else
-			curesv_print(o, ", \"object_offset\": null, \"symbol\": ");
-		string_or_null(o, f.symbol);
-		if (f.symbol && f.symbol_offset != CURESV_FRAME_NO_OFFSET)
-			curesv_print(o, ", \"symbol_offset\": %" PRIuPTR ", \"file\": ", f.symbol_offset);
-		else
-			curesv_print(o, ", \"symbol_offset\": null, \"file\": ");
-		string_or_null(o, f.file);
-		if (f.file)
-			curesv_print(o, ", \"line\": %u}", f.line);
-		else
-			curesv_print(o, ", \"line\": null}");
-	}
+	curesv_print_frames_json(o, pcs, n);
 }
 
 static void json_res(curesv_out *o, uint32_t handle, const char *name)
@@ -214,21 +187,7 @@ static void text_stack(curesv_engine *e, curesv_out *o, const char *what, uint32
 	if (n == 0)
 		return;
 	curesv_print(o, "curesv:     %s:\n", what);
-	for (unsigned i = 0; i < n; i++) {
-		curesv_frame_info f;
-		curesv_frames_symbolize(pcs[i], &f);
-		curesv_print(o, "curesv:       #%u ", i);
-		if (f.symbol && f.symbol_offset != CURESV_FRAME_NO_OFFSET)
-			curesv_print(o, "%s+0x%" PRIxPTR, f.symbol, f.symbol_offset);
-		else
-			curesv_print(o, "%s", f.symbol ? f.symbol : "??");
-		if (f.file)
-			curesv_print(o, " at %s:%u", f.file, f.line);
-		if (f.object)
-			curesv_print(o, " (%s+0x%" PRIxPTR ")\n", f.object, f.object_offset);
-		else
-			curesv_print(o, " (0x%" PRIxPTR ")\n", f.pc);
-	}
+	curesv_print_frames_text(o, pcs, n);
 }
 
 static const char *plural(uint64_t n)

@@ -119,41 +119,6 @@ static void json_shared(curesv_out *o, const curesv_snapshot *s)
 }
 
 /* A string, or null when there is none. */
-static void json_string_or_null(curesv_out *o, const char *str)
-{
-	if (str)
-		curesv_print_json(o, str);
-	else
-		curesv_print(o, "null");
-}
-
-/* Where an allocation was made (CURESV_BACKTRACE): its frames, innermost first. */
-static void json_frames(curesv_out *o, const uintptr_t *pcs, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++) {
-		curesv_frame_info f;
-		curesv_frames_symbolize(pcs[i], &f);
-		curesv_print(o, "%s{\"pc\": \"0x%" PRIxPTR "\", \"object\": ", i ? ", " : "", f.pc);
-		json_string_or_null(o, f.object);
-		if (f.object)
-			curesv_print(o, ", \"object_offset\": %" PRIuPTR ", \"symbol\": ",
-				     f.object_offset);
-		else
-			curesv_print(o, ", \"object_offset\": null, \"symbol\": ");
-		json_string_or_null(o, f.symbol);
-		if (f.symbol && f.symbol_offset != CURESV_FRAME_NO_OFFSET)
-			curesv_print(o, ", \"symbol_offset\": %" PRIuPTR ", \"file\": ",
-				     f.symbol_offset);
-		else
-			curesv_print(o, ", \"symbol_offset\": null, \"file\": ");
-		json_string_or_null(o, f.file);
-		if (f.file)
-			curesv_print(o, ", \"line\": %u}", f.line);
-		else
-			curesv_print(o, ", \"line\": null}");
-	}
-}
-
 static void json_leaks(curesv_engine *e, curesv_out *o, const curesv_snapshot *s)
 {
 	const curesv_leaks *lk = &s->leaks;
@@ -176,7 +141,7 @@ static void json_leaks(curesv_engine *e, curesv_out *o, const curesv_snapshot *s
 		curesv_print(o, ", \"thread\": ");
 		curesv_print_json(o, thread);
 		curesv_print(o, ", \"thread_serial\": %" PRIu32 ", \"frames\": [", x->thread);
-		json_frames(o, lk->frames[i], lk->nframes[i]);
+		curesv_print_frames_json(o, lk->frames[i], lk->nframes[i]);
 		curesv_print(o, "]}");
 	}
 	curesv_print(o, "%s]}\n", lk->listed ? "\n  " : "");

@@ -1,12 +1,14 @@
 #include "report/output.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/escape.h"
+#include "base/frames.h"
 
 void curesv_out_flush(curesv_out *o)
 {
@@ -86,4 +88,57 @@ void curesv_print_json(curesv_out *o, const char *str)
 		left -= used;
 	}
 	curesv_out_put(o, "\"", 1);
+}
+
+void curesv_print_json_or_null(curesv_out *o, const char *str)
+{
+	if (str)
+		curesv_print_json(o, str);
+	else
+		curesv_print(o, "null");
+}
+
+void curesv_print_frames_text(curesv_out *o, const uintptr_t *pcs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		curesv_frame_info f;
+		curesv_frames_symbolize(pcs[i], &f);
+		curesv_print(o, "curesv:       #%u ", i);
+		if (f.symbol && f.symbol_offset != CURESV_FRAME_NO_OFFSET)
+			curesv_print(o, "%s+0x%" PRIxPTR, f.symbol, f.symbol_offset);
+		else
+			curesv_print(o, "%s", f.symbol ? f.symbol : "??");
+		if (f.file)
+			curesv_print(o, " at %s:%u", f.file, f.line);
+		if (f.object)
+			curesv_print(o, " (%s+0x%" PRIxPTR ")\n", f.object, f.object_offset);
+		else
+			curesv_print(o, " (0x%" PRIxPTR ")\n", f.pc);
+	}
+}
+
+void curesv_print_frames_json(curesv_out *o, const uintptr_t *pcs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		curesv_frame_info f;
+		curesv_frames_symbolize(pcs[i], &f);
+		curesv_print(o, "%s{\"pc\": \"0x%" PRIxPTR "\", \"object\": ", i ? ", " : "", f.pc);
+		curesv_print_json_or_null(o, f.object);
+		if (f.object)
+			curesv_print(o, ", \"object_offset\": %" PRIuPTR ", \"symbol\": ",
+				     f.object_offset);
+		else
+			curesv_print(o, ", \"object_offset\": null, \"symbol\": ");
+		curesv_print_json_or_null(o, f.symbol);
+		if (f.symbol && f.symbol_offset != CURESV_FRAME_NO_OFFSET)
+			curesv_print(o, ", \"symbol_offset\": %" PRIuPTR ", \"file\": ",
+				     f.symbol_offset);
+		else
+			curesv_print(o, ", \"symbol_offset\": null, \"file\": ");
+		curesv_print_json_or_null(o, f.file);
+		if (f.file)
+			curesv_print(o, ", \"line\": %u}", f.line);
+		else
+			curesv_print(o, ", \"line\": null}");
+	}
 }

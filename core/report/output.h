@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/outfile.h"
 
@@ -33,5 +34,15 @@ void curesv_print(curesv_out *o, const char *fmt, ...) __attribute__((format(pri
 
 /* `str` as a JSON string (escape.h: curesv_json_char), quotes included. */
 void curesv_print_json(curesv_out *o, const char *str);
+
+/* `str` as a JSON string, or null. */
+void curesv_print_json_or_null(curesv_out *o, const char *str);
+
+/* The `n` return addresses at `pcs`, symbolized (base/frames.h), as the reports show a stack: in
+ * the text, a line a frame ("curesv:       #0 fn+0x1c at file.c:12 (object+0x1234)"); in JSON,
+ * objects {pc, object, object_offset, symbol, symbol_offset, file, line} separated by commas,
+ * each unknown field null. The leaks' and the hand-off sites' frames read alike. */
+void curesv_print_frames_text(curesv_out *o, const uintptr_t *pcs, unsigned n);
+void curesv_print_frames_json(curesv_out *o, const uintptr_t *pcs, unsigned n);
 
 #endif

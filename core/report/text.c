@@ -186,25 +186,6 @@ static void text_live(curesv_out *o, const curesv_snapshot *s)
 /* Where an allocation was made (CURESV_BACKTRACE), a line per frame, innermost first: symbol and
  * offset, file and line where the object has them, and the object and offset, which addr2line
  * reads; "??" where no symbol covers the address. */
-static void text_frames(curesv_out *o, const uintptr_t *pcs, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++) {
-		curesv_frame_info f;
-		curesv_frames_symbolize(pcs[i], &f);
-		curesv_print(o, "curesv:       #%u ", i);
-		if (f.symbol && f.symbol_offset != CURESV_FRAME_NO_OFFSET)
-			curesv_print(o, "%s+0x%" PRIxPTR, f.symbol, f.symbol_offset);
-		else
-			curesv_print(o, "%s", f.symbol ? f.symbol : "??");
-		if (f.file)
-			curesv_print(o, " at %s:%u", f.file, f.line);
-		if (f.object)
-			curesv_print(o, " (%s+0x%" PRIxPTR ")\n", f.object, f.object_offset);
-		else
-			curesv_print(o, " (0x%" PRIxPTR ")\n", f.pc);
-	}
-}
-
 /* CURESV_BACKTRACE: how many stacks, and whether the table ran out. */
 static void text_stacks(curesv_out *o, const curesv_backtrace_stats *b)
 {
@@ -240,7 +221,7 @@ static void text_leaks(curesv_engine *e, curesv_out *o, const curesv_snapshot *s
 			   "(#%" PRIu32 ")\n", x->ptr, curesv_format_bytes((int64_t)x->bytes, bytes),
 			   curesv_kind_name(x->kind), x->device, curesv_report_leak_owner(e, x->origin, res),
 			   thread, x->thread);
-		text_frames(o, lk->frames[i], lk->nframes[i]);
+		curesv_print_frames_text(o, lk->frames[i], lk->nframes[i]);
 	}
 }
 
