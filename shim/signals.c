@@ -64,6 +64,9 @@ static int slot_of(int sig)
 	return -1;
 }
 
+/* Not resolve.c's curesv_real_next: that file is instrumented under the sanitizers, whose runtimes
+ * call sigaction as they start, before their shadow memory exists (a TSan build fails every
+ * program with it); this lookup and its caches stay in this uninstrumented file. */
 static void *next_symbol(const char *name)
 {
 	curesv_resolve_dlsym();
