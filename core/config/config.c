@@ -99,6 +99,45 @@ static bool parse_suppressions(const char *v, curesv_config *c, struct curesv_ba
 	return true;
 }
 
+/* A pool's name ([A-Za-z0-9._-]{1,64}) or a shared folder's absolute path */
+static bool parse_pool(const char *v, curesv_config *c, struct curesv_bad *bad)
+{
+	char why[128];
+	size_t n = strlen(v);
+	if (n >= sizeof c->pool)
+		return curesv_bad_fail(bad, v, n, "path too long");
+	if (n != 0 && !curesv_pool_name_ok(v, why, sizeof why))
+		return curesv_bad_fail(bad, v, n, why);
+	memcpy(c->pool, v, n + 1);
+	return true;
+}
+
+bool curesv_pool_name_ok(const char *v, char *why, size_t n)
+{
+	size_t len = strlen(v);
+	if (v[0] == '/')
+		return true;
+	if (len == 0 || len > 64) {
+		snprintf(why, n, len ? "longer than 64 bytes (a name, or an absolute folder path)"
+				     : "empty (a name, or an absolute folder path)");
+		return false;
+	}
+	if (strcmp(v, ".") == 0 || strcmp(v, "..") == 0) {
+		snprintf(why, n, "'.' and '..' are not names");
+		return false;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)v[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-')) {
+			snprintf(why, n, "byte %zu is not one of A-Z a-z 0-9 . _ - (a name, or an "
+				 "absolute folder path)", i + 1);
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool parse_report_file(const char *v, curesv_config *c, struct curesv_bad *bad)
 {
 	return curesv_parse_path(v, c->report_file, bad);
@@ -139,6 +178,8 @@ static const struct option options[] = {
 	{ "CURESV_MEMINFO", "driver", parse_meminfo, false, NULL, false },
 	/* read, not written, but named by the environment: not under secure execution either */
 	{ "CURESV_SUPPRESSIONS", NULL, parse_suppressions, false, NULL, true },
+	/* a file shared with other processes: none under secure execution */
+	{ "CURESV_POOL", "", parse_pool, false, NULL, true },
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 

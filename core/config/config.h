@@ -32,6 +32,10 @@ unsigned curesv_config_load(curesv_config *cfg, char *const *envp, curesv_diag *
  * capabilities, run by someone it does not belong to). */
 bool curesv_secure_execution(void);
 
+/* Whether CURESV_POOL value `v` is a pool name ([A-Za-z0-9._-]{1,64}, not "." or "..") or an
+ * absolute folder path; false with why[n] saying what is wrong. Pure, thread-safe. */
+bool curesv_pool_name_ok(const char *v, char *why, size_t n);
+
 /* curesv_config_load as it behaves with curesv_secure_execution() == `secure`: under secure
  * execution the variables naming files curesv writes (CURESV_REPORT_FILE, CURESV_TRACE) are
  * ignored, since the environment is the unprivileged caller's, and one warning line says so (the

@@ -80,6 +80,8 @@ typedef struct curesv_config {
 						   0..64 (CURESV_BACKTRACE_MAX); 0 = off */
 	enum curesv_require_transfer require_transfer;  /* CURESV_REQUIRE_TRANSFER */
 	char suppressions_file[CURESV_PATH_MAX];        /* CURESV_SUPPRESSIONS; "" = none */
+	char pool[CURESV_PATH_MAX];                     /* CURESV_POOL: a name, or an absolute
+							   folder path; "" = none */
 	/* what that file holds, read by the load (config/suppress.h; process-wide storage, NULL when
 	 * none): only the process that loaded it may follow this pointer */
 	const struct curesv_suppressions *suppressions;

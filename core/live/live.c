@@ -41,6 +41,11 @@ static bool own_dir(const char *path, char *why, size_t n)
 
 bool curesv_live_dir(char *out, size_t n)
 {
+	return curesv_user_dir("CURESV_LIVE", "no live books", out, n);
+}
+
+bool curesv_user_dir(const char *what, const char *consequence, char *out, size_t n)
+{
 	const char *xdg = secure_getenv("XDG_RUNTIME_DIR");
 	char why[160];
 	struct stat st;
@@ -49,12 +54,12 @@ bool curesv_live_dir(char *out, size_t n)
 		? snprintf(out, n, "%s/curesv", xdg)
 		: snprintf(out, n, "/dev/shm/curesv-%u", (unsigned)geteuid());
 	if (k < 0 || (size_t)k >= n) {
-		curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: the folder's path is too long: no live books");
+		curesv_log(CURESV_LOG_WARN, "%s: the folder's path is too long: %s", what, consequence);
 		return false;
 	}
 	if (own_dir(out, why, sizeof why))
 		return true;
-	curesv_log(CURESV_LOG_WARN, "CURESV_LIVE: '%s': %s: no live books", out, why);
+	curesv_log(CURESV_LOG_WARN, "%s: '%s': %s: %s", what, out, why, consequence);
 	return false;
 }
 
@@ -68,7 +73,7 @@ int64_t curesv_live_now_ns(void)
 /* 64 bits no other process picks: the kernel's, else (getrandom denied by a seccomp filter, or
  * too old a kernel) the clock, the pid and an address mixed, which is enough since a name taken
  * already is only tried again (O_EXCL). */
-static uint64_t nonce(void)
+uint64_t curesv_live_nonce(void)
 {
 	uint64_t v;
 	if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
@@ -135,7 +140,7 @@ bool curesv_live_create(const char *dir, size_t bytes, struct curesv_live_file *
 		return false;
 	}
 	for (int attempt = 0; attempt < 8; attempt++) {
-		f->nonce = nonce();
+		f->nonce = curesv_live_nonce();
 		int k = snprintf(f->path, sizeof f->path, "%s/%ld-%016" PRIx64 ".live", dir,
 				 (long)getpid(), f->nonce);
 		if (k < 0 || (size_t)k >= sizeof f->path)
@@ -246,7 +251,7 @@ unsigned curesv_live_sweep(const char *dir, unsigned limit)
 	return removed;
 }
 
-static void read_cmdline(char *out, size_t n)
+void curesv_live_cmdline(char *out, size_t n)
 {
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
 	ssize_t got = fd >= 0 ? read(fd, out, n - 1) : -1;
@@ -281,5 +286,5 @@ void curesv_live_publish(void *base, const struct curesv_live_header *h)
 	out->table_slots = h->table_slots;
 	out->streams_off = h->streams_off;
 	out->cells_off = h->cells_off;
-	read_cmdline(out->cmdline, sizeof out->cmdline);
+	curesv_live_cmdline(out->cmdline, sizeof out->cmdline);
 }

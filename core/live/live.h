@@ -67,6 +67,16 @@ struct curesv_live_header {
  * why, when there is none fit for it. Not thread-safe. */
 bool curesv_live_dir(char *out, size_t n);
 
+/* The same folder for another feature: its warning line begins with `what` (the variable) and
+ * ends with `consequence`. */
+bool curesv_user_dir(const char *what, const char *consequence, char *out, size_t n);
+
+/* 64 bits no other process picks (getrandom, else the clock, the pid and an address mixed). */
+uint64_t curesv_live_nonce(void);
+
+/* /proc/self/cmdline into out[n], NULs as spaces, cut short; empty when it cannot be read. */
+void curesv_live_cmdline(char *out, size_t n);
+
 /* An open live file of this process's: its descriptor, path, device and inode. */
 struct curesv_live_file {
 	int fd;

@@ -1,0 +1,828 @@
+#include "pool/pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/units.h"
+#include "config/config.h"
+#include "live/live.h"
+
+/* ---- names and folders ------------------------------------------------------------------------ */
+
+/* A folder several users share: not a link, owned by this user or root, writable by no one
+ * outside its owner and group. */
+static bool shared_dir_ok(const char *dir, char *why, size_t n)
+{
+	struct stat st;
+	if (lstat(dir, &st) != 0) {
+		snprintf(why, n, "%s", strerror(errno));
+		return false;
+	}
+	if (S_ISLNK(st.st_mode))
+		snprintf(why, n, "a symbolic link (name the folder itself)");
+	else if (!S_ISDIR(st.st_mode))
+		snprintf(why, n, "not a folder");
+	else if (st.st_uid != geteuid() && st.st_uid != 0)
+		snprintf(why, n, "owned by uid %u, neither this user (%u) nor root", (unsigned)st.st_uid,
+			 (unsigned)geteuid());
+	else if (st.st_mode & 0007)
+		snprintf(why, n, "mode %04o lets every user in (0770 or 02770 expected)",
+			 (unsigned)(st.st_mode & 07777));
+	else if ((st.st_mode & 0070) != 0070 && st.st_uid != geteuid())
+		snprintf(why, n, "mode %04o: its group cannot use it (0770 or 02770 expected)",
+			 (unsigned)(st.st_mode & 07777));
+	else
+		return true;
+	return false;
+}
+
+bool curesv_pool_path(const char *v, char *out, size_t n, char *why, size_t wn)
+{
+	int k;
+	if (!curesv_pool_name_ok(v, why, wn))
+		return false;
+	if (v[0] == '/') {
+		if (strlen(v) >= 4000) {
+			snprintf(why, wn, "the folder's path is too long");
+			return false;
+		}
+		if (!shared_dir_ok(v, why, wn))
+			return false;
+		k = snprintf(out, n, "%s/curesv.pool", v);
+	} else {
+		char dir[4096];
+		if (!curesv_user_dir("CURESV_POOL", "running unpooled", dir, sizeof dir)) {
+			snprintf(why, wn, "no folder for it (said above)");
+			return false;
+		}
+		k = snprintf(out, n, "%s/%s.pool", dir, v);
+	}
+	if (k < 0 || (size_t)k >= n) {
+		snprintf(why, wn, "the path is too long");
+		return false;
+	}
+	return true;
+}
+
+/* ---- locks --------------------------------------------------------------------------------- */
+
+/* An open-file-description lock of one byte: the kernel drops it when the last descriptor of
+ * the open file goes, at the holder's death above all. */
+static bool byte_lock(int fd, off_t at, short type, bool wait)
+{
+	struct flock l = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+	for (;;) {
+		if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &l) == 0)
+			return true;
+		if (errno != EINTR)
+			return false;
+	}
+}
+
+static bool registry_lock(int fd)
+{
+	return byte_lock(fd, CURESV_POOL_LOCK_REGISTRY, F_WRLCK, true);
+}
+
+static void registry_unlock(int fd)
+{
+	byte_lock(fd, CURESV_POOL_LOCK_REGISTRY, F_UNLCK, false);
+}
+
+static off_t member_byte(unsigned i)
+{
+	return (off_t)CURESV_POOL_LOCK_MEMBER0 + (off_t)i;
+}
+
+bool curesv_pool_member_alive(int fd, unsigned i)
+{
+	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = member_byte(i),
+			   .l_len = 1 };
+	/* F_OFD_GETLK: a lock held by another open file says a running process holds the slot */
+	return fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+}
+
+/* ---- the file's layout ----------------------------------------------------------------------- */
+
+uint64_t curesv_pool_layout(void)
+{
+	uint64_t h = UINT64_C(1469598103934665603);
+	const uint64_t sizes[] = { sizeof(struct curesv_pool_header), sizeof(struct curesv_pool_device),
+				   sizeof(struct curesv_pool_reservation),
+				   sizeof(struct curesv_pool_member), CURESV_POOL_MEMBERS,
+				   CURESV_POOL_ACCOUNTS, CURESV_MAX_DEVICES, CURESV_NAME_MAX };
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		h ^= sizes[i];
+		h *= UINT64_C(1099511628211);
+	}
+	return h;
+}
+
+bool curesv_pool_header_ok(const struct curesv_pool_file *f, size_t bytes, char *why, size_t n)
+{
+	const struct curesv_pool_header *h = &f->h;
+	if (bytes < sizeof h->magic + sizeof h->version || h->magic != CURESV_POOL_MAGIC)
+		snprintf(why, n, "not a curesv pool file");
+	else if (h->version != CURESV_POOL_VERSION)
+		snprintf(why, n, "a pool file of version %u, this curesv reads %u", h->version,
+			 CURESV_POOL_VERSION);
+	else if (bytes != sizeof *f || h->total_bytes != sizeof *f)
+		snprintf(why, n, "%zu bytes, %zu expected (torn, or of another build)", bytes,
+			 sizeof *f);
+	else if (h->layout != curesv_pool_layout() || h->header_bytes != sizeof f->h ||
+		 h->members_max != CURESV_POOL_MEMBERS ||
+		 h->reservations_max != CURESV_POOL_RESERVATIONS ||
+		 h->devices_max != CURESV_MAX_DEVICES)
+		snprintf(why, n, "laid out by another build of curesv");
+	else if (atomic_load_explicit(&((struct curesv_pool_header *)h)->ready,
+				      memory_order_acquire) != 1)
+		snprintf(why, n, "never finished by the process that made it");
+	else
+		return true;
+	return false;
+}
+
+static void header_fill(struct curesv_pool_file *f, const char *name)
+{
+	struct curesv_pool_header *h = &f->h;
+	h->magic = CURESV_POOL_MAGIC;
+	h->version = CURESV_POOL_VERSION;
+	h->header_bytes = sizeof f->h;
+	h->layout = curesv_pool_layout();
+	h->total_bytes = sizeof *f;
+	h->members_max = CURESV_POOL_MEMBERS;
+	h->reservations_max = CURESV_POOL_RESERVATIONS;
+	h->devices_max = CURESV_MAX_DEVICES;
+	h->creator_uid = (uint32_t)geteuid();
+	snprintf(h->name, sizeof h->name, "%s", name);
+	/* release: a reader that sees ready sees the header */
+	atomic_store_explicit(&h->ready, 1, memory_order_release);
+}
+
+/* ---- the words ------------------------------------------------------------------------------- */
+
+static _Atomic int64_t *word_of(struct curesv_pool_file *f, unsigned account)
+{
+	return account < CURESV_POOL_SHARED0 ? &f->res[account].used
+					     : &f->dev[account - CURESV_POOL_SHARED0].claimed;
+}
+
+/* Raises *peak to v if v passes it. */
+static void raise_peak(_Atomic int64_t *peak, int64_t v)
+{
+	int64_t p = atomic_load_explicit(peak, memory_order_relaxed);
+	while (v > p && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
+							       memory_order_relaxed))
+		;
+}
+
+/* A reservation that no member declares and that holds no byte leaves the pool, its size going
+ * back to its device. Under the registry lock. */
+static void res_maybe_free(struct curesv_pool_file *f, unsigned r)
+{
+	struct curesv_pool_reservation *res = &f->res[r];
+	if (atomic_load_explicit(&res->state, memory_order_relaxed) != CURESV_POOL_RES_ACTIVE ||
+	    atomic_load_explicit(&res->members, memory_order_relaxed) != 0 ||
+	    atomic_load_explicit(&res->used, memory_order_relaxed) != 0)
+		return;
+	int d = atomic_load_explicit(&res->device, memory_order_relaxed);
+	if ((unsigned)d < CURESV_MAX_DEVICES)
+		atomic_fetch_sub_explicit(&f->dev[d].claimed,
+					  (int64_t)atomic_load_explicit(&res->size, memory_order_relaxed),
+					  memory_order_relaxed);
+	atomic_store_explicit(&res->state, CURESV_POOL_RES_FREE, memory_order_release);
+}
+
+/* Member m no longer declares any reservation. Under the registry lock. */
+static void undeclare_all(struct curesv_pool_file *f, struct curesv_pool_member *m)
+{
+	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++) {
+		uint64_t bit = UINT64_C(1) << (r % 64);
+		if (!(atomic_load_explicit(&m->declared[r / 64], memory_order_relaxed) & bit))
+			continue;
+		atomic_fetch_and_explicit(&m->declared[r / 64], ~bit, memory_order_relaxed);
+		if (atomic_load_explicit(&f->res[r].members, memory_order_relaxed) > 0)
+			atomic_fetch_sub_explicit(&f->res[r].members, 1, memory_order_relaxed);
+		res_maybe_free(f, r);
+	}
+}
+
+/* Takes every byte member m holds off the books. Its updates must be over (its threads quiet,
+ * or it dead and not busy). */
+static void give_back(struct curesv_pool_file *f, struct curesv_pool_member *m)
+{
+	for (unsigned a = 0; a < CURESV_POOL_ACCOUNTS; a++) {
+		int64_t h = atomic_exchange_explicit(&m->held[a], 0, memory_order_relaxed);
+		if (h != 0)
+			atomic_fetch_sub_explicit(word_of(f, a), h, memory_order_relaxed);
+	}
+}
+
+/* Frees slot m (its bytes given back or recounted away). Under the registry lock. */
+static void slot_free(struct curesv_pool_file *f, struct curesv_pool_member *m)
+{
+	undeclare_all(f, m);
+	for (unsigned a = 0; a < CURESV_POOL_ACCOUNTS; a++)
+		atomic_store_explicit(&m->held[a], 0, memory_order_relaxed);
+	atomic_store_explicit(&m->busy, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->pid, 0, memory_order_relaxed);
+	/* release: a joiner that finds the slot free finds it empty */
+	atomic_store_explicit(&m->state, CURESV_POOL_FREE, memory_order_release);
+}
+
+static void pause_briefly(unsigned round)
+{
+	if (round < 64) {
+		sched_yield();
+		return;
+	}
+	struct timespec t = { 0, 200 * 1000 };
+	nanosleep(&t, NULL);
+}
+
+/* The books recounted from the live members' held bytes, updates held off meanwhile: after a
+ * member died in the middle of an update. `dead[i]` marks the slots found dead (freed here).
+ * Under the registry lock. False when a member stayed busy past the wait (stopped by SIGSTOP, say):
+ * the books stay as they were, frozen no more, and the next reclaim tries again. */
+static bool recount(struct curesv_pool_file *f, int fd, unsigned high, int self)
+{
+	/* seq_cst, with the members' busy count: a member sees frozen, or is seen busy */
+	atomic_store_explicit(&f->h.frozen, 1, memory_order_seq_cst);
+	for (unsigned i = 0; i < high; i++) {
+		struct curesv_pool_member *m = &f->member[i];
+		if (atomic_load_explicit(&m->state, memory_order_relaxed) == CURESV_POOL_FREE)
+			continue;
+		for (unsigned round = 0; atomic_load_explicit(&m->busy, memory_order_seq_cst) != 0;
+		     round++) {
+			if ((int)i != self && !curesv_pool_member_alive(fd, i)) {
+				slot_free(f, m); /* died meanwhile: counted out below */
+				break;
+			}
+			if (round > 10000) { /* about 2 s: the next reclaim tries again */
+				atomic_store_explicit(&f->h.stale, 1, memory_order_relaxed);
+				atomic_store_explicit(&f->h.frozen, 0, memory_order_seq_cst);
+				return false;
+			}
+			pause_briefly(round);
+		}
+	}
+	int64_t used[CURESV_POOL_ACCOUNTS] = { 0 };
+	uint32_t members[CURESV_POOL_RESERVATIONS] = { 0 };
+	for (unsigned i = 0; i < high; i++) {
+		struct curesv_pool_member *m = &f->member[i];
+		if (atomic_load_explicit(&m->state, memory_order_relaxed) != CURESV_POOL_ALIVE)
+			continue;
+		for (unsigned a = 0; a < CURESV_POOL_ACCOUNTS; a++)
+			used[a] += atomic_load_explicit(&m->held[a], memory_order_relaxed);
+		for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++)
+			if (atomic_load_explicit(&m->declared[r / 64], memory_order_relaxed) &
+			    (UINT64_C(1) << (r % 64)))
+				members[r]++;
+	}
+	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++) {
+		struct curesv_pool_reservation *res = &f->res[r];
+		if (atomic_load_explicit(&res->state, memory_order_relaxed) != CURESV_POOL_RES_ACTIVE)
+			continue;
+		atomic_store_explicit(&res->used, used[r], memory_order_relaxed);
+		atomic_store_explicit(&res->members, members[r], memory_order_relaxed);
+		int d = atomic_load_explicit(&res->device, memory_order_relaxed);
+		if (members[r] == 0 && used[r] == 0) {
+			atomic_store_explicit(&res->state, CURESV_POOL_RES_FREE, memory_order_relaxed);
+			continue;
+		}
+		if ((unsigned)d < CURESV_MAX_DEVICES)
+			used[CURESV_POOL_SHARED0 + (unsigned)d] +=
+				(int64_t)atomic_load_explicit(&res->size, memory_order_relaxed);
+	}
+	for (unsigned d = 0; d < CURESV_MAX_DEVICES; d++)
+		atomic_store_explicit(&f->dev[d].claimed, used[CURESV_POOL_SHARED0 + d],
+				      memory_order_relaxed);
+	atomic_fetch_add_explicit(&f->h.recounts, 1, memory_order_relaxed);
+	atomic_store_explicit(&f->h.stale, 0, memory_order_relaxed);
+	/* seq_cst: the counts above are in place before any member goes on */
+	atomic_store_explicit(&f->h.frozen, 0, memory_order_seq_cst);
+	return true;
+}
+
+/* Reclaims the dead among slots [0, high) (not `self`), the registry lock held. */
+static unsigned reclaim_locked(struct curesv_pool_file *f, int fd, int self)
+{
+	unsigned high = atomic_load_explicit(&f->h.member_high, memory_order_relaxed);
+	if (high > CURESV_POOL_MEMBERS)
+		high = CURESV_POOL_MEMBERS;
+	unsigned found = 0;
+	/* a recount left undone, or one whose maker died */
+	bool again = atomic_load_explicit(&f->h.stale, memory_order_relaxed) != 0 ||
+		     atomic_load_explicit(&f->h.frozen, memory_order_relaxed) != 0;
+	for (unsigned i = 0; i < high; i++) {
+		struct curesv_pool_member *m = &f->member[i];
+		unsigned st = atomic_load_explicit(&m->state, memory_order_acquire);
+		if (st == CURESV_POOL_FREE || (int)i == self || curesv_pool_member_alive(fd, i))
+			continue;
+		found++;
+		/* busy: its last update may or may not be in the words; RECLAIMING: a reclaimer
+		 * died in the middle of this one */
+		if (st == CURESV_POOL_RECLAIMING || atomic_load_explicit(&m->busy, memory_order_acquire)) {
+			atomic_store_explicit(&m->state, CURESV_POOL_RECLAIMING, memory_order_relaxed);
+			again = true;
+			continue;
+		}
+		atomic_store_explicit(&m->state, CURESV_POOL_RECLAIMING, memory_order_relaxed);
+		give_back(f, m);
+		slot_free(f, m);
+	}
+	if (again) {
+		/* the slots left to recount leave the books with it */
+		for (unsigned i = 0; i < high; i++)
+			if (atomic_load_explicit(&f->member[i].state, memory_order_relaxed) ==
+			    CURESV_POOL_RECLAIMING)
+				slot_free(f, &f->member[i]);
+		recount(f, fd, high, self);
+	}
+	if (found)
+		atomic_fetch_add_explicit(&f->h.reclaims, found, memory_order_relaxed);
+	return found;
+}
+
+unsigned curesv_pool_reclaim(struct curesv_pool_file *f, int fd, int self)
+{
+	if (!registry_lock(fd))
+		return 0;
+	unsigned n = reclaim_locked(f, fd, self);
+	registry_unlock(fd);
+	return n;
+}
+
+/* ---- joining and leaving --------------------------------------------------------------------- */
+
+static bool fits_fsize(size_t bytes)
+{
+	struct rlimit r;
+	return getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY ||
+	       (uint64_t)r.rlim_cur >= bytes;
+}
+
+/* The opened file is one a member may map: a regular file; in the per-user folder this user's,
+ * 0600; in a shared folder 0660 of the folder's group. */
+static bool file_ok(int fd, bool shared, char *why, size_t n)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, n, "%s", strerror(errno));
+		return false;
+	}
+	if (!S_ISREG(st.st_mode))
+		snprintf(why, n, "not a regular file");
+	else if (!shared && st.st_uid != geteuid())
+		snprintf(why, n, "owned by uid %u, not %u", (unsigned)st.st_uid, (unsigned)geteuid());
+	else if (!shared && (st.st_mode & 0777) != 0600)
+		snprintf(why, n, "mode %03o, not 0600", (unsigned)(st.st_mode & 0777));
+	else if (shared && (st.st_mode & 0007))
+		snprintf(why, n, "mode %03o lets every user in", (unsigned)(st.st_mode & 0777));
+	else
+		return true;
+	return false;
+}
+
+/* A shared folder's file goes to the folder's group, 0660 (what setgid 02770 does by itself). */
+static void shared_mode(int fd, const char *path)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	struct stat st;
+	if (stat(dir, &st) == 0)
+		(void)!fchown(fd, (uid_t)-1, st.st_gid);
+	(void)!fchmod(fd, 0660);
+}
+
+/* Makes a new (empty) pool file whole: full size, blocks allocated, header. The registry lock
+ * held. */
+static bool file_make(int fd, const char *path, bool shared, const char *name, char *why, size_t n)
+{
+	if (!fits_fsize(sizeof(struct curesv_pool_file))) {
+		snprintf(why, n, "the file would pass RLIMIT_FSIZE");
+		return false;
+	}
+	if (shared)
+		shared_mode(fd, path);
+	int err = posix_fallocate(fd, 0, (off_t)sizeof(struct curesv_pool_file));
+	if (err != 0) {
+		(void)!ftruncate(fd, 0); /* the next member tries again */
+		snprintf(why, n, "cannot make it %zu bytes: %s", sizeof(struct curesv_pool_file),
+			 strerror(err));
+		return false;
+	}
+	void *m = mmap(NULL, sizeof(struct curesv_pool_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       0);
+	if (m == MAP_FAILED) {
+		snprintf(why, n, "mmap: %s", strerror(errno));
+		return false;
+	}
+	header_fill(m, name);
+	munmap(m, sizeof(struct curesv_pool_file));
+	return true;
+}
+
+/* Takes a slot of f: a free one, else one whose member is dead. The registry lock held. */
+static int slot_take(struct curesv_pool_file *f, int fd)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		unsigned high = atomic_load_explicit(&f->h.member_high, memory_order_relaxed);
+		if (high > CURESV_POOL_MEMBERS)
+			high = CURESV_POOL_MEMBERS;
+		for (unsigned i = 0; i < CURESV_POOL_MEMBERS; i++) {
+			/* a slot past the high water was never used: free */
+			if ((i >= high || atomic_load_explicit(&f->member[i].state,
+							       memory_order_acquire) ==
+						  CURESV_POOL_FREE) &&
+			    byte_lock(fd, member_byte(i), F_WRLCK, false)) {
+				if (i >= high)
+					atomic_store_explicit(&f->h.member_high, i + 1,
+							      memory_order_relaxed);
+				return (int)i;
+			}
+			if (i >= high)
+				break; /* its lock held: a leaver's, closing; none after it is used */
+		}
+		if (pass == 0 && reclaim_locked(f, fd, -1) == 0)
+			break;
+	}
+	return -1;
+}
+
+static void member_fill(struct curesv_pool_member *m)
+{
+	atomic_store_explicit(&m->pid, (int64_t)getpid(), memory_order_relaxed);
+	atomic_store_explicit(&m->nonce, curesv_live_nonce(), memory_order_relaxed);
+	atomic_store_explicit(&m->joined_ns, curesv_live_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&m->uid, (uint32_t)geteuid(), memory_order_relaxed);
+	char cmd[CURESV_POOL_CMDLINE];
+	curesv_live_cmdline(cmd, sizeof cmd);
+	memcpy(m->cmdline, cmd, sizeof cmd);
+	/* release: a reader that sees it alive sees who it is */
+	atomic_store_explicit(&m->state, CURESV_POOL_ALIVE, memory_order_release);
+}
+
+static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, char *why, size_t n)
+{
+	struct stat st;
+	if (!file_ok(fd, shared, why, n) || fstat(fd, &st) != 0)
+		return false;
+	if (st.st_size == 0 && !file_make(fd, path, shared, p->name, why, n))
+		return false;
+	void *m = mmap(NULL, sizeof(struct curesv_pool_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       0);
+	if (m == MAP_FAILED) {
+		snprintf(why, n, "mmap: %s", strerror(errno));
+		return false;
+	}
+	struct curesv_pool_file *f = m;
+	if (fstat(fd, &st) != 0 || !curesv_pool_header_ok(f, (size_t)st.st_size, why, n)) {
+		munmap(m, sizeof *f);
+		return false;
+	}
+	int slot = slot_take(f, fd);
+	if (slot < 0) {
+		snprintf(why, n, "it has %u members, its most", CURESV_POOL_MEMBERS);
+		munmap(m, sizeof *f);
+		return false;
+	}
+	p->f = f;
+	p->index = (unsigned)slot;
+	p->me = &f->member[slot];
+	member_fill(p->me);
+	atomic_fetch_add_explicit(&f->h.joins, 1, memory_order_relaxed);
+	return true;
+}
+
+bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool enforce)
+{
+	char why[256];
+	p->f = NULL;
+	p->fd = -1;
+	p->enforce = enforce;
+	p->gone = false;
+	snprintf(p->path, sizeof p->path, "%s", path);
+	snprintf(p->name, sizeof p->name, "%s", name);
+	memset((void *)p->res_of, 0xff, sizeof p->res_of);
+	bool shared = name[0] == '/';
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, shared ? 0660 : 0600);
+	if (fd < 0) {
+		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': %s: running unpooled", name, path,
+			   strerror(errno));
+		return false;
+	}
+	if (!registry_lock(fd)) {
+		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': cannot lock it: %s: running "
+			   "unpooled", name, path, strerror(errno));
+		close(fd);
+		return false;
+	}
+	bool ok = join_locked(p, fd, path, shared, why, sizeof why);
+	registry_unlock(fd);
+	if (!ok) {
+		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': %s: running unpooled", name, path,
+			   why);
+		close(fd);
+		return false;
+	}
+	p->fd = fd;
+	return true;
+}
+
+void curesv_pool_leave(curesv_pool *p)
+{
+	if (p->f == NULL || p->gone)
+		return;
+	/* release: a thread that sees gone no longer starts an update; those under way end */
+	atomic_store_explicit(&p->gone, true, memory_order_seq_cst);
+	for (unsigned round = 0;
+	     atomic_load_explicit(&p->me->busy, memory_order_seq_cst) != 0 && round < 2000; round++)
+		pause_briefly(round);
+	if (registry_lock(p->fd)) {
+		give_back(p->f, p->me);
+		slot_free(p->f, p->me);
+		atomic_fetch_add_explicit(&p->f->h.leaves, 1, memory_order_relaxed);
+		registry_unlock(p->fd);
+	}
+	/* the mapping stays: a thread still running past the end may read it; the descriptor
+	 * goes, and with it the member's lock */
+	close(p->fd);
+	p->fd = -1;
+}
+
+void curesv_pool_forget(curesv_pool *p)
+{
+	if (p->f == NULL)
+		return;
+	atomic_store_explicit(&p->gone, true, memory_order_relaxed);
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+}
+
+/* ---- capacity and reservations --------------------------------------------------------------- */
+
+uint64_t curesv_pool_capacity(curesv_pool *p, int device, uint64_t bytes)
+{
+	if ((unsigned)device >= CURESV_MAX_DEVICES || p->f == NULL)
+		return 0;
+	uint64_t cap = 0;
+	_Atomic uint64_t *c = &p->f->dev[device].capacity;
+	if (bytes != 0 &&
+	    atomic_compare_exchange_strong_explicit(c, &cap, bytes, memory_order_relaxed,
+						    memory_order_relaxed))
+		return bytes;
+	return cap;
+}
+
+static int res_find(struct curesv_pool_file *f, const char *name)
+{
+	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++)
+		if (atomic_load_explicit(&f->res[r].state, memory_order_acquire) ==
+			    CURESV_POOL_RES_ACTIVE &&
+		    strncmp(f->res[r].name, name, CURESV_NAME_MAX) == 0)
+			return (int)r;
+	return -1;
+}
+
+/* Claims `size` bytes of device d for a new reservation: within the capacity in enforce mode. */
+static bool claim_room(struct curesv_pool_file *f, int d, uint64_t size, bool enforce)
+{
+	struct curesv_pool_device *dev = &f->dev[d];
+	uint64_t cap = atomic_load_explicit(&dev->capacity, memory_order_relaxed);
+	int64_t cur = atomic_load_explicit(&dev->claimed, memory_order_relaxed), next;
+	do {
+		next = cur + (int64_t)size;
+		if (enforce && cap != 0 && next > (int64_t)cap)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&dev->claimed, &cur, next,
+							memory_order_relaxed, memory_order_relaxed));
+	if (cap != 0 && next > (int64_t)cap)
+		atomic_fetch_add_explicit(&dev->over, 1, memory_order_relaxed);
+	return true;
+}
+
+static int res_make(curesv_pool *p, const char *name, int device, uint64_t size)
+{
+	struct curesv_pool_file *f = p->f;
+	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++) {
+		struct curesv_pool_reservation *res = &f->res[r];
+		if (atomic_load_explicit(&res->state, memory_order_relaxed) != CURESV_POOL_RES_FREE)
+			continue;
+		if (!claim_room(f, device, size, p->enforce)) {
+			reclaim_locked(f, p->fd, (int)p->index);
+			if (!claim_room(f, device, size, p->enforce))
+				return -2;
+		}
+		memset(res->name, 0, sizeof res->name);
+		snprintf(res->name, sizeof res->name, "%s", name);
+		atomic_store_explicit(&res->device, device, memory_order_relaxed);
+		atomic_store_explicit(&res->size, size, memory_order_relaxed);
+		atomic_store_explicit(&res->used, 0, memory_order_relaxed);
+		atomic_store_explicit(&res->peak, 0, memory_order_relaxed);
+		atomic_store_explicit(&res->refusals, 0, memory_order_relaxed);
+		atomic_store_explicit(&res->over, 0, memory_order_relaxed);
+		atomic_store_explicit(&res->members, 0, memory_order_relaxed);
+		/* release: a finder that sees it active sees its name and figures */
+		atomic_store_explicit(&res->state, CURESV_POOL_RES_ACTIVE, memory_order_release);
+		return (int)r;
+	}
+	return -1;
+}
+
+static int declare_locked(curesv_pool *p, const char *name, int device, uint64_t *size)
+{
+	struct curesv_pool_file *f = p->f;
+	char sz[32], psz[32];
+	int r = res_find(f, name);
+	if (r >= 0) {
+		int d = atomic_load_explicit(&f->res[r].device, memory_order_relaxed);
+		uint64_t have = atomic_load_explicit(&f->res[r].size, memory_order_relaxed);
+		if (d != device) {
+			curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: reservation '%s' is the pool's on "
+				   "device %d, not %d: this process keeps its own", p->name, name, d,
+				   device);
+			return -1;
+		}
+		if (have != *size) {
+			curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: reservation '%s' is %s in the "
+				   "pool, not %s: the pool's size stands", p->name, name,
+				   curesv_format_bytes((int64_t)have, psz),
+				   curesv_format_bytes((int64_t)*size, sz));
+			*size = have;
+		}
+	} else {
+		r = res_make(p, name, device, *size);
+		if (r < 0) {
+			if (r == -1)
+				curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: reservation '%s': the pool "
+					   "has %u reservations, its most: this process keeps its "
+					   "own", p->name, name, CURESV_POOL_RESERVATIONS);
+			else
+				curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: reservation '%s' of %s "
+					   "does not fit device %d's capacity in the pool: this "
+					   "process keeps its own", p->name, name,
+					   curesv_format_bytes((int64_t)*size, sz), device);
+			return -1;
+		}
+	}
+	uint64_t bit = UINT64_C(1) << (r % 64);
+	if (!(atomic_fetch_or_explicit(&p->me->declared[r / 64], bit, memory_order_relaxed) & bit))
+		atomic_fetch_add_explicit(&f->res[r].members, 1, memory_order_relaxed);
+	return r;
+}
+
+int curesv_pool_declare(curesv_pool *p, const char *name, int device, uint64_t *size)
+{
+	if (p->f == NULL || p->gone || (unsigned)device >= CURESV_MAX_DEVICES)
+		return -1;
+	if (!registry_lock(p->fd))
+		return -1;
+	int r = declare_locked(p, name, device, size);
+	registry_unlock(p->fd);
+	return r;
+}
+
+void curesv_pool_bind(curesv_pool *p, uint32_t handle, int r)
+{
+	atomic_store_explicit(&p->res_of[(handle >> 16) & 0xffu][handle & 0xffu],
+			      r < 0 ? (uint16_t)CURESV_POOL_NONE : (uint16_t)r, memory_order_relaxed);
+}
+
+/* ---- the allocation path --------------------------------------------------------------------- */
+
+/* Waits out a recount; takes it over when its maker died (the registry lock free). */
+static __attribute__((noinline)) void wait_unfrozen(curesv_pool *p)
+{
+	for (unsigned round = 0; atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst);
+	     round++) {
+		pause_briefly(round);
+		if (round % 256 == 255 &&
+		    byte_lock(p->fd, CURESV_POOL_LOCK_REGISTRY, F_WRLCK, false)) {
+			/* frozen and no one holds the registry: its recounter died */
+			if (atomic_load_explicit(&p->f->h.frozen, memory_order_relaxed)) {
+				unsigned high = atomic_load_explicit(&p->f->h.member_high,
+								     memory_order_relaxed);
+				recount(p->f, p->fd, high > CURESV_POOL_MEMBERS ? CURESV_POOL_MEMBERS
+										 : high,
+					(int)p->index);
+			}
+			registry_unlock(p->fd);
+		}
+	}
+}
+
+/* An update begins: the member counted busy, unless a recount is under way (then it waits). */
+static inline bool update_begin(curesv_pool *p)
+{
+	for (;;) {
+		if (atomic_load_explicit(&p->gone, memory_order_relaxed))
+			return false;
+		/* seq_cst, with the recounter's store of frozen: one sees the other */
+		atomic_fetch_add_explicit(&p->me->busy, 1, memory_order_seq_cst);
+		if (__builtin_expect(!atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst), 1))
+			return true;
+		atomic_fetch_sub_explicit(&p->me->busy, 1, memory_order_release);
+		wait_unfrozen(p);
+	}
+}
+
+static inline void update_end(curesv_pool *p)
+{
+	/* release: the words and held are written before a recount may read them */
+	atomic_fetch_sub_explicit(&p->me->busy, 1, memory_order_release);
+}
+
+/* Adds b to `account`'s word, held to `bound` (0: none) when enforcing. */
+static bool add_bounded(curesv_pool *p, unsigned account, int64_t b, bool enforce, int64_t *now)
+{
+	struct curesv_pool_file *f = p->f;
+	_Atomic int64_t *w = word_of(f, account);
+	int64_t bound = account < CURESV_POOL_SHARED0
+				? (int64_t)atomic_load_explicit(&f->res[account].size, memory_order_relaxed)
+				: (int64_t)atomic_load_explicit(&f->dev[account - CURESV_POOL_SHARED0].capacity,
+								memory_order_relaxed);
+	int64_t cur = atomic_load_explicit(w, memory_order_relaxed), next;
+	do {
+		next = cur + b;
+		if (enforce && bound != 0 && next > bound)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(w, &cur, next, memory_order_relaxed,
+							memory_order_relaxed));
+	atomic_fetch_add_explicit(&p->me->held[account], b, memory_order_relaxed);
+	*now = next;
+	if (bound != 0 && next > bound)
+		atomic_fetch_add_explicit(account < CURESV_POOL_SHARED0
+						  ? &f->res[account].over
+						  : &f->dev[account - CURESV_POOL_SHARED0].over,
+					  1, memory_order_relaxed);
+	return true;
+}
+
+static __attribute__((noinline)) void peaks(curesv_pool *p, unsigned account, int64_t now)
+{
+	struct curesv_pool_file *f = p->f;
+	if (account < CURESV_POOL_SHARED0)
+		raise_peak(&f->res[account].peak, now);
+	else
+		raise_peak((_Atomic int64_t *)&f->dev[account - CURESV_POOL_SHARED0].peak, now);
+}
+
+static __attribute__((noinline)) void refused(curesv_pool *p, unsigned account)
+{
+	struct curesv_pool_file *f = p->f;
+	atomic_fetch_add_explicit(account < CURESV_POOL_SHARED0
+					  ? &f->res[account].refusals
+					  : &f->dev[account - CURESV_POOL_SHARED0].refusals,
+				  1, memory_order_relaxed);
+}
+
+bool curesv_pool_charge(curesv_pool *p, unsigned account, uint64_t bytes, bool enforce)
+{
+	if (account >= CURESV_POOL_ACCOUNTS || bytes > (UINT64_C(1) << 47))
+		return true;
+	for (int attempt = 0;; attempt++) {
+		if (!update_begin(p))
+			return true; /* left the pool (the process's end): counted no more */
+		int64_t now;
+		bool ok = add_bounded(p, account, (int64_t)bytes, enforce, &now);
+		update_end(p);
+		if (ok) {
+			_Atomic int64_t *pk = account < CURESV_POOL_SHARED0
+						      ? &p->f->res[account].peak
+						      : &p->f->dev[account - CURESV_POOL_SHARED0].peak;
+			if (now > atomic_load_explicit(pk, memory_order_relaxed))
+				peaks(p, account, now);
+			return true;
+		}
+		/* before a refusal, the dead give back what they held */
+		if (attempt > 0 || curesv_pool_reclaim(p->f, p->fd, (int)p->index) == 0) {
+			refused(p, account);
+			return false;
+		}
+	}
+}
+
+void curesv_pool_credit(curesv_pool *p, unsigned account, uint64_t bytes)
+{
+	if (account >= CURESV_POOL_ACCOUNTS || bytes > (UINT64_C(1) << 47) || !update_begin(p))
+		return;
+	atomic_fetch_sub_explicit(word_of(p->f, account), (int64_t)bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&p->me->held[account], (int64_t)bytes, memory_order_relaxed);
+	update_end(p);
+}
