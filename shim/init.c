@@ -107,6 +107,9 @@ static void after_fork_parent(void)
 
 static void after_fork_child(void)
 {
+	/* the parent stays the pool's member: the child counts in no pool */
+	if (atomic_load_explicit(&state, memory_order_acquire) == ACTIVE)
+		curesv_engine_pool_fork_child(engine);
 	if (fork_unguarded) {
 		curesv_shim_live_fork_child();
 		curesv_trace_fork_orphan();
@@ -316,6 +319,10 @@ __attribute__((destructor)) static void at_exit(void)
 {
 	report_at_exit();
 	curesv_shim_live_end();
+	/* after the report, which names the pool: the process's bytes go back to it at once */
+	if (atomic_load_explicit(&state, memory_order_acquire) == ACTIVE &&
+	    atomic_load_explicit(&owner, memory_order_relaxed) == getpid())
+		curesv_engine_pool_end(engine);
 }
 
 static void report_at_exit(void)

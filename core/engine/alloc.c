@@ -146,20 +146,37 @@ CURESV_HOT_EXTERN bool curesv_alloc_enforced_(curesv_engine *e, int device, uint
 		if (__builtin_expect(c->fell_back || c->wrong_device, 0))
 			fell_back(e, op);
 	}
+	bool pooled_no = false;
 	if (ok) {
 		op->charged = true;
+		/* CURESV_POOL: the pool's books hold every member's bytes to the same bounds */
+		if (__builtin_expect(e->pool != NULL, 0) && !curesv_engine_pool_admit(e, op))
+			ok = false, pooled_no = true;
+	}
+	if (ok) {
 		op->state = CURESV_OP_CHARGED;
 		curesv_shard_publish(shard, op);
 	}
 	curesv_section_leave(shard);
 	if (!ok) {
-		log_denial(e, &op->charge);
+		if (pooled_no)
+			curesv_engine_pool_refused(e, op);
+		else
+			log_denial(e, &op->charge);
 		trace_refused(op);
 	}
 	return ok;
 }
 
 static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes);
+
+/* A charge of op's undone: the pool's too (enforce mode admitted it there). */
+static void uncharge(curesv_engine *e, const curesv_charge *c)
+{
+	curesv_ledger_uncharge(&e->ledger, c);
+	if (__builtin_expect(e->pool != NULL, 0))
+		curesv_engine_pool_refund(e, c);
+}
 
 /* The operation is over: a fork from now on has nothing of it to settle in the child. */
 static void alloc_retired(struct curesv_shard_ctl *shard, curesv_alloc_op *op)
@@ -192,7 +209,7 @@ static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 		return true;
 	if (bytes == 0 || bytes > CURESV_SIZE_LIMIT) {
 		if (op->charged)
-			curesv_ledger_uncharge(&e->ledger, c);
+			uncharge(e, c);
 		op->charged = false;
 		op->untracked = true;
 		c->bytes = bytes;
@@ -204,10 +221,14 @@ static bool alloc_resize(curesv_engine *e, curesv_alloc_op *op, uint64_t bytes)
 	}
 	/* Already allocated: move the charge to the real size. Enforce mode holds the real size to
 	 * the budget too (the driver's padding made it more than was asked): refused, counted. */
-	curesv_ledger_uncharge(&e->ledger, c);
+	uncharge(e, c);
 	bool enforce = enforcing(e);
-	if (charge(e, op, c->device, bytes, c->kind, enforce))
-		return true;
+	if (charge(e, op, c->device, bytes, c->kind, enforce)) {
+		if (__builtin_expect(e->pool == NULL || !enforce, 1) || curesv_engine_pool_admit(e, op))
+			return true;
+		op->charged = false;
+		return false;
+	}
 	op->charged = false;
 	if (enforce && !c->full)
 		return false;
@@ -421,7 +442,7 @@ static __attribute__((noinline)) bool leased_table_full(curesv_engine *e, curesv
 							struct curesv_shard_ctl *shard,
 							const curesv_entry *want)
 {
-	curesv_ledger_uncharge(&e->ledger, &op->charge);
+	uncharge(e, &op->charge);
 	bool keep = table_full(e, want, op->stream);
 	alloc_retired(shard, op);
 	curesv_section_leave(shard);
@@ -482,7 +503,7 @@ CURESV_HOT bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64
 	curesv_charge *c = &op->charge;
 	if (!ok || ptr == 0) {
 		if (op->charged)
-			curesv_ledger_uncharge(&e->ledger, c);
+			uncharge(e, c);
 		if (!ok)
 			CURESV_TRACE(.action = CURESV_TRACE_FAILED, .bytes = c->bytes,
 				     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
@@ -505,7 +526,7 @@ CURESV_HOT bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64
 	curesv_entry want;
 	if (!book_entry(e, ptr, c->bytes, c->origin, c->device, c->kind, stream_tag(op->stream),
 			curesv_shard_index(), &want)) {
-		curesv_ledger_uncharge(&e->ledger, c);
+		uncharge(e, c);
 		return table_full(e, &want, op->stream);
 	}
 	curesv_ledger_commit(&e->ledger, c);

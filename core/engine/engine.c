@@ -68,6 +68,19 @@ bool curesv_engine_init(curesv_engine *e, const curesv_config *cfg)
 	return curesv_engine_init_in(e, cfg, NULL);
 }
 
+/* A reservation made, in the pool too when there is one (whose size then stands). */
+static curesv_status reserve(curesv_engine *e, const char *name, uint64_t bytes, int device)
+{
+	int pooled = curesv_engine_pool_declare(e, name, device, &bytes);
+	uint32_t h = 0;
+	curesv_trace_hold();
+	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, &h);
+	curesv_trace_reserved(st, h, name, bytes, device);
+	if (st == CURESV_OK)
+		curesv_engine_pool_bind(e, h, pooled);
+	return st;
+}
+
 bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct curesv_region *r)
 {
 	memset(e, 0, sizeof *e);
@@ -89,13 +102,10 @@ bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct cu
 			atomic_init(&e->graph_mem[d][i], -1);
 	/* Reservations first, capacities after: CURESV_RESERVATIONS past a configured capacity are all
 	 * kept with one warning (the configuration's), as they are when the capacity is the driver's. */
+	curesv_engine_pool_start(e);
 	for (unsigned i = 0; i < cfg->n_reservations; i++) {
 		const struct curesv_reservation_spec *spec = &cfg->reservations[i];
-		uint32_t h = 0;
-		curesv_trace_hold();
-		curesv_status st = curesv_ledger_reserve(&e->ledger, spec->name, spec->size,
-							 spec->device, &h);
-		curesv_trace_reserved(st, h, spec->name, spec->size, spec->device);
+		curesv_status st = reserve(e, spec->name, spec->size, spec->device);
 		if (st != CURESV_OK)
 			curesv_log(CURESV_LOG_ERROR, "CURESV_RESERVATIONS: '%s': %s", spec->name,
 				   curesv_strerror(st));
@@ -105,6 +115,7 @@ bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct cu
 		uint64_t cap = curesv_config_capacity(cfg, d, &set);
 		if (!set)
 			continue;
+		cap = curesv_engine_pool_capacity(e, d, cap, true);
 		curesv_ledger_set_capacity(&e->ledger, d, cap, true);
 		CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)d, .bytes = cap);
 	}
@@ -158,10 +169,7 @@ curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t
 	int devices = atomic_load_explicit(&e->devices, memory_order_relaxed);
 	if (devices > 0 && device >= devices)
 		return CURESV_ERR_INVALID;
-	uint32_t h = 0;
-	curesv_trace_hold();
-	curesv_status st = curesv_ledger_reserve(&e->ledger, name, bytes, device, &h);
-	curesv_trace_reserved(st, h, name, bytes, device);
+	curesv_status st = reserve(e, name, bytes, device);
 	if (st == CURESV_OK)
 		curesv_attach_invalidate(); /* CURESV_ATTACH rules may name it */
 	return st;
@@ -207,8 +215,14 @@ static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref)
 		st = curesv_ledger_transfer_charge(&e->ledger, &ent, to_ref, e->ledger.enforce);
 		if (st != CURESV_OK)
 			return st;
+		st = curesv_engine_pool_transfer(e, &ent, to, 0);
+		if (st != CURESV_OK) {
+			curesv_ledger_transfer_cancel(&e->ledger, &ent, to_ref);
+			return st;
+		}
 		if (curesv_table_retag(&e->table, &tk, to)) {
 			curesv_ledger_transfer_finish(&e->ledger, &ent, to_ref);
+			curesv_engine_pool_transfer(e, &ent, to, 1);
 			CURESV_TRACE(.action = CURESV_TRACE_TRANSFER, .ptr = ptr, .bytes = ent.bytes,
 				     .device = ent.device, .kind = ent.kind, .origin = ent.origin,
 				     .to = to);
@@ -216,6 +230,7 @@ static curesv_status transfer(curesv_engine *e, uint64_t ptr, curesv_ref to_ref)
 		}
 		/* Freed, reallocated or moved since the peek: undo and look again. */
 		curesv_ledger_transfer_cancel(&e->ledger, &ent, to_ref);
+		curesv_engine_pool_transfer(e, &ent, to, 2);
 	}
 }
 
@@ -249,6 +264,7 @@ void curesv_engine_device_total(curesv_engine *e, int device, uint64_t total_byt
 				"(set CURESV_CAPACITY to say otherwise)", device, total_bytes);
 		total_bytes = CURESV_SIZE_LIMIT;
 	}
+	total_bytes = curesv_engine_pool_capacity(e, device, total_bytes, false);
 	/* read first: enforce mode holds the reservations to the capacity as it sets it */
 	uint64_t reserved = atomic_load_explicit(&e->ledger.dev[device].reserved, memory_order_relaxed);
 	uint64_t cap = curesv_ledger_set_capacity(&e->ledger, device, total_bytes, false);
@@ -276,6 +292,9 @@ void curesv_engine_meminfo(curesv_engine *e, int device, uint64_t *free, uint64_
 		return;
 	int64_t size, charged;
 	curesv_ledger_budget(&e->ledger, curesv_thread_origin(), device, &size, &charged);
+	/* pooled: what every member charged to the same budget */
+	if (e->pool)
+		curesv_engine_pool_budget(e, curesv_thread_origin(), device, &size, &charged);
 	curesv_meminfo_budget(size, charged, free, total);
 }
 

@@ -13,6 +13,7 @@
 #ifndef CURESV_ENGINE_H
 #define CURESV_ENGINE_H
 
+#include "pool/pool.h"
 #include "payers/attach.h"
 #include "config/config.h"
 #include "base/hot.h"
@@ -69,6 +70,9 @@ typedef struct curesv_engine {
 	struct curesv_runtime_list runtimes;    /* the CUDA runtimes whose calls reached curesv: the
 						   shim's engine mirrors base/runtimes.h's list */
 	struct curesv_holders holders[CURESV_MAX_DEVICES];      /* windows' holders (window.c) */
+	curesv_pool *pool;                      /* CURESV_POOL: the pool joined (pooled.c); NULL
+						   when none */
+	_Atomic uint64_t pool_refusals;         /* allocations the pool refused (enforce) */
 } curesv_engine;
 
 /* Builds the engine from a parsed configuration: allocates the table, sets configured capacities,
@@ -235,6 +239,42 @@ void curesv_engine_meminfo(curesv_engine *e, int device, uint64_t *free, uint64_
 /* The driver reports `count` devices: warn about configured reservations and capacities on devices
  * it does not have; curesv_engine_reserve refuses them from now on (CURESV_ERR_INVALID). */
 void curesv_engine_device_count(curesv_engine *e, int count);
+
+/* ---- shared pools (pooled.c; CURESV_POOL, pool/pool.h) ------------------------------------------
+ * Nothing here is on the allocation path of a process without CURESV_POOL (e->pool NULL). */
+
+/* Joins cfg.pool's pool (engine init, before the reservations and capacities): one line and no
+ * pool when that cannot be done. Not thread-safe. */
+void curesv_engine_pool_start(curesv_engine *e);
+/* Gives back what the process holds and leaves its slot (the process's end, after its report). */
+void curesv_engine_pool_end(curesv_engine *e);
+/* In a forked child: the parent stays the member; the child counts in no pool. */
+void curesv_engine_pool_fork_child(curesv_engine *e);
+/* The capacity of `device` to use: the pool's when it has one (offered `bytes` otherwise; one line
+ * when `configured` said another), else `bytes`. */
+uint64_t curesv_engine_pool_capacity(curesv_engine *e, int device, uint64_t bytes, bool configured);
+/* Reservation `name` of *bytes on `device` in the pool: its index there (*bytes: the pool's size),
+ * or -1 (not pooled, or kept the process's own with one line). Then curesv_engine_pool_bind of
+ * the ledger's handle once the ledger made it. */
+int curesv_engine_pool_declare(curesv_engine *e, const char *name, int device, uint64_t *bytes);
+void curesv_engine_pool_bind(curesv_engine *e, uint32_t handle, int r);
+/* Enforce mode: op's charge (made) admitted by the pool too; false when the pool refuses, the
+ * charge then undone and counted as a refusal of its account. */
+bool curesv_engine_pool_admit(curesv_engine *e, curesv_alloc_op *op);
+/* The one line of a pool's refusal of op (after curesv_engine_pool_admit said false). */
+void curesv_engine_pool_refused(curesv_engine *e, const curesv_alloc_op *op);
+/* A charge of enforce mode undone (the allocation failed, was resized or not tracked): the pool
+ * gives the bytes back. */
+void curesv_engine_pool_refund(curesv_engine *e, const curesv_charge *c);
+/* A transfer of `ent` to handle `to`: step 0 before it (the pool may refuse:
+ * CURESV_ERR_CAPACITY), 1 once done, 2 once undone. */
+curesv_status curesv_engine_pool_transfer(curesv_engine *e, const curesv_entry *ent, uint32_t to,
+					  int step);
+
+/* CURESV_MEMINFO=budget in a pool: the budget of `origin` on `device` (*size) and what every
+ * member charged to it (*charged), as curesv_ledger_budget gives them for the process alone. */
+void curesv_engine_pool_budget(curesv_engine *e, curesv_ref origin, int device, int64_t *size,
+			       int64_t *charged);
 
 /* ---- streams (stream_attach.c; the records are streams.h's) ---------------------------------- */
 

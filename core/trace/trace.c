@@ -117,7 +117,7 @@ static void name_thread(struct ring *r)
 static void close_locked(bool ok)
 {
 	int err = errno;
-	atomic_store_explicit(&curesv_trace_on, 0, memory_order_relaxed);
+	atomic_fetch_and_explicit(&curesv_trace_on, ~CURESV_TRACE_FILE, memory_order_relaxed);
 	bool said = curesv_trace_out_lost();
 	if (!curesv_trace_out_close() && ok) {
 		ok = false;
@@ -244,8 +244,24 @@ static void record_direct(const struct curesv_trace_event *ev)
 	curesv_unlock(&lock);
 }
 
+static void (*sink_fn)(const struct curesv_trace_event *ev, void *ctx);
+static void *sink_ctx;
+
+void curesv_trace_sink(void (*fn)(const struct curesv_trace_event *ev, void *ctx), void *ctx)
+{
+	sink_fn = fn;
+	sink_ctx = ctx;
+	/* release: a thread that sees the bit sees the sink */
+	atomic_fetch_or_explicit(&curesv_trace_on, CURESV_TRACE_SINK, memory_order_release);
+}
+
 void curesv_trace_record(const struct curesv_trace_event *ev)
 {
+	int on = atomic_load_explicit(&curesv_trace_on, memory_order_acquire);
+	if (on & CURESV_TRACE_SINK)
+		sink_fn(ev, sink_ctx);
+	if (!(on & CURESV_TRACE_FILE))
+		return;
 	struct ring *r = mine;
 	if (__builtin_expect(r == NULL, 0))
 		r = ring_make();
@@ -308,7 +324,7 @@ void curesv_trace_open(const curesv_config *cfg, const curesv_stacks *stacks)
 	curesv_trace_out_guard(&out_id, shown_path);
 	curesv_trace_write_stacks(stacks);
 	curesv_unlock(&lock);
-	atomic_store_explicit(&curesv_trace_on, 1, memory_order_release);
+	atomic_fetch_or_explicit(&curesv_trace_on, CURESV_TRACE_FILE, memory_order_release);
 }
 
 void curesv_trace_close_from_signal(void)
@@ -328,7 +344,7 @@ void curesv_trace_flush(void)
 
 void curesv_trace_close(void)
 {
-	atomic_store_explicit(&curesv_trace_on, 0, memory_order_relaxed);
+	atomic_fetch_and_explicit(&curesv_trace_on, ~CURESV_TRACE_FILE, memory_order_relaxed);
 	curesv_lock(&lock);
 	drain_locked(true);
 	if (open_)
@@ -340,7 +356,7 @@ void curesv_trace_close(void)
 
 void curesv_trace_hold(void)
 {
-	if (!atomic_load_explicit(&curesv_trace_on, memory_order_relaxed))
+	if (!(atomic_load_explicit(&curesv_trace_on, memory_order_relaxed) & CURESV_TRACE_FILE))
 		return;
 	curesv_lock(&lock);
 	holding = true;

@@ -29,8 +29,16 @@
 
 #define CURESV_TRACE_BUFFER 1024        /* events per thread buffer (48 KiB) */
 
-/* Non-zero while events are being recorded. */
+/* Non-zero while events are being recorded: CURESV_TRACE_FILE while the file is open,
+ * CURESV_TRACE_SINK while a sink is set. */
 extern _Atomic int curesv_trace_on;
+#define CURESV_TRACE_FILE 1
+#define CURESV_TRACE_SINK 2
+
+/* Every event from now on is also given to fn (on the recording thread, before the file sees it):
+ * the shared pool's way to follow the books (engine/pooled.c). Set once, before any event; a
+ * forked child's trace has none. */
+void curesv_trace_sink(void (*fn)(const struct curesv_trace_event *ev, void *ctx), void *ctx);
 
 /* The stack of the allocation the calling thread is booking (stacks.h; 0: none): the engine sets
  * it around the booking under CURESV_BACKTRACE, and the allocation's event carries it. */
