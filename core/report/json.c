@@ -147,6 +147,35 @@ static void json_leaks(curesv_engine *e, curesv_out *o, const curesv_snapshot *s
 	curesv_print(o, "%s]}\n", lk->listed ? "\n  " : "");
 }
 
+/* CURESV_POOL: the pool's books as they stood (null when not a member). */
+static void json_pool(struct curesv_out *o, const curesv_pool_snap *p)
+{
+	if (!p->on) {
+		curesv_print(o, "  \"pool\": null,\n");
+		return;
+	}
+	curesv_print(o, "  \"pool\": {\"name\": ");
+	curesv_print_json(o, p->name);
+	curesv_print(o, ", \"path\": ");
+	curesv_print_json(o, p->path);
+	curesv_print(o, ", \"member\": %u, \"members\": %u, \"refusals\": %" PRIu64 ", \"devices\": [",
+		     p->member, p->members, p->refusals);
+	for (unsigned i = 0; i < p->ndev; i++)
+		curesv_print(o, "%s{\"device\": %d, \"capacity\": %" PRIu64 ", \"claimed\": %" PRId64
+			     ", \"live\": %" PRId64 ", \"peak\": %" PRId64 "}", i ? ", " : "",
+			     p->dev[i].device, p->dev[i].capacity, p->dev[i].claimed, p->dev[i].live,
+			     p->dev[i].peak);
+	curesv_print(o, "], \"reservations\": [");
+	for (unsigned i = 0; i < p->nres; i++) {
+		curesv_print(o, "%s{\"name\": ", i ? ", " : "");
+		curesv_print_json(o, p->res[i].name);
+		curesv_print(o, ", \"device\": %d, \"size\": %" PRIu64 ", \"used\": %" PRId64
+			     ", \"peak\": %" PRId64 ", \"members\": %u}", p->res[i].device,
+			     p->res[i].size, p->res[i].used, p->res[i].peak, p->res[i].members);
+	}
+	curesv_print(o, "]},\n");
+}
+
 static void json_vmm(curesv_out *o, const curesv_vmm_stats_t *v)
 {
 	curesv_print(o, "  \"vmm\": {\"handles\": %" PRIu64 ", \"bytes\": %" PRIu64
@@ -204,6 +233,7 @@ void curesv_report_json(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 		curesv_print(o, ", \"target\": %s}", (int)i == s->runtime_target ? "true" : "false");
 	}
 	curesv_print(o, "],\n");
+	json_pool(o, &s->pool);
 	json_vmm(o, &s->vmm);
 	curesv_print(o, "  \"backtrace\": {\"depth\": %u, \"stacks\": %" PRIu32 ", \"capacity\": %"
 		     PRIu32 ", \"unrecorded\": %" PRIu64 ", \"lines\": %s},\n", s->backtrace.depth,

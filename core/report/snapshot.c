@@ -128,6 +128,72 @@ void curesv_snapshot_gather(curesv_engine *e, curesv_snapshot *s)
 	curesv_vmm_stats(&e->vmm, &s->vmm);
 	s->ncachers = curesv_caching_allocators(s->cachers);
 	s->nruntimes = curesv_runtimes_of(&e->runtimes, s->runtimes, &s->runtime_target);
+	curesv_pool_snapshot(e, &s->pool);
+}
+
+static int64_t clamp(int64_t v, int64_t hi)
+{
+	return v < 0 ? 0 : hi > 0 && v > hi ? hi : v;
+}
+
+void curesv_pool_snapshot(curesv_engine *e, curesv_pool_snap *out)
+{
+	out->on = e->pool != NULL && e->pool->f != NULL;
+	if (!out->on)
+		return;
+	const curesv_pool *p = e->pool;
+	struct curesv_pool_file *f = p->f;
+	snprintf(out->name, sizeof out->name, "%s", e->cfg.pool);
+	out->path = p->path;
+	out->member = p->index;
+	out->members = 0;
+	for (unsigned i = 0; i < CURESV_POOL_MEMBERS; i++)
+		out->members += atomic_load_explicit(&f->member[i].state, memory_order_relaxed) ==
+				CURESV_POOL_ALIVE;
+	out->refusals = atomic_load_explicit(&e->pool_refusals, memory_order_relaxed);
+	int64_t reserved[CURESV_MAX_DEVICES] = { 0 }, used[CURESV_MAX_DEVICES] = { 0 };
+	out->nres = 0;
+	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++) {
+		const struct curesv_pool_reservation *res = &f->res[r];
+		int d = atomic_load_explicit(&res->device, memory_order_relaxed);
+		if (atomic_load_explicit(&res->state, memory_order_acquire) != CURESV_POOL_RES_ACTIVE ||
+		    (unsigned)d >= CURESV_MAX_DEVICES)
+			continue;
+		uint64_t size = atomic_load_explicit(&res->size, memory_order_relaxed);
+		int64_t u = clamp(atomic_load_explicit(&res->used, memory_order_relaxed), (int64_t)size);
+		reserved[d] += (int64_t)size;
+		used[d] += u;
+		bool mine = atomic_load_explicit(&p->me->declared[r / 64], memory_order_relaxed) &
+			    (UINT64_C(1) << (r % 64));
+		if (!mine || out->nres >= CURESV_POOL_SHOWN)
+			continue;
+		memcpy(out->res[out->nres].name, res->name, CURESV_NAME_MAX);
+		out->res[out->nres].name[CURESV_NAME_MAX - 1] = '\0';
+		out->res[out->nres].device = d;
+		out->res[out->nres].size = size;
+		out->res[out->nres].used = u;
+		out->res[out->nres].peak = clamp(atomic_load_explicit(&res->peak, memory_order_relaxed),
+						 (int64_t)size);
+		out->res[out->nres].members = atomic_load_explicit(&res->members, memory_order_relaxed);
+		out->nres++;
+	}
+	out->ndev = 0;
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		uint64_t cap = atomic_load_explicit(&f->dev[d].capacity, memory_order_relaxed);
+		int64_t claimed = atomic_load_explicit(&f->dev[d].claimed, memory_order_relaxed);
+		/* the devices that hold something, or that this process used */
+		if (claimed == 0 && !atomic_load_explicit(&e->ledger.dev[d].seen, memory_order_relaxed))
+			continue;
+		int64_t shared = claimed - reserved[d];
+		out->dev[out->ndev].device = d;
+		out->dev[out->ndev].capacity = cap;
+		out->dev[out->ndev].claimed = clamp(claimed, cap > INT64_MAX ? 0 : (int64_t)cap);
+		out->dev[out->ndev].live = (shared < 0 ? 0 : shared) + used[d];
+		out->dev[out->ndev].peak = clamp(atomic_load_explicit(&f->dev[d].peak,
+								      memory_order_relaxed),
+						 cap > INT64_MAX ? 0 : (int64_t)cap);
+		out->ndev++;
+	}
 }
 
 const char *curesv_mode_name(const curesv_engine *e)

@@ -48,6 +48,25 @@ typedef struct curesv_backtrace_stats {
 	uint64_t unrecorded;            /* allocations left without one: the table was full */
 } curesv_backtrace_stats;
 
+/* CURESV_POOL: the pool the process is a member of, as its books read at the snapshot. */
+#define CURESV_POOL_SHOWN 16    /* reservations of the member's listed */
+typedef struct curesv_pool_snap {
+	bool on;                        /* a member */
+	char name[CURESV_PATH_MAX];     /* the CURESV_POOL value */
+	const char *path;               /* the pool file's */
+	unsigned member, members;       /* this process's slot; members alive now */
+	uint64_t refusals;              /* this process's allocations the pool refused */
+	unsigned ndev;
+	struct { int device; uint64_t capacity; int64_t claimed, live, peak; } dev[CURESV_MAX_DEVICES];
+	unsigned nres;
+	struct { char name[CURESV_NAME_MAX]; int device; uint64_t size; int64_t used, peak;
+		 unsigned members; } res[CURESV_POOL_SHOWN];
+} curesv_pool_snap;
+
+/* Fills *out from e's pool (out->on false when not pooled). Every figure read from the shared
+ * file is held to its bounds: another process wrote it. */
+void curesv_pool_snapshot(curesv_engine *e, curesv_pool_snap *out);
+
 typedef struct curesv_snapshot {
 	unsigned nrows;
 	curesv_row rows[CURESV_MAX_RESERVATIONS + 3 * CURESV_MAX_DEVICES];
@@ -68,6 +87,7 @@ typedef struct curesv_snapshot {
 	/* CURESV_REQUIRE_TRANSFER's hand-offs, gathered beside the snapshot by the report (report.c);
 	 * NULL: none to show (a live file's report) */
 	const curesv_handoff_view *handoffs;
+	curesv_pool_snap pool;
 } curesv_snapshot;
 
 /* Fills *s from the engine. The s->rows of each device seen: its reservations (live and

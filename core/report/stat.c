@@ -272,6 +272,9 @@ static void adopt(curesv_engine *e, unsigned char *base, const struct curesv_liv
 	memset(&e->handoffs, 0, sizeof e->handoffs);
 	e->cfg.require_transfer = CURESV_REQUIRE_OFF;
 	e->cfg.suppressions = NULL;
+	/* the pool's mapping is the process's: its report names the pool, a reader's does not */
+	e->pool = NULL;
+	e->cfg.pool[0] = '\0';
 }
 
 enum curesv_stat_result curesv_stat_bytes(const void *data, size_t size, size_t zero_from,

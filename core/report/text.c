@@ -242,6 +242,34 @@ static void text_graph(curesv_engine *e, curesv_out *o, int d)
 
 /* Virtual memory management: what cuMemCreate made and still holds, what is mapped, and imported
  * memory apart (another process's, or this one's charged already: never charged again). */
+/* CURESV_POOL: the pool's books as they stood, one line per device and reservation. */
+static void text_pool(struct curesv_out *o, const curesv_pool_snap *p)
+{
+	if (!p->on)
+		return;
+	char a[32], b[32], c[32];
+	curesv_print(o, "curesv: pool ");
+	curesv_print_json(o, p->name);
+	curesv_print(o, ": member %u, %u member%s now; %" PRIu64 " allocation%s refused by the pool\n",
+		     p->member, p->members, p->members == 1 ? "" : "s", p->refusals,
+		     p->refusals == 1 ? "" : "s");
+	for (unsigned i = 0; i < p->ndev; i++)
+		curesv_print(o, "curesv:   pool device %d: capacity %s, claimed %s (reservations and "
+			     "shared bytes of every member), live %s\n", p->dev[i].device,
+			     p->dev[i].capacity ? curesv_format_bytes((int64_t)p->dev[i].capacity, a)
+						: "unknown",
+			     curesv_format_bytes(p->dev[i].claimed, b),
+			     curesv_format_bytes(p->dev[i].live, c));
+	for (unsigned i = 0; i < p->nres; i++) {
+		curesv_print(o, "curesv:   pool reservation ");
+		curesv_print_json(o, p->res[i].name);
+		curesv_print(o, " on device %d: %s of %s used by %u member%s, peak %s\n",
+			     p->res[i].device, curesv_format_bytes(p->res[i].used, a),
+			     curesv_format_bytes((int64_t)p->res[i].size, b), p->res[i].members,
+			     p->res[i].members == 1 ? "" : "s", curesv_format_bytes(p->res[i].peak, c));
+	}
+}
+
 static void text_vmm(curesv_out *o, const curesv_vmm_stats_t *v)
 {
 	if (!v->creates && !v->imports && !v->unknown_releases && !v->untracked)
@@ -321,6 +349,7 @@ void curesv_report_text(curesv_engine *e, curesv_out *o, const curesv_snapshot *
 		curesv_print(o, "curesv: CUDA runtime %s: %s\n", (int)i == s->runtime_target
 			     ? "curesv forwards its calls to" : "beside it, whose code's calls reached curesv",
 			     s->runtimes[i]);
+	text_pool(o, &s->pool);
 	text_vmm(o, &s->vmm);
 	text_stacks(o, &s->backtrace);
 	text_leaks(e, o, s);
