@@ -245,9 +245,8 @@ static void settle_stale(curesv_engine *e, const curesv_entry *old)
 	atomic_fetch_add_explicit(&e->stale_entries, 1, memory_order_relaxed);
 	curesv_ledger_debit(&e->ledger, old, curesv_ledger_handle_ref(&e->ledger, old->origin),
 			    old->thread, false);
-	CURESV_TRACE(.action = CURESV_TRACE_FREE, .ptr = old->ptr, .bytes = old->bytes,
-		     .device = old->device, .kind = old->kind, .origin = old->origin,
-		     .stream = 0 /* the unseen free's stream is not known */);
+	CURESV_TRACE_BOOKS(CURESV_TRACE_FREE, old->origin, old->device, old->kind, old->bytes,
+			   .ptr = old->ptr, .stream = 0 /* the unseen free's stream is not known */);
 	curesv_log(CURESV_LOG_DEBUG, "address 0x%" PRIx64 " reallocated before curesv saw it freed",
 		   old->ptr);
 }
@@ -350,8 +349,8 @@ static __attribute__((noinline)) bool observed_slow(curesv_engine *e, int device
 		untracked(e, bytes);
 		return true;
 	}
-	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = bytes, .device = (int16_t)device,
-		     .kind = (uint8_t)kind, .origin = c.origin, .stream = curesv_op_stream(stream));
+	CURESV_TRACE_BOOKS(CURESV_TRACE_ALLOC, c.origin, device, kind, bytes, .ptr = ptr,
+			   .stream = curesv_op_stream(stream));
 	return true;
 }
 
@@ -376,8 +375,8 @@ CURESV_HOT bool alloc_observed(curesv_engine *e, int device, uint64_t stream, ui
 	if (__builtin_expect(!curesv_ledger_charge_payer(l, &p, device, bytes, shard, cas), 0))
 		return observed_slow(e, device, stream, bytes, kind, ptr, shard, origin, via_stream,
 				     true, &p);
-	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = bytes, .device = (int16_t)device,
-		     .kind = (uint8_t)kind, .origin = p.handle, .stream = curesv_op_stream(stream));
+	CURESV_TRACE_BOOKS(CURESV_TRACE_ALLOC, p.handle, device, kind, bytes, .ptr = ptr,
+			   .stream = curesv_op_stream(stream));
 	return true;
 }
 
@@ -460,9 +459,8 @@ CURESV_HOT bool end_leased(curesv_engine *e, curesv_alloc_op *op, uint64_t ptr)
 					 stream_tag(op->stream), curesv_shard_index(), &want), 0))
 		return leased_table_full(e, op, shard, &want);
 	curesv_ledger_commit_lease_(&e->ledger, c);
-	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
-		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
-		     .stream = curesv_op_stream(op->stream));
+	CURESV_TRACE_BOOKS(CURESV_TRACE_ALLOC, c->origin, c->device, c->kind, c->bytes, .ptr = ptr,
+			   .stream = curesv_op_stream(op->stream));
 	/* charged: published CURESV_OP_CHARGED (curesv_alloc_enforced_) */
 	op->state = CURESV_OP_IDLE;
 	curesv_shard_publish(shard, NULL);
@@ -530,8 +528,7 @@ CURESV_HOT bool alloc_end(curesv_engine *e, curesv_alloc_op *op, bool ok, uint64
 		return table_full(e, &want, op->stream);
 	}
 	curesv_ledger_commit(&e->ledger, c);
-	CURESV_TRACE(.action = CURESV_TRACE_ALLOC, .ptr = ptr, .bytes = c->bytes,
-		     .device = (int16_t)c->device, .kind = c->kind, .origin = c->origin,
-		     .stream = curesv_op_stream(op->stream));
+	CURESV_TRACE_BOOKS(CURESV_TRACE_ALLOC, c->origin, c->device, c->kind, c->bytes, .ptr = ptr,
+			   .stream = curesv_op_stream(op->stream));
 	return true;
 }

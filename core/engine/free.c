@@ -16,9 +16,8 @@ static inline curesv_entry op_entry(const curesv_free_op *op)
 /* The free's entry in the trace, or the undoing of it. */
 CURESV_HOT void trace_entry(const curesv_free_op *op, enum curesv_trace_action action)
 {
-	CURESV_TRACE(.action = (uint8_t)action, .ptr = op->ptr, .bytes = op_entry(op).bytes,
-		     .device = op_entry(op).device, .kind = op_entry(op).kind,
-		     .origin = op_entry(op).origin, .stream = curesv_op_stream(op->stream));
+	CURESV_TRACE_BOOKS(action, op_entry(op).origin, op_entry(op).device, op_entry(op).kind,
+			   op_entry(op).bytes, .ptr = op->ptr, .stream = curesv_op_stream(op->stream));
 }
 
 void curesv_free_begin(curesv_engine *e, uint64_t ptr, curesv_free_op *op)

@@ -17,30 +17,29 @@
 #include "base/units.h"
 #include "trace/trace.h"
 
-/* The pool's view of the trace's events. Enforce mode charged its allocations before they were
- * made (curesv_engine_pool_admit); transfers are the engine's own calls (transfer, engine.c). */
-static void sink(const struct curesv_trace_event *ev, void *ctx)
+/* The pool's view of the books' events (CURESV_TRACE_BOOKS). Enforce mode charged its
+ * allocations before they were made (curesv_engine_pool_admit); transfers are the engine's own
+ * calls (transfer, engine.c). */
+static void sink(void *ctx, unsigned action, uint32_t origin, int device, unsigned kind,
+		 uint64_t bytes)
 {
 	curesv_engine *e = ctx;
 	curesv_pool *p = e->pool;
-	if (curesv_kind_host(ev->kind) || ev->kind == CURESV_KIND_GRAPH ||
-	    (unsigned)ev->device >= CURESV_MAX_DEVICES)
+	if (__builtin_expect(curesv_kind_host(kind) || kind == CURESV_KIND_GRAPH ||
+			     (unsigned)device >= CURESV_MAX_DEVICES || bytes > CURESV_SIZE_LIMIT, 0))
 		return;
-	unsigned a = curesv_pool_account(p, ev->origin, ev->device);
-	switch (ev->action) {
-	case CURESV_TRACE_ALLOC:
-		if (!e->ledger.enforce)
-			curesv_pool_charge(p, a, ev->bytes, false);
-		break;
-	case CURESV_TRACE_FREE:
-		curesv_pool_credit(p, a, ev->bytes);
-		break;
-	case CURESV_TRACE_UNFREE:
-		curesv_pool_charge(p, a, ev->bytes, false);
-		break;
-	default:
-		break;
-	}
+	if (action == CURESV_TRACE_FREE)
+		curesv_pool_credit(p, curesv_pool_account(p, origin, device), bytes);
+	else
+		curesv_pool_charge(p, curesv_pool_account(p, origin, device), bytes, false);
+}
+
+/* Enforce mode's: its allocations were charged before they were made. */
+static void sink_enforced(void *ctx, unsigned action, uint32_t origin, int device, unsigned kind,
+			  uint64_t bytes)
+{
+	if (action != CURESV_TRACE_ALLOC)
+		sink(ctx, action, origin, device, kind, bytes);
 }
 
 void curesv_engine_pool_start(curesv_engine *e)
@@ -65,7 +64,7 @@ void curesv_engine_pool_start(curesv_engine *e)
 		return;
 	}
 	e->pool = p;
-	curesv_trace_sink(sink, e);
+	curesv_trace_sink(e->ledger.enforce ? sink_enforced : sink, e);
 	curesv_log(CURESV_LOG_INFO, "CURESV_POOL=%s: member %u of '%s'", v, p->index, path);
 }
 
@@ -113,7 +112,8 @@ void curesv_engine_pool_bind(curesv_engine *e, uint32_t handle, int r)
 /* The account of charge c in the pool; false for what the pool does not count. */
 static bool account_of(curesv_engine *e, const curesv_charge *c, unsigned *a)
 {
-	if (curesv_kind_host(c->kind) || c->kind == CURESV_KIND_GRAPH || !curesv_device_ok(c->device))
+	if (curesv_kind_host(c->kind) || c->kind == CURESV_KIND_GRAPH ||
+	    !curesv_device_ok(c->device) || c->bytes > CURESV_SIZE_LIMIT)
 		return false;
 	*a = curesv_pool_account(e->pool, c->origin, c->device);
 	return true;
@@ -172,7 +172,8 @@ void curesv_engine_pool_refused(curesv_engine *e, const curesv_alloc_op *op)
 curesv_status curesv_engine_pool_transfer(curesv_engine *e, const curesv_entry *ent, uint32_t to,
 					  int step)
 {
-	if (!e->pool || curesv_kind_host(ent->kind) || !curesv_device_ok(ent->device))
+	if (!e->pool || curesv_kind_host(ent->kind) || !curesv_device_ok(ent->device) ||
+	    ent->bytes > CURESV_SIZE_LIMIT)
 		return CURESV_OK;
 	unsigned from_a = curesv_pool_account(e->pool, ent->origin, ent->device);
 	unsigned to_a = curesv_pool_account(e->pool, to, ent->device);

@@ -364,6 +364,8 @@ unsigned curesv_pool_reclaim(struct curesv_pool_file *f, int fd, int self)
 	return n;
 }
 
+static void accounts_map(curesv_pool *p);
+
 /* ---- joining and leaving --------------------------------------------------------------------- */
 
 static bool fits_fsize(size_t bytes)
@@ -502,6 +504,7 @@ static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, c
 		return false;
 	}
 	p->f = f;
+	accounts_map(p);
 	p->index = (unsigned)slot;
 	p->me = &f->member[slot];
 	member_fill(p->me);
@@ -707,7 +710,7 @@ void curesv_pool_bind(curesv_pool *p, uint32_t handle, int r)
 /* ---- the allocation path --------------------------------------------------------------------- */
 
 /* Waits out a recount; takes it over when its maker died (the registry lock free). */
-static __attribute__((noinline)) void wait_unfrozen(curesv_pool *p)
+void curesv_pool_wait_unfrozen_(curesv_pool *p)
 {
 	for (unsigned round = 0; atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst);
 	     round++) {
@@ -727,102 +730,51 @@ static __attribute__((noinline)) void wait_unfrozen(curesv_pool *p)
 	}
 }
 
-/* An update begins: the member counted busy, unless a recount is under way (then it waits). */
-static inline bool update_begin(curesv_pool *p)
+/* Where account a's figures are in the file (join fills p->acct). */
+static void accounts_map(curesv_pool *p)
 {
-	for (;;) {
-		if (atomic_load_explicit(&p->gone, memory_order_relaxed))
-			return false;
-		/* seq_cst, with the recounter's store of frozen: one sees the other */
-		atomic_fetch_add_explicit(&p->me->busy, 1, memory_order_seq_cst);
-		if (__builtin_expect(!atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst), 1))
-			return true;
-		atomic_fetch_sub_explicit(&p->me->busy, 1, memory_order_release);
-		wait_unfrozen(p);
+	struct curesv_pool_file *f = p->f;
+	for (unsigned a = 0; a < CURESV_POOL_ACCOUNTS; a++) {
+		struct curesv_pool_account_ref *r = &p->acct[a];
+		if (a < CURESV_POOL_SHARED0) {
+			r->word = &f->res[a].used;
+			r->peak = &f->res[a].peak;
+			r->bound = &f->res[a].size;
+			r->over = &f->res[a].over;
+			r->refusals = &f->res[a].refusals;
+		} else {
+			struct curesv_pool_device *d = &f->dev[a - CURESV_POOL_SHARED0];
+			r->word = &d->claimed;
+			r->peak = &d->peak;
+			r->bound = &d->capacity;
+			r->over = &d->over;
+			r->refusals = &d->refusals;
+		}
 	}
 }
 
-static inline void update_end(curesv_pool *p)
+void curesv_pool_charged_high_(const struct curesv_pool_account_ref *r, int64_t now,
+				 uint64_t bound)
 {
-	/* release: the words and held are written before a recount may read them */
-	atomic_fetch_sub_explicit(&p->me->busy, 1, memory_order_release);
+	raise_peak(r->peak, now);
+	if (bound != 0 && now > (int64_t)bound)
+		atomic_fetch_add_explicit(r->over, 1, memory_order_relaxed);
 }
 
-/* Adds b to `account`'s word, held to `bound` (0: none) when enforcing. */
-static bool add_bounded(curesv_pool *p, unsigned account, int64_t b, bool enforce, int64_t *now)
+bool curesv_pool_charge_refused_(curesv_pool *p, unsigned account, int64_t b)
 {
-	struct curesv_pool_file *f = p->f;
-	_Atomic int64_t *w = word_of(f, account);
-	int64_t bound = account < CURESV_POOL_SHARED0
-				? (int64_t)atomic_load_explicit(&f->res[account].size, memory_order_relaxed)
-				: (int64_t)atomic_load_explicit(&f->dev[account - CURESV_POOL_SHARED0].capacity,
-								memory_order_relaxed);
-	int64_t cur = atomic_load_explicit(w, memory_order_relaxed), next;
-	do {
-		next = cur + b;
-		if (enforce && bound != 0 && next > bound)
-			return false;
-	} while (!atomic_compare_exchange_weak_explicit(w, &cur, next, memory_order_relaxed,
-							memory_order_relaxed));
-	atomic_fetch_add_explicit(&p->me->held[account], b, memory_order_relaxed);
-	*now = next;
-	if (bound != 0 && next > bound)
-		atomic_fetch_add_explicit(account < CURESV_POOL_SHARED0
-						  ? &f->res[account].over
-						  : &f->dev[account - CURESV_POOL_SHARED0].over,
-					  1, memory_order_relaxed);
-	return true;
-}
-
-static __attribute__((noinline)) void peaks(curesv_pool *p, unsigned account, int64_t now)
-{
-	struct curesv_pool_file *f = p->f;
-	if (account < CURESV_POOL_SHARED0)
-		raise_peak(&f->res[account].peak, now);
-	else
-		raise_peak((_Atomic int64_t *)&f->dev[account - CURESV_POOL_SHARED0].peak, now);
-}
-
-static __attribute__((noinline)) void refused(curesv_pool *p, unsigned account)
-{
-	struct curesv_pool_file *f = p->f;
-	atomic_fetch_add_explicit(account < CURESV_POOL_SHARED0
-					  ? &f->res[account].refusals
-					  : &f->dev[account - CURESV_POOL_SHARED0].refusals,
-				  1, memory_order_relaxed);
-}
-
-bool curesv_pool_charge(curesv_pool *p, unsigned account, uint64_t bytes, bool enforce)
-{
-	if (account >= CURESV_POOL_ACCOUNTS || bytes > (UINT64_C(1) << 47))
-		return true;
-	for (int attempt = 0;; attempt++) {
-		if (!update_begin(p))
-			return true; /* left the pool (the process's end): counted no more */
-		int64_t now;
-		bool ok = add_bounded(p, account, (int64_t)bytes, enforce, &now);
-		update_end(p);
+	const struct curesv_pool_account_ref *r = &p->acct[account];
+	int64_t now;
+	if (curesv_pool_reclaim(p->f, p->fd, (int)p->index) != 0 && curesv_pool_update_begin_(p)) {
+		bool ok = curesv_pool_add_within_(r, b, &now);
+		if (ok)
+			atomic_fetch_add_explicit(&p->me->held[account], b, memory_order_relaxed);
+		curesv_pool_update_end_(p);
 		if (ok) {
-			_Atomic int64_t *pk = account < CURESV_POOL_SHARED0
-						      ? &p->f->res[account].peak
-						      : &p->f->dev[account - CURESV_POOL_SHARED0].peak;
-			if (now > atomic_load_explicit(pk, memory_order_relaxed))
-				peaks(p, account, now);
+			curesv_pool_charged_high_(r, now, 0);
 			return true;
 		}
-		/* before a refusal, the dead give back what they held */
-		if (attempt > 0 || curesv_pool_reclaim(p->f, p->fd, (int)p->index) == 0) {
-			refused(p, account);
-			return false;
-		}
 	}
-}
-
-void curesv_pool_credit(curesv_pool *p, unsigned account, uint64_t bytes)
-{
-	if (account >= CURESV_POOL_ACCOUNTS || bytes > (UINT64_C(1) << 47) || !update_begin(p))
-		return;
-	atomic_fetch_sub_explicit(word_of(p->f, account), (int64_t)bytes, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&p->me->held[account], (int64_t)bytes, memory_order_relaxed);
-	update_end(p);
+	atomic_fetch_add_explicit(r->refusals, 1, memory_order_relaxed);
+	return false;
 }

@@ -122,6 +122,13 @@ struct curesv_pool_file {
 	struct curesv_pool_member member[CURESV_POOL_MEMBERS];
 };
 
+/* Where one account's figures are in the file (reservation or device fields): the allocation
+ * path reads them without a branch. */
+struct curesv_pool_account_ref {
+	_Atomic int64_t *word, *peak;
+	_Atomic uint64_t *bound, *over, *refusals;
+};
+
 /* A member's handle on its pool (process memory). */
 typedef struct curesv_pool {
 	struct curesv_pool_file *f;     /* the shared mapping */
@@ -130,6 +137,7 @@ typedef struct curesv_pool {
 	int fd;                         /* holds the member's lock (close-on-exec) */
 	bool enforce;
 	_Atomic bool gone;              /* left (or a forked child's copy): no more updates */
+	struct curesv_pool_account_ref acct[CURESV_POOL_ACCOUNTS];
 	/* the pool's reservation index of each ledger slot's generation (slot x generation mod 256):
 	 * CURESV_POOL_NONE when its reservation is not in the pool */
 	_Atomic uint16_t res_of[CURESV_MAX_RESERVATIONS + 1][256];
@@ -193,13 +201,88 @@ static inline unsigned curesv_pool_account(const curesv_pool *p, uint32_t origin
 	return CURESV_POOL_SHARED0 + (unsigned)device;
 }
 
-/* Adds `bytes` (device memory) to `account`: in enforce mode only within its bound (the
- * reservation's size, or the device's capacity for a shared pool), the dead reclaimed before a
- * refusal. False when refused. Lock-free but for a recount under way; thread-safe. */
-bool curesv_pool_charge(curesv_pool *p, unsigned account, uint64_t bytes, bool enforce);
+/* The fast paths' slow halves (pool.c). */
+void curesv_pool_wait_unfrozen_(curesv_pool *p);
+void curesv_pool_charged_high_(const struct curesv_pool_account_ref *r, int64_t now,
+				 uint64_t bound);
+bool curesv_pool_charge_refused_(curesv_pool *p, unsigned account, int64_t b);
 
-/* Takes `bytes` off `account` (a free, or a charge undone). Thread-safe. */
-void curesv_pool_credit(curesv_pool *p, unsigned account, uint64_t bytes);
+/* An update begins: the member counted busy, unless a recount is under way (then it waits).
+ * False once the member left the pool. */
+static inline bool curesv_pool_update_begin_(curesv_pool *p)
+{
+	for (;;) {
+		if (__builtin_expect(atomic_load_explicit(&p->gone, memory_order_relaxed), 0))
+			return false;
+		/* seq_cst, with the recounter's store of frozen: one sees the other */
+		atomic_fetch_add_explicit(&p->me->busy, 1, memory_order_seq_cst);
+		if (__builtin_expect(!atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst), 1))
+			return true;
+		atomic_fetch_sub_explicit(&p->me->busy, 1, memory_order_release);
+		curesv_pool_wait_unfrozen_(p);
+	}
+}
+
+static inline void curesv_pool_update_end_(curesv_pool *p)
+{
+	/* release: the words and held are written before a recount may read them */
+	atomic_fetch_sub_explicit(&p->me->busy, 1, memory_order_release);
+}
+
+/* Enforce mode: adds b to r's word within its bound (0: none); false, changing nothing, past it. */
+static inline bool curesv_pool_add_within_(const struct curesv_pool_account_ref *r, int64_t b,
+					   int64_t *now)
+{
+	uint64_t bound = atomic_load_explicit(r->bound, memory_order_relaxed);
+	int64_t cur = atomic_load_explicit(r->word, memory_order_relaxed), next;
+	do {
+		next = cur + b;
+		if (bound != 0 && next > (int64_t)bound)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(r->word, &cur, next, memory_order_relaxed,
+							memory_order_relaxed));
+	*now = next;
+	return true;
+}
+
+/* Adds `bytes` (device memory, below 2^47: what the ledger books) to `account` (one of
+ * curesv_pool_account's): in enforce mode only within its bound (the reservation's size, or the
+ * device's capacity for a shared pool), the dead reclaimed before a refusal. False when refused.
+ * Lock-free but for a recount under way; thread-safe. */
+static inline bool curesv_pool_charge(curesv_pool *p, unsigned account, uint64_t bytes,
+				      bool enforce)
+{
+	if (!curesv_pool_update_begin_(p))
+		return true; /* the pool left (the process's end): counted no more */
+	const struct curesv_pool_account_ref *r = &p->acct[account];
+	int64_t b = (int64_t)bytes, now;
+	if (enforce) {
+		if (__builtin_expect(!curesv_pool_add_within_(r, b, &now), 0)) {
+			curesv_pool_update_end_(p);
+			return curesv_pool_charge_refused_(p, account, b);
+		}
+	} else {
+		/* observe mode: no bound, one add */
+		now = atomic_fetch_add_explicit(r->word, b, memory_order_relaxed) + b;
+	}
+	atomic_fetch_add_explicit(&p->me->held[account], b, memory_order_relaxed);
+	curesv_pool_update_end_(p);
+	uint64_t bound = atomic_load_explicit(r->bound, memory_order_relaxed);
+	if (__builtin_expect(now > atomic_load_explicit(r->peak, memory_order_relaxed) ||
+			     (bound != 0 && now > (int64_t)bound), 0))
+		curesv_pool_charged_high_(r, now, bound);
+	return true;
+}
+
+/* Takes `bytes` off `account` (a free, or a charge undone; as curesv_pool_charge's). Thread-safe. */
+static inline void curesv_pool_credit(curesv_pool *p, unsigned account, uint64_t bytes)
+{
+	if (!curesv_pool_update_begin_(p))
+		return;
+	atomic_fetch_sub_explicit(p->acct[account].word, (int64_t)bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&p->me->held[account], (int64_t)bytes, memory_order_relaxed);
+	curesv_pool_update_end_(p);
+}
 
 /* ---- reading --------------------------------------------------------------------------------- */
 

@@ -244,23 +244,21 @@ static void record_direct(const struct curesv_trace_event *ev)
 	curesv_unlock(&lock);
 }
 
-static void (*sink_fn)(const struct curesv_trace_event *ev, void *ctx);
-static void *sink_ctx;
+curesv_trace_sink_fn curesv_trace_sink_;
+void *curesv_trace_sink_ctx_;
 
-void curesv_trace_sink(void (*fn)(const struct curesv_trace_event *ev, void *ctx), void *ctx)
+void curesv_trace_sink(curesv_trace_sink_fn fn, void *ctx)
 {
-	sink_fn = fn;
-	sink_ctx = ctx;
+	curesv_trace_sink_ = fn;
+	curesv_trace_sink_ctx_ = ctx;
 	/* release: a thread that sees the bit sees the sink */
 	atomic_fetch_or_explicit(&curesv_trace_on, CURESV_TRACE_SINK, memory_order_release);
 }
 
 void curesv_trace_record(const struct curesv_trace_event *ev)
 {
-	int on = atomic_load_explicit(&curesv_trace_on, memory_order_acquire);
-	if (on & CURESV_TRACE_SINK)
-		sink_fn(ev, sink_ctx);
-	if (!(on & CURESV_TRACE_FILE))
+	/* the sink's bit alone: the file is closed, or was never open */
+	if (!(atomic_load_explicit(&curesv_trace_on, memory_order_relaxed) & CURESV_TRACE_FILE))
 		return;
 	struct ring *r = mine;
 	if (__builtin_expect(r == NULL, 0))

@@ -35,10 +35,15 @@ extern _Atomic int curesv_trace_on;
 #define CURESV_TRACE_FILE 1
 #define CURESV_TRACE_SINK 2
 
-/* Every event from now on is also given to fn (on the recording thread, before the file sees it):
- * the shared pool's way to follow the books (engine/pooled.c). Set once, before any event; a
- * forked child's trace has none. */
-void curesv_trace_sink(void (*fn)(const struct curesv_trace_event *ev, void *ctx), void *ctx);
+/* The events that change the books (an allocation booked, a free, a free undone) are also given
+ * to a sink while one is set (CURESV_TRACE_BOOKS): the shared pool's way to follow the books
+ * (engine/pooled.c), at no cost to a process without one beyond the trace's own gate. The sink is
+ * set once, before any event; a forked child's trace has none. */
+typedef void (*curesv_trace_sink_fn)(void *ctx, unsigned action, uint32_t origin, int device,
+				     unsigned kind, uint64_t bytes);
+extern curesv_trace_sink_fn curesv_trace_sink_;
+extern void *curesv_trace_sink_ctx_;
+void curesv_trace_sink(curesv_trace_sink_fn fn, void *ctx);
 
 /* The stack of the allocation the calling thread is booking (stacks.h; 0: none): the engine sets
  * it around the booking under CURESV_BACKTRACE, and the allocation's event carries it. */
@@ -71,6 +76,23 @@ void curesv_trace_record(const struct curesv_trace_event *ev);
 	do {                                                                                      \
 		if (__builtin_expect(atomic_load_explicit(&curesv_trace_on, memory_order_relaxed), 0)) \
 			curesv_trace_record(&(const struct curesv_trace_event){ __VA_ARGS__ });   \
+	} while (0)
+
+/* CURESV_TRACE for an event that changes the books (ALLOC, FREE, UNFREE): its action, origin,
+ * device, kind and bytes given first, to the sink as they are, the rest as CURESV_TRACE's. */
+#define CURESV_TRACE_BOOKS(action_, origin_, device_, kind_, bytes_, ...)                             \
+	do {                                                                                      \
+		int on_ = atomic_load_explicit(&curesv_trace_on, memory_order_relaxed);           \
+		if (__builtin_expect(on_, 0)) {                                                   \
+			if (on_ & CURESV_TRACE_SINK)                                              \
+				curesv_trace_sink_(curesv_trace_sink_ctx_, (action_), (origin_),  \
+						   (device_), (kind_), (bytes_));                 \
+			if (on_ & CURESV_TRACE_FILE)                                              \
+				curesv_trace_record(&(const struct curesv_trace_event){           \
+					.action = (uint8_t)(action_), .origin = (origin_),        \
+					.device = (int16_t)(device_), .kind = (uint8_t)(kind_),   \
+					.bytes = (bytes_), __VA_ARGS__ });                         \
+		}                                                                                 \
 	} while (0)
 
 /* Reservations are created and released between curesv_trace_hold() and curesv_trace_reserved()
