@@ -466,20 +466,19 @@ static int slot_take(struct curesv_pool_file *f, int fd)
 	return -1;
 }
 
-static void member_fill(struct curesv_pool_member *m)
+static void member_fill(struct curesv_pool_member *m, const char *cmd)
 {
 	atomic_store_explicit(&m->pid, (int64_t)getpid(), memory_order_relaxed);
 	atomic_store_explicit(&m->nonce, curesv_live_nonce(), memory_order_relaxed);
 	atomic_store_explicit(&m->joined_ns, curesv_live_now_ns(), memory_order_relaxed);
 	atomic_store_explicit(&m->uid, (uint32_t)geteuid(), memory_order_relaxed);
-	char cmd[CURESV_POOL_CMDLINE];
-	curesv_live_cmdline(cmd, sizeof cmd);
-	memcpy(m->cmdline, cmd, sizeof cmd);
+	memcpy(m->cmdline, cmd, CURESV_POOL_CMDLINE);
 	/* release: a reader that sees it alive sees who it is */
 	atomic_store_explicit(&m->state, CURESV_POOL_ALIVE, memory_order_release);
 }
 
-static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, char *why, size_t n)
+static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, const char *cmd,
+			char *why, size_t n)
 {
 	struct stat st;
 	if (!file_ok(fd, shared, why, n) || fstat(fd, &st) != 0)
@@ -507,7 +506,7 @@ static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, c
 	accounts_map(p);
 	p->index = (unsigned)slot;
 	p->me = &f->member[slot];
-	member_fill(p->me);
+	member_fill(p->me, cmd);
 	atomic_fetch_add_explicit(&f->h.joins, 1, memory_order_relaxed);
 	return true;
 }
@@ -523,6 +522,9 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 	snprintf(p->name, sizeof p->name, "%s", name);
 	memset((void *)p->res_of, 0xff, sizeof p->res_of);
 	bool shared = name[0] == '/';
+	/* read before the registry lock: others wait on it */
+	char cmd[CURESV_POOL_CMDLINE];
+	curesv_live_cmdline(cmd, sizeof cmd);
 	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, shared ? 0660 : 0600);
 	if (fd < 0) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': %s: running unpooled", name, path,
@@ -535,7 +537,7 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 		close(fd);
 		return false;
 	}
-	bool ok = join_locked(p, fd, path, shared, why, sizeof why);
+	bool ok = join_locked(p, fd, path, shared, cmd, why, sizeof why);
 	registry_unlock(fd);
 	if (!ok) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': %s: running unpooled", name, path,

@@ -855,6 +855,21 @@ def check_torch_meminfo(report, out):
     return model["allocs"], model["frees"], model["cross_thread_frees"]
 
 
+def check_torch_pool(report, out):
+    """torch_pool.py's own checks passed; the exit report names the pool, its refusal, one member
+    left, and nothing live (the killed member's bytes reclaimed, the survivor's freed)."""
+    if "torch_pool: ok" not in out:
+        raise AssertionError("torch_pool.py: %r" % out[-600:])
+    pool = report["pool"]
+    if pool is None:
+        raise AssertionError("the report names no pool")
+    expect("pool refusals", pool["refusals"], 1)
+    expect("pool members at exit", pool["members"], 1)
+    for d in pool["devices"]:
+        expect("pool device %d live at exit" % d["device"], d["live"], 0)
+    return report["shared"]["allocs"], report["shared"]["frees"], 0
+
+
 def check_torch_module(report, out):
     """The module names the threads, reserves and attaches; tensors cross threads; stats agree."""
     if "torch_module: ok" not in out:
@@ -1573,6 +1588,12 @@ def cases(stack, bindir, sanitized=False):
                      "python*=model", "--"] + gpu_py("torch_meminfo.py"),
                     check_torch_meminfo, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
                                               "PYTHONPATH": scripts_dir},
+                    stacks=("gpu",), sanitized=False))
+    # two processes in one pool, one SIGKILLed: the survivor gets its memory back
+    out.append(Case("pytorch: two processes share a pool, one killed",
+                    gpu_py("torch_pool.py"), check_torch_pool,
+                    env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CURESV_MODE": "enforce",
+                         "CURESV_CAPACITY": "6500M", "CURESV_POOL": "gpu-check-%d" % os.getpid()},
                     stacks=("gpu",), sanitized=False))
     # scripts/gpu-check exports its PyTorch trace and runs torch.cuda._memory_viz on it first
     viz = b("memory_viz.result")
