@@ -90,9 +90,23 @@ static bool byte_lock(int fd, off_t at, short type, bool wait)
 	}
 }
 
+/* The registry lock, waited for at most about 2 s: a holder stopped (SIGSTOP, a debugger) must
+ * not hang every other member; the caller then goes on without it (one line, or no reclaim). A
+ * holder's death frees it at once. */
 static bool registry_lock(int fd)
 {
-	return byte_lock(fd, CURESV_POOL_LOCK_REGISTRY, F_WRLCK, true);
+	struct timespec t = { 0, 20 * 1000 };
+	for (long waited = 0; waited < 2000L * 1000 * 1000; waited += t.tv_nsec) {
+		if (byte_lock(fd, CURESV_POOL_LOCK_REGISTRY, F_WRLCK, false))
+			return true;
+		if (errno != EAGAIN && errno != EACCES)
+			return false;
+		nanosleep(&t, NULL);
+		if (t.tv_nsec < 1000 * 1000)
+			t.tv_nsec *= 2;
+	}
+	errno = ETIMEDOUT;
+	return false;
 }
 
 static void registry_unlock(int fd)
@@ -532,8 +546,12 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 		return false;
 	}
 	if (!registry_lock(fd)) {
-		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': cannot lock it: %s: running "
-			   "unpooled", name, path, strerror(errno));
+		if (errno == ETIMEDOUT)
+			curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': another process held its "
+				   "registry lock for 2 s (stopped?): running unpooled", name, path);
+		else
+			curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': cannot lock it: %s: running "
+				   "unpooled", name, path, strerror(errno));
 		close(fd);
 		return false;
 	}
