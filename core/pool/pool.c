@@ -588,11 +588,16 @@ void curesv_pool_leave(curesv_pool *p)
 	p->fd = -1;
 }
 
+/* What a forked child's pool handle counts its (refused) updates' busy count in: not the parent's
+ * slot. */
+static struct curesv_pool_member forgotten;
+
 void curesv_pool_forget(curesv_pool *p)
 {
 	if (p->f == NULL)
 		return;
 	atomic_store_explicit(&p->gone, true, memory_order_relaxed);
+	p->me = &forgotten; /* the child has one thread: no update is under way */
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;

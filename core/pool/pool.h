@@ -212,13 +212,16 @@ bool curesv_pool_charge_refused_(curesv_pool *p, unsigned account, int64_t b);
 static inline bool curesv_pool_update_begin_(curesv_pool *p)
 {
 	for (;;) {
-		if (__builtin_expect(atomic_load_explicit(&p->gone, memory_order_relaxed), 0))
-			return false;
-		/* seq_cst, with the recounter's store of frozen: one sees the other */
+		/* seq_cst, with the recounter's store of frozen and the leaver's of gone: a thread
+		 * sees them, or is seen busy and waited for */
 		atomic_fetch_add_explicit(&p->me->busy, 1, memory_order_seq_cst);
-		if (__builtin_expect(!atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst), 1))
+		bool gone = atomic_load_explicit(&p->gone, memory_order_seq_cst);
+		if (__builtin_expect(!gone && !atomic_load_explicit(&p->f->h.frozen,
+								    memory_order_seq_cst), 1))
 			return true;
 		atomic_fetch_sub_explicit(&p->me->busy, 1, memory_order_release);
+		if (gone)
+			return false;
 		curesv_pool_wait_unfrozen_(p);
 	}
 }
