@@ -291,37 +291,40 @@ static bool recount(struct curesv_pool_file *f, int fd, unsigned high, int self)
 			pause_briefly(round);
 		}
 	}
-	int64_t used[CURESV_POOL_ACCOUNTS] = { 0 };
-	uint32_t members[CURESV_POOL_RESERVATIONS] = { 0 };
-	for (unsigned i = 0; i < high; i++) {
-		struct curesv_pool_member *m = &f->member[i];
-		if (atomic_load_explicit(&m->state, memory_order_relaxed) != CURESV_POOL_ALIVE)
-			continue;
-		for (unsigned a = 0; a < CURESV_POOL_ACCOUNTS; a++)
-			used[a] += atomic_load_explicit(&m->held[a], memory_order_relaxed);
-		for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++)
-			if (atomic_load_explicit(&m->declared[r / 64], memory_order_relaxed) &
-			    (UINT64_C(1) << (r % 64)))
-				members[r]++;
-	}
+	/* account by account, over the live members (no table on the stack: a program's thread
+	 * with a small stack may be the one recounting) */
+	int64_t reserved[CURESV_MAX_DEVICES] = { 0 };
 	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++) {
 		struct curesv_pool_reservation *res = &f->res[r];
 		if (atomic_load_explicit(&res->state, memory_order_relaxed) != CURESV_POOL_RES_ACTIVE)
 			continue;
-		atomic_store_explicit(&res->used, used[r], memory_order_relaxed);
-		atomic_store_explicit(&res->members, members[r], memory_order_relaxed);
-		int d = atomic_load_explicit(&res->device, memory_order_relaxed);
-		if (members[r] == 0 && used[r] == 0) {
-			atomic_store_explicit(&res->state, CURESV_POOL_RES_FREE, memory_order_relaxed);
-			continue;
+		int64_t used = 0;
+		uint32_t members = 0;
+		for (unsigned i = 0; i < high; i++) {
+			struct curesv_pool_member *m = &f->member[i];
+			if (atomic_load_explicit(&m->state, memory_order_relaxed) != CURESV_POOL_ALIVE)
+				continue;
+			used += atomic_load_explicit(&m->held[r], memory_order_relaxed);
+			members += (atomic_load_explicit(&m->declared[r / 64], memory_order_relaxed) >>
+				    (r % 64)) & 1;
 		}
-		if ((unsigned)d < CURESV_MAX_DEVICES)
-			used[CURESV_POOL_SHARED0 + (unsigned)d] +=
-				(int64_t)atomic_load_explicit(&res->size, memory_order_relaxed);
+		atomic_store_explicit(&res->used, used, memory_order_relaxed);
+		atomic_store_explicit(&res->members, members, memory_order_relaxed);
+		int d = atomic_load_explicit(&res->device, memory_order_relaxed);
+		if (members == 0 && used == 0)
+			atomic_store_explicit(&res->state, CURESV_POOL_RES_FREE, memory_order_relaxed);
+		else if ((unsigned)d < CURESV_MAX_DEVICES)
+			reserved[d] += (int64_t)atomic_load_explicit(&res->size, memory_order_relaxed);
 	}
-	for (unsigned d = 0; d < CURESV_MAX_DEVICES; d++)
-		atomic_store_explicit(&f->dev[d].claimed, used[CURESV_POOL_SHARED0 + d],
-				      memory_order_relaxed);
+	for (unsigned d = 0; d < CURESV_MAX_DEVICES; d++) {
+		int64_t shared = 0;
+		for (unsigned i = 0; i < high; i++)
+			if (atomic_load_explicit(&f->member[i].state, memory_order_relaxed) ==
+			    CURESV_POOL_ALIVE)
+				shared += atomic_load_explicit(&f->member[i].held[CURESV_POOL_SHARED0 + d],
+							       memory_order_relaxed);
+		atomic_store_explicit(&f->dev[d].claimed, reserved[d] + shared, memory_order_relaxed);
+	}
 	atomic_fetch_add_explicit(&f->h.recounts, 1, memory_order_relaxed);
 	atomic_store_explicit(&f->h.stale, 0, memory_order_relaxed);
 	/* seq_cst: the counts above are in place before any member goes on */
@@ -435,7 +438,9 @@ static bool file_make(int fd, const char *path, bool shared, const char *name, c
 	}
 	if (shared)
 		shared_mode(fd, path);
-	int err = posix_fallocate(fd, 0, (off_t)sizeof(struct curesv_pool_file));
+	int err;
+	while ((err = posix_fallocate(fd, 0, (off_t)sizeof(struct curesv_pool_file))) == EINTR)
+		;
 	if (err != 0) {
 		(void)!ftruncate(fd, 0); /* the next member tries again */
 		snprintf(why, n, "cannot make it %zu bytes: %s", sizeof(struct curesv_pool_file),
