@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/lock.h"
 #include "base/log.h"
 #include "base/units.h"
 #include "config/config.h"
@@ -90,28 +91,50 @@ static bool byte_lock(int fd, off_t at, short type, bool wait)
 	}
 }
 
+/* The registry lock is an open file description's: it holds other processes off, never this
+ * process's other threads, which share the member's descriptor (two of them refused at once would
+ * reclaim, recount and declare together, and the first to unlock would let every process in).
+ * They take this mutex first. */
+static pthread_mutex_t registry_threads = PTHREAD_MUTEX_INITIALIZER;
+
 /* The registry lock, waited for at most about 2 s: a holder stopped (SIGSTOP, a debugger) must
  * not hang every other member; the caller then goes on without it (one line, or no reclaim). A
  * holder's death frees it at once. */
 static bool registry_lock(int fd)
 {
+	curesv_lock(&registry_threads);
 	struct timespec t = { 0, 20 * 1000 };
 	for (long waited = 0; waited < 2000L * 1000 * 1000; waited += t.tv_nsec) {
 		if (byte_lock(fd, CURESV_POOL_LOCK_REGISTRY, F_WRLCK, false))
 			return true;
 		if (errno != EAGAIN && errno != EACCES)
-			return false;
+			break;
 		nanosleep(&t, NULL);
 		if (t.tv_nsec < 1000 * 1000)
 			t.tv_nsec *= 2;
+		errno = ETIMEDOUT;
 	}
-	errno = ETIMEDOUT;
+	int err = errno;
+	curesv_unlock(&registry_threads);
+	errno = err;
+	return false;
+}
+
+/* Without waiting: false while a thread of this process or another process holds it. */
+static bool registry_trylock(int fd)
+{
+	if (!curesv_trylock(&registry_threads))
+		return false;
+	if (byte_lock(fd, CURESV_POOL_LOCK_REGISTRY, F_WRLCK, false))
+		return true;
+	curesv_unlock(&registry_threads);
 	return false;
 }
 
 static void registry_unlock(int fd)
 {
 	byte_lock(fd, CURESV_POOL_LOCK_REGISTRY, F_UNLCK, false);
+	curesv_unlock(&registry_threads);
 }
 
 static off_t member_byte(unsigned i)
@@ -745,8 +768,7 @@ void curesv_pool_wait_unfrozen_(curesv_pool *p)
 	for (unsigned round = 0; atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst);
 	     round++) {
 		pause_briefly(round);
-		if (round % 256 == 255 &&
-		    byte_lock(p->fd, CURESV_POOL_LOCK_REGISTRY, F_WRLCK, false)) {
+		if (round % 256 == 255 && registry_trylock(p->fd)) {
 			/* frozen and no one holds the registry: its recounter died */
 			if (atomic_load_explicit(&p->f->h.frozen, memory_order_relaxed)) {
 				unsigned high = atomic_load_explicit(&p->f->h.member_high,
