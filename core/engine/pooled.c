@@ -44,12 +44,14 @@ static void sink_enforced(void *ctx, unsigned action, uint32_t origin, int devic
 
 void curesv_engine_pool_start(curesv_engine *e)
 {
-	char path[4096], why[256];
+	/* static: the engine starts once, maybe on a thread with a small stack */
+	static char path[4096], why[256];
 	const char *v = e->cfg.pool;
 	if (!v[0])
 		return;
 	if (!curesv_pool_path(v, path, sizeof path, why, sizeof why)) {
-		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: %s: running unpooled", v, why);
+		if (why[0]) /* else its line is said */
+			curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: %s: running unpooled", v, why);
 		return;
 	}
 	/* its own mapping: the engine may be the live books', which readers copy whole */

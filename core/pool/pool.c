@@ -62,9 +62,10 @@ bool curesv_pool_path(const char *v, char *out, size_t n, char *why, size_t wn)
 			return false;
 		k = snprintf(out, n, "%s/curesv.pool", v);
 	} else {
-		char dir[4096];
+		/* static: the engine's start may run on a thread with a small stack (once) */
+		static char dir[4096];
 		if (!curesv_user_dir("CURESV_POOL", "running unpooled", dir, sizeof dir)) {
-			snprintf(why, wn, "no folder for it (said above)");
+			why[0] = '\0'; /* its line is said */
 			return false;
 		}
 		k = snprintf(out, n, "%s/%s.pool", dir, v);
@@ -440,7 +441,7 @@ static bool file_ok(int fd, bool shared, char *why, size_t n)
 /* A shared folder's file goes to the folder's group, 0660 (what setgid 02770 does by itself). */
 static void shared_mode(int fd, const char *path)
 {
-	char dir[4096];
+	static char dir[4096]; /* the engine's start: once, maybe on a small stack */
 	snprintf(dir, sizeof dir, "%s", path);
 	char *slash = strrchr(dir, '/');
 	if (slash)
@@ -474,6 +475,7 @@ static bool file_make(int fd, const char *path, bool shared, const char *name, c
 		       0);
 	if (m == MAP_FAILED) {
 		snprintf(why, n, "mmap: %s", strerror(errno));
+		(void)!ftruncate(fd, 0); /* never left unfinished: the next member makes it */
 		return false;
 	}
 	header_fill(m, name);
@@ -555,7 +557,7 @@ static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, c
 
 bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool enforce)
 {
-	char why[256];
+	static char why[256]; /* the engine's start: once, maybe on a small stack */
 	p->f = NULL;
 	p->fd = -1;
 	p->enforce = enforce;
@@ -565,7 +567,7 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 	memset((void *)p->res_of, 0xff, sizeof p->res_of);
 	bool shared = name[0] == '/';
 	/* read before the registry lock: others wait on it */
-	char cmd[CURESV_POOL_CMDLINE];
+	static char cmd[CURESV_POOL_CMDLINE];
 	curesv_live_cmdline(cmd, sizeof cmd);
 	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, shared ? 0660 : 0600);
 	if (fd < 0) {

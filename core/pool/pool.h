@@ -151,13 +151,13 @@ typedef struct curesv_pool {
 
 /* The pool file of CURESV_POOL value `v` into out[n]: the per-user folder's NAME.pool (the folder
  * made if missing), or FOLDER/curesv.pool once FOLDER passed the shared folder's checks. False
- * with one line's reason in why[wn]. */
+ * with one line's reason in why[wn], or why[0] NUL when the line was said already (the per-user
+ * folder's). Not thread-safe (a static buffer: the engine's start, a reader). */
 bool curesv_pool_path(const char *v, char *out, size_t n, char *why, size_t wn);
 
 /* ---- members (not on the allocation path) -------------------------------------------------- */
 
 /* Joins the pool of file `path` (made if missing): maps it, takes a free member slot and its lock.
- * `capacity[d]` (0: not known yet) is offered for each device; the pool's stands where it has one.
  * False, with one warning line naming the pool and why, for anything else (the process then runs
  * unpooled): a file that is not a pool of this build's, the bound of members, ENOSPC, a lock
  * denied. Not thread-safe (the engine's start). */
