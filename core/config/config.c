@@ -107,7 +107,7 @@ static bool parse_pool(const char *v, curesv_config *c, struct curesv_bad *bad)
 	if (n >= sizeof c->pool)
 		return curesv_bad_fail(bad, v, n, "path too long");
 	if (n != 0 && !curesv_pool_name_ok(v, why, sizeof why))
-		return curesv_bad_fail(bad, v, n, why);
+		return curesv_bad_failf(bad, v, n, "%s", why);
 	memcpy(c->pool, v, n + 1);
 	return true;
 }

@@ -89,7 +89,9 @@ uint64_t curesv_engine_pool_capacity(curesv_engine *e, int device, uint64_t byte
 	uint64_t cap = curesv_pool_capacity(e->pool, device, bytes);
 	if (cap == 0)
 		return bytes;
-	if (configured && cap != bytes) {
+	/* one line, for the first device that differs (CURESV_CAPACITY=SIZE names all of them) */
+	static _Atomic bool said;
+	if (configured && cap != bytes && !atomic_exchange_explicit(&said, true, memory_order_relaxed)) {
 		char a[32], b[32];
 		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: device %d's capacity is %s in the pool, "
 			   "not %s (CURESV_CAPACITY): the pool's stands", e->pool->name, device,

@@ -275,8 +275,22 @@ static void slot_free(struct curesv_pool_file *f, struct curesv_pool_member *m)
 		atomic_store_explicit(&m->held[a], 0, memory_order_relaxed);
 	atomic_store_explicit(&m->busy, 0, memory_order_relaxed);
 	atomic_store_explicit(&m->pid, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->nonce, 0, memory_order_relaxed);
 	/* release: a joiner that finds the slot free finds it empty */
 	atomic_store_explicit(&m->state, CURESV_POOL_FREE, memory_order_release);
+}
+
+/* A pool with no member left: its capacities go, so that the next first member's stands (its
+ * reservations went with their members; its counters stay as its history). Under the registry
+ * lock. */
+static void maybe_emptied(struct curesv_pool_file *f)
+{
+	unsigned high = atomic_load_explicit(&f->h.member_high, memory_order_relaxed);
+	for (unsigned i = 0; i < high && i < CURESV_POOL_MEMBERS; i++)
+		if (atomic_load_explicit(&f->member[i].state, memory_order_relaxed) != CURESV_POOL_FREE)
+			return;
+	for (unsigned d = 0; d < CURESV_MAX_DEVICES; d++)
+		atomic_store_explicit(&f->dev[d].capacity, 0, memory_order_relaxed);
 }
 
 static void pause_briefly(unsigned round)
@@ -391,8 +405,10 @@ static unsigned reclaim_locked(struct curesv_pool_file *f, int fd, int self)
 				slot_free(f, &f->member[i]);
 		recount(f, fd, high, self);
 	}
-	if (found)
+	if (found) {
 		atomic_fetch_add_explicit(&f->h.reclaims, found, memory_order_relaxed);
+		maybe_emptied(f);
+	}
 	return found;
 }
 
@@ -510,15 +526,17 @@ static int slot_take(struct curesv_pool_file *f, int fd)
 	return -1;
 }
 
-static void member_fill(struct curesv_pool_member *m, const char *cmd)
+static uint64_t member_fill(struct curesv_pool_member *m, const char *cmd)
 {
+	uint64_t nonce = curesv_live_nonce() | 1; /* never 0: a free slot's */
 	atomic_store_explicit(&m->pid, (int64_t)getpid(), memory_order_relaxed);
-	atomic_store_explicit(&m->nonce, curesv_live_nonce(), memory_order_relaxed);
+	atomic_store_explicit(&m->nonce, nonce, memory_order_relaxed);
 	atomic_store_explicit(&m->joined_ns, curesv_live_now_ns(), memory_order_relaxed);
 	atomic_store_explicit(&m->uid, (uint32_t)geteuid(), memory_order_relaxed);
 	memcpy(m->cmdline, cmd, CURESV_POOL_CMDLINE);
 	/* release: a reader that sees it alive sees who it is */
 	atomic_store_explicit(&m->state, CURESV_POOL_ALIVE, memory_order_release);
+	return nonce;
 }
 
 static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, const char *cmd,
@@ -550,7 +568,9 @@ static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, c
 	accounts_map(p);
 	p->index = (unsigned)slot;
 	p->me = &f->member[slot];
-	member_fill(p->me, cmd);
+	atomic_store_explicit(&p->nonce, member_fill(p->me, cmd), memory_order_relaxed);
+	p->dev = st.st_dev;
+	p->ino = st.st_ino;
 	atomic_fetch_add_explicit(&f->h.joins, 1, memory_order_relaxed);
 	return true;
 }
@@ -597,24 +617,70 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 	return true;
 }
 
+/* The member's descriptor of the pool, checked first: the program may have closed it and opened
+ * another file on its number, which curesv must never lock or close. Lost, it is opened again by
+ * its path (the same file) and the member's lock taken again, while the slot is still this
+ * process's; else the process leaves the pool, with one line. False when there is none. */
+static bool fd_mend(curesv_pool *p)
+{
+	if (curesv_live_same(p->fd, p->dev, p->ino))
+		return true;
+	int fd = open(p->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && !curesv_live_same(fd, p->dev, p->ino)) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd >= 0 && !registry_lock(fd)) {
+		close(fd); /* held past its wait: tried again next time */
+		p->fd = -1;
+		return false;
+	}
+	p->fd = fd;
+	bool mine = fd >= 0 && atomic_load_explicit(&p->me->nonce, memory_order_relaxed) == p->nonce &&
+		    byte_lock(fd, member_byte(p->index), F_WRLCK, false);
+	if (fd >= 0)
+		registry_unlock(fd);
+	if (mine)
+		return true;
+	atomic_store_explicit(&p->nonce, 0, memory_order_relaxed); /* never this process's again */
+	curesv_pool_still_mine_(p); /* says why, once */
+	return false;
+}
+
+bool curesv_pool_still_mine_(curesv_pool *p)
+{
+	if (p->nonce != 0 && atomic_load_explicit(&p->me->nonce, memory_order_relaxed) == p->nonce)
+		return true;
+	if (!atomic_exchange_explicit(&p->gone, true, memory_order_seq_cst))
+		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: the program closed curesv's descriptor of "
+			   "the pool, which dropped this process's membership: its allocations are "
+			   "counted in the pool no more", p->name);
+	return false;
+}
+
 void curesv_pool_leave(curesv_pool *p)
 {
-	if (p->f == NULL || p->gone)
+	if (p->f == NULL || atomic_load_explicit(&p->gone, memory_order_relaxed))
 		return;
-	/* release: a thread that sees gone no longer starts an update; those under way end */
+	/* seq_cst: a thread that does not see gone is seen busy (curesv_pool_update_begin_) */
 	atomic_store_explicit(&p->gone, true, memory_order_seq_cst);
 	for (unsigned round = 0;
 	     atomic_load_explicit(&p->me->busy, memory_order_seq_cst) != 0 && round < 2000; round++)
 		pause_briefly(round);
-	if (registry_lock(p->fd)) {
-		give_back(p->f, p->me);
-		slot_free(p->f, p->me);
-		atomic_fetch_add_explicit(&p->f->h.leaves, 1, memory_order_relaxed);
+	bool ours = fd_mend(p);
+	if (ours && registry_lock(p->fd)) {
+		if (atomic_load_explicit(&p->me->nonce, memory_order_relaxed) == p->nonce) {
+			give_back(p->f, p->me);
+			slot_free(p->f, p->me);
+			atomic_fetch_add_explicit(&p->f->h.leaves, 1, memory_order_relaxed);
+			maybe_emptied(p->f);
+		}
 		registry_unlock(p->fd);
 	}
 	/* the mapping stays: a thread still running past the end may read it; the descriptor
-	 * goes, and with it the member's lock */
-	close(p->fd);
+	 * goes (only if still the pool's), and with it the member's lock */
+	if (ours)
+		close(p->fd);
 	p->fd = -1;
 }
 
@@ -747,7 +813,7 @@ static int declare_locked(curesv_pool *p, const char *name, int device, uint64_t
 
 int curesv_pool_declare(curesv_pool *p, const char *name, int device, uint64_t *size)
 {
-	if (p->f == NULL || p->gone || (unsigned)device >= CURESV_MAX_DEVICES)
+	if (p->f == NULL || p->gone || (unsigned)device >= CURESV_MAX_DEVICES || !fd_mend(p))
 		return -1;
 	if (!registry_lock(p->fd))
 		return -1;
@@ -770,7 +836,7 @@ void curesv_pool_wait_unfrozen_(curesv_pool *p)
 	for (unsigned round = 0; atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst);
 	     round++) {
 		pause_briefly(round);
-		if (round % 256 == 255 && registry_trylock(p->fd)) {
+		if (round % 256 == 255 && fd_mend(p) && registry_trylock(p->fd)) {
 			/* frozen and no one holds the registry: its recounter died */
 			if (atomic_load_explicit(&p->f->h.frozen, memory_order_relaxed)) {
 				unsigned high = atomic_load_explicit(&p->f->h.member_high,
@@ -819,7 +885,8 @@ bool curesv_pool_charge_refused_(curesv_pool *p, unsigned account, int64_t b)
 {
 	const struct curesv_pool_account_ref *r = &p->acct[account];
 	int64_t now;
-	if (curesv_pool_reclaim(p->f, p->fd, (int)p->index) != 0 && curesv_pool_update_begin_(p)) {
+	if (fd_mend(p) && curesv_pool_reclaim(p->f, p->fd, (int)p->index) != 0 &&
+	    curesv_pool_update_begin_(p)) {
 		bool ok = curesv_pool_add_within_(r, b, &now);
 		if (ok)
 			atomic_fetch_add_explicit(&p->me->held[account], b, memory_order_relaxed);
