@@ -546,6 +546,10 @@ unsigned curesv_config_load_secure(curesv_config *cfg, char *const *envp, curesv
 				ignored_report = ignored;
 			else if (options[i].parse == parse_suppressions)
 				ignored_supp = ignored;
+			else if (options[i].parse == parse_pool && ignored)
+				curesv_diag_add(diag, CURESV_LOG_WARN, "secure execution (a setuid, "
+						"setgid or file-capability program): CURESV_POOL ignored, "
+						"the process runs unpooled");
 		} else {
 			value = option_value(envp, options[i].name);
 		}

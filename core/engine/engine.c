@@ -78,6 +78,8 @@ static curesv_status reserve(curesv_engine *e, const char *name, uint64_t bytes,
 	curesv_trace_reserved(st, h, name, bytes, device);
 	if (st == CURESV_OK)
 		curesv_engine_pool_bind(e, h, pooled);
+	else if (pooled >= 0)
+		curesv_engine_pool_undeclare(e, pooled);
 	return st;
 }
 
@@ -177,9 +179,13 @@ curesv_status curesv_engine_reserve(curesv_engine *e, const char *name, uint64_t
 
 curesv_status curesv_engine_release(curesv_engine *e, const char *name)
 {
+	uint32_t h = 0;
+	bool pooled = e->pool && curesv_ledger_find(&e->ledger, name, &h) == CURESV_OK;
 	curesv_trace_hold();
 	curesv_status st = curesv_ledger_release(&e->ledger, name);
 	curesv_trace_released(st, name);
+	if (st == CURESV_OK && pooled)
+		curesv_engine_pool_released(e, h);
 	return st;
 }
 

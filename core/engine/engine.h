@@ -258,6 +258,12 @@ uint64_t curesv_engine_pool_capacity(curesv_engine *e, int device, uint64_t byte
  * the ledger's handle once the ledger made it. */
 int curesv_engine_pool_declare(curesv_engine *e, const char *name, int device, uint64_t *bytes);
 void curesv_engine_pool_bind(curesv_engine *e, uint32_t handle, int r);
+/* The ledger did not make it after all: the pool's reservation `r` is not declared by this
+ * process. */
+void curesv_engine_pool_undeclare(curesv_engine *e, int r);
+/* Reservation `handle` was released (curesv_release): its bytes are the device's shared pool's in
+ * the pool too (pool.h, curesv_pool_release). */
+void curesv_engine_pool_released(curesv_engine *e, uint32_t handle);
 /* Enforce mode: op's charge (made) admitted by the pool too; false when the pool refuses, the
  * charge then undone and counted as a refusal of its account. */
 bool curesv_engine_pool_admit(curesv_engine *e, curesv_alloc_op *op);

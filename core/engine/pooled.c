@@ -204,8 +204,11 @@ void curesv_engine_pool_budget(curesv_engine *e, curesv_ref origin, int device, 
 	unsigned a = CURESV_POOL_SHARED0 + (unsigned)device;
 	struct curesv_payer payer;
 	/* the thread's reservation while live and on this device, as the ledger decides who pays */
-	if (origin != CURESV_SHARED && curesv_ledger_payer(&e->ledger, origin, device, &payer))
+	if (origin != CURESV_SHARED && curesv_ledger_payer(&e->ledger, origin, device, &payer)) {
 		a = curesv_pool_account(e->pool, payer.handle, device);
+		if (a >= CURESV_POOL_SHARED0)
+			return; /* a reservation of the process's own: its figures stand */
+	}
 	if (a < CURESV_POOL_SHARED0) {
 		*size = (int64_t)atomic_load_explicit(&f->res[a].size, memory_order_relaxed);
 		*charged = atomic_load_explicit(&f->res[a].used, memory_order_relaxed);
@@ -223,4 +226,16 @@ void curesv_engine_pool_budget(curesv_engine *e, curesv_ref origin, int device, 
 			reserved += (int64_t)atomic_load_explicit(&f->res[r].size, memory_order_relaxed);
 	*size = (int64_t)cap - reserved;
 	*charged = atomic_load_explicit(&f->dev[device].claimed, memory_order_relaxed) - reserved;
+}
+
+void curesv_engine_pool_released(curesv_engine *e, uint32_t handle)
+{
+	unsigned slot = curesv_handle_slot(handle);
+	int device = atomic_load_explicit(&e->ledger.res[slot].device, memory_order_relaxed);
+	curesv_pool_release(e->pool, handle, device);
+}
+
+void curesv_engine_pool_undeclare(curesv_engine *e, int r)
+{
+	curesv_pool_undeclare(e->pool, r);
 }

@@ -190,6 +190,16 @@ int curesv_pool_declare(curesv_pool *p, const char *name, int device, uint64_t *
  * to its device's shared pool) from now on. Thread-safe. */
 void curesv_pool_bind(curesv_pool *p, uint32_t handle, int r);
 
+/* The process released the reservation of ledger handle `handle` on `device`: its bytes charged to
+ * the pool's reservation move to the device's shared pool (the ledger's orphan tier), its frees
+ * are the shared pool's from now on, and the process no longer declares the pool's reservation
+ * (which leaves the pool with its last member, once it holds nothing). Thread-safe. */
+void curesv_pool_release(curesv_pool *p, uint32_t handle, int device);
+
+/* The process no longer declares the pool's reservation `r` (its ledger refused to make it):
+ * the reservation leaves the pool when no member declares it and it holds nothing. */
+void curesv_pool_undeclare(curesv_pool *p, int r);
+
 /* ---- the allocation path ------------------------------------------------------------------- */
 
 /* The pool account of ledger handle `origin` (slot << 16 | generation; 0: the shared pool) on

@@ -226,3 +226,24 @@ Test(pool, the_members_bound_is_told_in_one_line)
 	cr_assert_eq(curesv_pool_reclaim(a->f, a->fd, (int)a->index), CURESV_POOL_MEMBERS - 1);
 	curesv_pool_leave(a);
 }
+
+Test(pool, a_released_reservations_bytes_become_the_devices_and_it_leaves_the_pool)
+{
+	curesv_pool *a = member(true);
+	curesv_pool_capacity(a, 0, 64 << 20);
+	uint64_t size = 16 << 20;
+	int r = curesv_pool_declare(a, "r", 0, &size);
+	cr_assert_geq(r, 0);
+	uint32_t handle = 3u << 16 | 7u; /* slot 3, generation 7 */
+	curesv_pool_bind(a, handle, r);
+	cr_assert_eq(curesv_pool_account(a, handle, 0), (unsigned)r);
+	cr_assert(curesv_pool_charge(a, curesv_pool_account(a, handle, 0), 2 << 20, true));
+	cr_assert_eq(atomic_load(&a->f->dev[0].claimed), 16 << 20);
+	curesv_pool_release(a, handle, 0);
+	cr_assert_eq(curesv_pool_account(a, handle, 0), SHARED(0), "its frees are the device's now");
+	cr_assert_eq(atomic_load(&a->f->res[r].state), CURESV_POOL_RES_FREE, "no member declares it");
+	cr_assert_eq(atomic_load(&a->f->dev[0].claimed), 2 << 20, "its size back, its bytes the device's");
+	curesv_pool_credit(a, curesv_pool_account(a, handle, 0), 2 << 20);
+	cr_assert_eq(atomic_load(&a->f->dev[0].claimed), 0);
+	curesv_pool_leave(a);
+}
