@@ -61,12 +61,12 @@ enum curesv_pool_member_state {
 struct curesv_pool_device {
 	_Atomic uint64_t capacity;      /* bytes; 0 until a member with a capacity joined */
 	_Atomic int64_t claimed;        /* reservations' sizes + shared-pool bytes of all members */
-	_Atomic int64_t peak;           /* the most `claimed` less unused reservation room ever was:
-					   the most device bytes live at once, as far as seen */
+	_Atomic int64_t peak;           /* the most `claimed` ever was (reservations' sizes and
+					   shared-pool bytes together) */
 	_Atomic uint64_t refusals;      /* shared-pool allocations refused (enforce) */
 	_Atomic uint64_t over;          /* shared-pool allocations that took claimed past capacity
 					   (observe) */
-	_Atomic uint64_t shared_peak;   /* the most shared-pool bytes live at once */
+	_Atomic uint64_t shared_peak;   /* unused: kept for the layout */
 } __attribute__((aligned(64)));
 
 enum curesv_pool_res_state { CURESV_POOL_RES_FREE = 0, CURESV_POOL_RES_ACTIVE = 1 };

@@ -240,8 +240,6 @@ static void text_graph(curesv_engine *e, curesv_out *o, int d)
 		   curesv_format_bytes(v[3], res_high));
 }
 
-/* Virtual memory management: what cuMemCreate made and still holds, what is mapped, and imported
- * memory apart (another process's, or this one's charged already: never charged again). */
 /* CURESV_POOL: the pool's books as they stood, one line per device and reservation. */
 static void text_pool(struct curesv_out *o, const curesv_pool_snap *p)
 {
@@ -270,6 +268,8 @@ static void text_pool(struct curesv_out *o, const curesv_pool_snap *p)
 	}
 }
 
+/* Virtual memory management: what cuMemCreate made and still holds, what is mapped, and imported
+ * memory apart (another process's, or this one's charged already: never charged again). */
 static void text_vmm(curesv_out *o, const curesv_vmm_stats_t *v)
 {
 	if (!v->creates && !v->imports && !v->unknown_releases && !v->untracked)
