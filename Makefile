@@ -77,7 +77,7 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/unit/lsan.supp)
 export UBSAN_OPTIONS := halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS := halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live \
+.PHONY: all core unit check-layers check-unit check-integration check-install check-tools check-live check-pool \
 	check-docs check-pytest check-hazards test \
 	deps deps-build \
 	demo bench fuzz soak clean install uninstall
@@ -234,6 +234,22 @@ check-integration: $(O)/libcuresv.so sim
 # cannot run. Plain shim only: the loader preloads no sanitizer runtime into a set-user-ID program.
 PRIVILEGED := python3 tests/integration/privileged.py --lib $(O)/libcuresv.so --sim $(SIM_DIR) \
 	--bin $(IT_BIN) --src tests/integration --cc "$(IT_CC)"
+
+# Shared pools (CURESV_POOL): members of one pool under stress, SIGKILL, pid reuse and pid
+# namespaces, hundreds joining at once and the bound of members, permissions, torn and hostile
+# files, CURESV_MEMINFO=budget, observe mode, declarations and transfers (tests/integration/pool.py,
+# which reads the pool file by the offsets pool_layout prints). POOL_ARGS adds the driver's options
+# (--seconds for the stress, a case's name).
+POOL_PROGS := $(addprefix $(IT_BIN)/,pool_layout pool_stress pool_member)
+$(IT)/pool_layout: tests/integration/pool_layout.c core/pool/pool.h | $(IT)
+	$(IT_CC) -D_GNU_SOURCE -Icore $< -o $@
+
+check-pool: $(O)/libcuresv.so sim
+	$(MAKE) VARIANT=plain $(POOL_PROGS)
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/pool.py \
+		--lib $(O)/libcuresv.so --bin $(IT_BIN) \
+		$(if $(SAN_RUNTIME),--sanitizer-runtime $(SAN_RUNTIME)) $(POOL_ARGS)
 
 # ---- the drift soak: random operations of every family racing control calls, exact books ---------
 # Built once, plain; run under $(O)'s shim (a sanitized one behind its runtime), observe and enforce.
