@@ -226,6 +226,20 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	atomic_store(&sh->slot[me].pid, (int64_t)getpid());
+	/* curesv starts, and joins the pool, at the first CUDA call; then the lock moves above the
+	 * pool's descriptor. A killed process's files are released in the reverse order of their
+	 * descriptors (the kernel runs the deferred releases last queued first): the highest first,
+	 * so the slot stops counting before the pool may take the process for dead. */
+	void *first = NULL;
+	if (cudaMalloc(&first, 4096) == cudaSuccess)
+		cudaFree(first);
+	int high = fcntl(lock_fd, F_DUPFD_CLOEXEC, 900);
+	if (high < 0) {
+		perror("pool_stress: F_DUPFD");
+		return 2;
+	}
+	close(lock_fd);
+	lock_fd = high;
 	deadline = now_s() + atof(argv[4]);
 	struct worker *w = calloc((size_t)threads, sizeof *w);
 	for (int i = 0; i < threads; i++) {
