@@ -27,6 +27,8 @@ pool_layout prints (core/pool/pool.h's structures as this build lays them out).
                  the pool's
   declare        a reservation declared with another size: one line, the pool's size enforced;
                  curesv_transfer between the pool's reservations keeps the books exact
+  threads        16 threads of one member declare reservations at the same moment: each its own
+                 slot of the pool, the books zero after
 
     pool.py --lib build/plain/libcuresv.so --bin build/plain/it [--seconds 30] [CASE...]
 
@@ -912,7 +914,35 @@ def declare(ctx):
            "transfers a->b refused past b's size, then a->b, b->a exact"
 
 
+# ---- threads of one member --------------------------------------------------------------------------
+
+def threads(ctx):
+    """16 threads of one member declare reservations at the same moment, again and again: each
+    gets a reservation of its own in the pool, and the pool's books go back to zero at exit."""
+    env = ctx.env(CURESV_POOL="threads", CURESV_CAPACITY="1G")
+    rounds, began, n = 0, time.monotonic(), 16
+    while rounds < 60 and time.monotonic() - began < 3:
+        m = ctx.member(env)
+        m.alloc(4096)
+        tag = "r%d_" % rounds
+        out = m.cmd("race %d %d %s" % (n, MiB, tag))
+        expect("statuses", out, ["statuses"] + ["0"] * n)
+        b = ctx.books("threads")
+        res = {k: v for k, v in b.reservations().items() if k.startswith(tag)}
+        expect("round %d: the pool's reservations" % rounds, sorted(res),
+               sorted("%s%d" % (tag, k) for k in range(n)))
+        expect("round %d: their slots" % rounds, len({r["index"] for r in res.values()}), n)
+        expect("round %d: members of each" % rounds, {r["members"] for r in res.values()}, {1})
+        expect("round %d: claimed" % rounds, b.dev(0, "claimed"), n * MiB + 4096)
+        expect("exit", m.exit(0), 0)
+        ctx.books("threads").expect_zero()
+        rounds += 1
+    return "%d rounds of %d threads declaring at once: %d reservations each, books 0 after each" \
+        % (rounds, n, n)
+
+
 CASES = [
+    ("threads", threads),
     ("observe", observe),
     ("declare", declare),
     ("meminfo", meminfo),

@@ -11,6 +11,8 @@
  *   info / dinfo        cudaMemGetInfo / cuMemGetInfo_v2: "info FREE TOTAL"
  *   attach NAME|-       curesv_attach (- detaches): "status S" (-1: no curesv)
  *   reserve NAME BYTES  curesv_reserve on device 0: "status S"
+ *   race N BYTES TAG    N threads call curesv_reserve(TAG<k>, BYTES, 0) at the same moment:
+ *                       "statuses S0 S1 ..."
  *   transfer ID NAME    curesv_transfer: "status S"
  *   fork BYTES          a child allocates BYTES with cudaMalloc and waits: "child PID ok|err"
  *   reap                the child killed and waited for: "reaped"
@@ -20,6 +22,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +59,49 @@ static int control(const char *fn, const void *a, const char *b, size_t bytes)
 	if (strcmp(fn, "curesv_reserve") == 0)
 		return ((int (*)(const char *, size_t, int))sym)(b, bytes, 0);
 	return ((int (*)(const void *, const char *))sym)(a, b);
+}
+
+static pthread_barrier_t race_start;
+static size_t race_bytes;
+static char race_tag[64];
+
+struct racer {
+	pthread_t t;
+	int k, status;
+};
+
+static void *racer(void *arg)
+{
+	struct racer *r = arg;
+	char name[96];
+	snprintf(name, sizeof name, "%s%d", race_tag, r->k);
+	pthread_barrier_wait(&race_start);
+	r->status = control("curesv_reserve", NULL, name, race_bytes);
+	return NULL;
+}
+
+/* Threads that declare reservations all at once: the pool's registry must hold them apart. */
+static void race(int n, size_t bytes, const char *tag)
+{
+	struct racer r[64];
+	if (n < 1 || n > 64) {
+		printf("err -1\n");
+		return;
+	}
+	race_bytes = bytes;
+	snprintf(race_tag, sizeof race_tag, "%s", tag);
+	pthread_barrier_init(&race_start, NULL, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		r[i].k = i;
+		pthread_create(&r[i].t, NULL, racer, &r[i]);
+	}
+	printf("statuses");
+	for (int i = 0; i < n; i++) {
+		pthread_join(r[i].t, NULL);
+		printf(" %d", r[i].status);
+	}
+	printf("\n");
+	pthread_barrier_destroy(&race_start);
 }
 
 static void alloc(size_t bytes, int driver)
@@ -119,10 +165,10 @@ static void forked(size_t bytes)
 int main(void)
 {
 	char line[512], cmd[32], name[128];
-	long long a;
+	long long a, b;
 	while (fgets(line, sizeof line, stdin)) {
 		cmd[0] = name[0] = '\0';
-		a = 0;
+		a = b = 0;
 		sscanf(line, "%31s", cmd);
 		if (strcmp(cmd, "pid") == 0) {
 			printf("pid %d\n", (int)getpid());
@@ -154,6 +200,9 @@ int main(void)
 		} else if (strcmp(cmd, "reserve") == 0 &&
 			   sscanf(line, "%*s %127s %lld", name, &a) == 2) {
 			printf("status %d\n", control("curesv_reserve", NULL, name, (size_t)a));
+		} else if (strcmp(cmd, "race") == 0 &&
+			   sscanf(line, "%*s %lld %lld %63s", &a, &b, name) == 3) {
+			race((int)a, (size_t)b, name);
 		} else if (strcmp(cmd, "transfer") == 0 &&
 			   sscanf(line, "%*s %lld %127s", &a, name) == 2 && a >= 0 && a < nbufs) {
 			printf("status %d\n", control("curesv_transfer", bufs[a].p, name, 0));
