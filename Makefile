@@ -403,7 +403,7 @@ check-layers:
 test: deps
 	$(MAKE) check-layers
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools check-live \
-		check-docs check-pytest check-hazards sim-selftest soak
+		check-docs check-pytest check-hazards check-pool sim-selftest soak
 	$(MAKE) VARIANT=asan check-unit check-integration check-hazards soak
 	$(MAKE) VARIANT=tsan check-unit check-integration check-hazards
 	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)

@@ -374,9 +374,14 @@ def stress(ctx):
     expect_true("no refusal: the capacity was never reached", refusals > 100)
     expect_true("no process was killed", kills > 0 or not ctx.args.kill)
     path = ctx.pool_path("stress")
+    # one more dies holding 8 MiB: the last member below must reclaim it
+    victim = ctx.member(env)
+    victim.alloc(8 * MiB)
+    victim.kill()
     before = ctx.books("stress")
     dead = [m for m in before.members() if not m[4]]
     expect("members alive after all exited", before.alive(), [])
+    expect_true("the killed member left on the books", len(dead) >= 1)
     # the next member that would be refused reclaims the dead first: 48 MiB is the shared pool's
     last = ctx.member(ctx.env(CURESV_POOL="stress", CURESV_MODE="enforce",
                               CURESV_CAPACITY="64M", CURESV_RESERVATIONS="job=16M"))
