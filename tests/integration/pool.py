@@ -530,6 +530,7 @@ def start_gated(ctx, env, n):
     for m in ms:
         m.send("gate")
     began = time.monotonic()
+    opened_ns = time.time_ns()
     os.write(gate_w, b"g" * n)
     os.close(gate_w)
     firsts = []
@@ -537,6 +538,7 @@ def start_gated(ctx, env, n):
         out = m.p.stdout.readline().split()
         expect("first call", out[:1] + out[2:], ["first", "0"])
         firsts.append(int(out[1]))
+    ctx.gate_opened_ns = opened_ns
     return ms, sorted(firsts), time.monotonic() - began
 
 
@@ -551,18 +553,23 @@ def joining(ctx):
     expect("members", len(b.alive()), n)
     expect("distinct slots", len({m[0] for m in b.alive()}), n)
     expect("joins", b.header("joins"), n)
+    joined = sorted(b.member(m[0], "joined_ns") - ctx.gate_opened_ns for m in b.alive())
     median = lambda v: v[len(v) // 2]  # noqa: E731
+    # reported, not held to a bound: speed is the benchmarks' (make bench), and this machine's
+    # load is not the test's
     per_join_ms = (sum(t_pool) - sum(t_base)) / n / 1e6
-    expect_true("joining costs %.1f ms a process" % per_join_ms, per_join_ms < 50)
+    for m in ms:
+        expect("lines of a member that joined with 255 others", m.curesv_lines(), [])
     for m in ms:
         expect("exit", m.exit(0), 0)
     b = ctx.books("many")
     b.expect_zero()
     expect("leaves", b.header("leaves"), n)
-    ctx.timing = ("256 at once: first call median %.2f ms p99 %.2f ms max %.2f ms pooled, "
+    ctx.timing = ("256 at once: joined %.1f ms (median) and %.1f ms (last) after the gate "
+                  "opened; first call median %.2f ms p99 %.2f ms max %.2f ms pooled, "
                   "%.2f / %.2f / %.2f ms unpooled; %.2f ms a join (mean difference); all answered "
                   "in %.2f s pooled, %.2f s unpooled"
-                  % (median(t_pool) / 1e6, t_pool[int(n * 0.99)] / 1e6, t_pool[-1] / 1e6,
+                  % (median(joined) / 1e6, joined[-1] / 1e6, median(t_pool) / 1e6, t_pool[int(n * 0.99)] / 1e6, t_pool[-1] / 1e6,
                      median(t_base) / 1e6, t_base[int(n * 0.99)] / 1e6, t_base[-1] / 1e6,
                      per_join_ms, wall_pool, wall_base))
     print("joining: " + ctx.timing, flush=True)
