@@ -12,7 +12,8 @@ pool_layout prints (core/pool/pool.h's structures as this build lays them out).
   pid reuse      members in their own pid namespaces, all pid 1, two started at the same moment:
                  one killed, a new pid 1 reclaims it and only it; a pid of the root namespace
                  given to a new member after its holder was killed (ns_last_pid). Root only
-  joining        256 processes joining at once (time per join, against the same start unpooled);
+  joining        256 processes joining at once, each declaring a reservation (time per join,
+                 against the same start unpooled);
                  1,024 members, the 1,025th runs unpooled with one line and works; leaving frees
                  a slot another process then takes
   permissions    CURESV_POOL=/folder: world-writable, a symbolic link, another owner's: one line,
@@ -544,13 +545,16 @@ def start_gated(ctx, env, n):
 
 def joining(ctx):
     n = 256
-    base, t_base, wall_base = start_gated(ctx, ctx.env(), n)
+    # each declares a reservation as it starts: joining and declaring at once
+    unpooled = ctx.env(CURESV_RESERVATIONS="job=1M", CURESV_CAPACITY="1G")
+    base, t_base, wall_base = start_gated(ctx, unpooled, n)
     for m in base:
         expect("exit", m.exit(0), 0)
-    env = ctx.env(CURESV_POOL="many")
+    env = dict(unpooled, CURESV_POOL="many")
     ms, t_pool, wall_pool = start_gated(ctx, env, n)
     b = ctx.books("many")
     expect("members", len(b.alive()), n)
+    expect("members of the reservation", b.reservations()["job"]["members"], n)
     expect("distinct slots", len({m[0] for m in b.alive()}), n)
     expect("joins", b.header("joins"), n)
     joined = sorted(b.member(m[0], "joined_ns") - ctx.gate_opened_ns for m in b.alive())
