@@ -241,6 +241,8 @@ PRIVILEGED := python3 tests/integration/privileged.py --lib $(O)/libcuresv.so --
 # which reads the pool file by the offsets pool_layout prints). POOL_ARGS adds the driver's options
 # (--seconds for the stress, a case's name).
 POOL_PROGS := $(addprefix $(IT_BIN)/,pool_layout pool_stress pool_member)
+# Under ASan: every case but the hundreds of processes (joining, bound), the stress for 5 s.
+POOL_ASAN_ARGS := --seconds 5 threads observe declare meminfo hostile permissions pid stress
 $(IT)/pool_layout: tests/integration/pool_layout.c core/pool/pool.h | $(IT)
 	$(IT_CC) -D_GNU_SOURCE -Icore $< -o $@
 
@@ -405,6 +407,7 @@ test: deps
 	$(MAKE) VARIANT=plain check-unit check-integration check-install check-tools check-live \
 		check-docs check-pytest check-hazards check-pool sim-selftest soak
 	$(MAKE) VARIANT=asan check-unit check-integration check-hazards soak
+	$(MAKE) VARIANT=asan check-pool POOL_ARGS="$(POOL_ASAN_ARGS)"
 	$(MAKE) VARIANT=tsan check-unit check-integration check-hazards
 	$(MAKE) VARIANT=tsan soak OPS=$(TSAN_OPS)
 	$(MAKE) -j2 fuzz
