@@ -432,7 +432,7 @@ def pid_reuse(ctx):
     expect("live members (pid 1 twice)", sorted(m[2] for m in al), [1, 1])
     joined = [b.member(m[0], "joined_ns") for m in al]
     apart_ms = abs(joined[0] - joined[1]) / 1e6
-    xi = x.alloc(24 * MiB)
+    x.alloc(24 * MiB)
     y.alloc(16 * MiB)
     b = ctx.books("ns")
     slots = {m[0]: b.held(m[0], b.shared_account()) for m in b.alive()}
@@ -458,7 +458,6 @@ def pid_reuse(ctx):
     b = ctx.books("ns")
     expect("claimed after a refusal", b.dev(0, "claimed"), 56 * MiB)
     expect("reclaims after a refusal", b.header("reclaims"), 1)
-    del xi
     root_ns = reuse_root_pid(ctx)
     for m in (y, z):
         expect("exit", m.exit(0), 0)
