@@ -71,7 +71,7 @@ def expect_true(what, cond):
         raise AssertionError(what)
 
 
-# ---- the pool file ---------------------------------------------------------------------------------
+# ---- the pool file -------------------------------------------------------------------------------
 
 class Layout:
     """pool_layout's output: constants, sizes and offsets."""
@@ -179,7 +179,7 @@ class Books:
         expect("stale", self.header("stale", "I"), 0)
 
 
-# ---- programs ---------------------------------------------------------------------------------------
+# ---- programs ------------------------------------------------------------------------------------
 
 class Member:
     """pool_member under the shim, answering one line per command."""
@@ -305,7 +305,7 @@ def one_line(lines, pattern, what):
     return lines[0]
 
 
-# ---- stress -----------------------------------------------------------------------------------------
+# ---- stress --------------------------------------------------------------------------------------
 
 SLOT_BYTES, SHARED_HEAD = 64, 256
 STRESS_CAP, STRESS_RES = 64 * MiB, 16 * MiB
@@ -399,7 +399,7 @@ def stress(ctx):
                after.dev(0, "peak") / MiB))
 
 
-# ---- pid reuse and pid namespaces ------------------------------------------------------------------
+# ---- pid reuse and pid namespaces ----------------------------------------------------------------
 
 def can_unshare():
     if os.geteuid() != 0 or not shutil.which("unshare"):
@@ -519,7 +519,7 @@ def reclaim_by_member(ctx, env):
     m.exit(0)
 
 
-# ---- joining ------------------------------------------------------------------------------------------
+# ---- joining -------------------------------------------------------------------------------------
 
 def start_gated(ctx, env, n):
     gate_r, gate_w = os.pipe()
@@ -571,7 +571,8 @@ def joining(ctx):
                   "opened; first call median %.2f ms p99 %.2f ms max %.2f ms pooled, "
                   "%.2f / %.2f / %.2f ms unpooled; %.2f ms a join (mean difference); all answered "
                   "in %.2f s pooled, %.2f s unpooled"
-                  % (median(joined) / 1e6, joined[-1] / 1e6, median(t_pool) / 1e6, t_pool[int(n * 0.99)] / 1e6, t_pool[-1] / 1e6,
+                  % (median(joined) / 1e6, joined[-1] / 1e6, median(t_pool) / 1e6,
+                     t_pool[int(n * 0.99)] / 1e6, t_pool[-1] / 1e6,
                      median(t_base) / 1e6, t_base[int(n * 0.99)] / 1e6, t_base[-1] / 1e6,
                      per_join_ms, wall_pool, wall_base))
     print("joining: " + ctx.timing, flush=True)
@@ -628,7 +629,7 @@ def bound(ctx):
     return "%d members, the next unpooled with one line (%s)" % (most, line.strip())
 
 
-# ---- permissions ---------------------------------------------------------------------------------------
+# ---- permissions ---------------------------------------------------------------------------------
 
 def as_user(uid, gid, groups=()):
     def demote():
@@ -683,7 +684,8 @@ def permissions(ctx):
     expect("shared pool file mode", oct(stat.S_IMODE(st.st_mode)), oct(0o660))
     expect("shared pool file group", st.st_gid, group)
     expect("lines of the group's member", a.curesv_lines(), [])
-    nb = ctx.member(dict(env, XDG_RUNTIME_DIR=nobody_dir(ctx)), user=as_user(NOBODY, NOBODY, [group]))
+    nb = ctx.member(dict(env, XDG_RUNTIME_DIR=nobody_dir(ctx)),
+                    user=as_user(NOBODY, NOBODY, [group]))
     nb.alloc(4 * MiB)
     b = ctx.books(pool)
     expect("members' uids", sorted(m[3] for m in b.alive()), [0, NOBODY])
@@ -813,7 +815,7 @@ def hostile(ctx):
     return "; ".join(done)
 
 
-# ---- CURESV_MEMINFO=budget ---------------------------------------------------------------------------
+# ---- CURESV_MEMINFO=budget -----------------------------------------------------------------------
 
 def meminfo(ctx):
     common = dict(CURESV_POOL="mi", CURESV_MODE="enforce", CURESV_CAPACITY="64M",
@@ -850,7 +852,7 @@ def meminfo(ctx):
            "driver, two processes"
 
 
-# ---- observe mode ------------------------------------------------------------------------------------
+# ---- observe mode --------------------------------------------------------------------------------
 
 def observe(ctx):
     env = ctx.env(CURESV_POOL="obs", CURESV_MODE="observe", CURESV_CAPACITY="64M")
@@ -876,10 +878,11 @@ def observe(ctx):
     expect("claimed after the child", ctx.books("obs").dev(0, "claimed"), 40 * MiB)
     expect("exit", p2.exit(0), 0)
     ctx.books("obs").expect_zero()
-    return "80 MiB in a 64 MiB pool, 1 over; 40 MiB back at exit; a forked child's 8 MiB not counted"
+    return ("80 MiB in a 64 MiB pool, 1 over; 40 MiB back at exit; a forked child's 8 MiB not "
+            "counted")
 
 
-# ---- declarations and transfers -----------------------------------------------------------------
+# ---- declarations and transfers ------------------------------------------------------------------
 
 def declare(ctx):
     common = dict(CURESV_POOL="dec", CURESV_MODE="enforce", CURESV_CAPACITY="64M")
@@ -937,7 +940,7 @@ def declare(ctx):
            "transfers a->b refused past b's size, then a->b, b->a exact"
 
 
-# ---- threads of one member --------------------------------------------------------------------------
+# ---- threads of one member -----------------------------------------------------------------------
 
 def threads(ctx):
     """16 threads of one member declare reservations at the same moment, again and again: each

@@ -1,5 +1,6 @@
-/* The pool file's layout as this build lays it out (core/pool/pool.h), for tests/integration/pool.py
- * to read pool files with: one "name value" line per constant, size and field offset. */
+/* The pool file's layout as this build lays it out (core/pool/pool.h), which
+ * tests/integration/pool.py reads pool files by: one "name value" line per constant, size and
+ * field offset. */
 #include <stddef.h>
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
-/* A shared pool's member driven line by line (tests/integration/pool.py): each command read on stdin
- * is answered by one line on stdout, so that the driver can read the pool file between two steps.
+/* A shared pool's member driven line by line (tests/integration/pool.py): each command read on
+ * stdin is answered by one line on stdout, so that the driver reads the pool file between steps.
  * The control API is resolved with dlsym: the program also runs without curesv.
  *
  *   pid                 "pid N"
