@@ -30,6 +30,8 @@ pool_layout prints (core/pool/pool.h's structures as this build lays them out).
                  curesv_transfer between the pool's reservations keeps the books exact
   threads        16 threads of one member declare reservations at the same moment: each its own
                  slot of the pool, the books zero after
+  release        a member releases a reservation another still declares, with bytes of it live:
+                 the device never holds more than the capacity
 
     pool.py --lib build/plain/libcuresv.so --bin build/plain/it [--seconds 30] [CASE...]
 
@@ -940,6 +942,41 @@ def declare(ctx):
            "transfers a->b refused past b's size, then a->b, b->a exact"
 
 
+# ---- release ------------------------------------------------------------------------------------------
+
+def release(ctx):
+    """A member releases a reservation another member still declares, holding 3 MiB of it: those
+    bytes stay on the device, so the reservation's room is not whole again for the other."""
+    env = ctx.env(CURESV_POOL="rel", CURESV_MODE="enforce", CURESV_CAPACITY="64M",
+                  CURESV_RESERVATIONS="tmp=4M")
+    p1, p2 = ctx.member(env), ctx.member(env)
+    p1.alloc(MiB)
+    p2.alloc(MiB)
+    expect("attach", p1.status("attach tmp"), 0)
+    held = p1.alloc(3 * MiB)
+    p2.alloc(56 * MiB)          # the shared pool full: 60 MiB beside tmp's 4
+    live = (1 + 1 + 3 + 56) * MiB
+    expect("release", p1.status("release tmp"), 0)
+    b = ctx.books("rel")
+    expect("tmp's members after the release", b.reservations()["tmp"]["members"], 1)
+    expect("attach", p2.status("attach tmp"), 0)
+    out = p2.cmd("m %d" % (4 * MiB))
+    if out[0] == "ok":
+        live += 4 * MiB
+    expect_true("p2 got 4 MiB of tmp while p1's 3 MiB of it live: %d MiB live on a 64 MiB device "
+                "(claimed %d MiB)" % (live // MiB, ctx.books("rel").dev(0, "claimed") // MiB),
+                live <= 64 * MiB)
+    expect_true("claimed past the capacity: %d MiB" % (ctx.books("rel").dev(0, "claimed") // MiB),
+                ctx.books("rel").dev(0, "claimed") <= 64 * MiB)
+    expect("free", p1.cmd("f %d" % held), ["freed"])
+    p2.alloc(3 * MiB)           # tmp's room once p1's bytes are gone
+    for p in (p1, p2):
+        expect("exit", p.exit(0), 0)
+    ctx.books("rel").expect_zero()
+    return "tmp released by one member with 3 MiB live: the other gets its room back only as " \
+        "they are freed"
+
+
 # ---- threads of one member -----------------------------------------------------------------------
 
 def threads(ctx):
@@ -969,6 +1006,7 @@ def threads(ctx):
 
 CASES = [
     ("threads", threads),
+    ("release", release),
     ("observe", observe),
     ("declare", declare),
     ("meminfo", meminfo),

@@ -11,6 +11,7 @@
  *   info / dinfo        cudaMemGetInfo / cuMemGetInfo_v2: "info FREE TOTAL"
  *   attach NAME|-       curesv_attach (- detaches): "status S" (-1: no curesv)
  *   reserve NAME BYTES  curesv_reserve on device 0: "status S"
+ *   release NAME        curesv_release: "status S"
  *   race N BYTES TAG    N threads call curesv_reserve(TAG<k>, BYTES, 0) at the same moment:
  *                       "statuses S0 S1 ..."
  *   transfer ID NAME    curesv_transfer: "status S"
@@ -55,6 +56,8 @@ static int control(const char *fn, const void *a, const char *b, size_t bytes)
 	if (!sym)
 		return -1;
 	if (strcmp(fn, "curesv_attach") == 0)
+		return ((int (*)(const char *))sym)(b);
+	if (strcmp(fn, "curesv_release") == 0)
 		return ((int (*)(const char *))sym)(b);
 	if (strcmp(fn, "curesv_reserve") == 0)
 		return ((int (*)(const char *, size_t, int))sym)(b, bytes, 0);
@@ -200,6 +203,8 @@ int main(void)
 		} else if (strcmp(cmd, "reserve") == 0 &&
 			   sscanf(line, "%*s %127s %lld", name, &a) == 2) {
 			printf("status %d\n", control("curesv_reserve", NULL, name, (size_t)a));
+		} else if (strcmp(cmd, "release") == 0 && sscanf(line, "%*s %127s", name) == 1) {
+			printf("status %d\n", control("curesv_release", NULL, name, 0));
 		} else if (strcmp(cmd, "race") == 0 &&
 			   sscanf(line, "%*s %lld %lld %63s", &a, &b, name) == 3) {
 			race((int)a, (size_t)b, name);
