@@ -240,7 +240,7 @@ PRIVILEGED := python3 tests/integration/privileged.py --lib $(O)/libcuresv.so --
 # files, CURESV_MEMINFO=budget, observe mode, declarations and transfers (tests/integration/pool.py,
 # which reads the pool file by the offsets pool_layout prints). POOL_ARGS adds the driver's options
 # (--seconds for the stress, a case's name).
-POOL_PROGS := $(addprefix $(IT_BIN)/,pool_layout pool_stress pool_member)
+POOL_PROGS := $(addprefix $(IT_BIN)/,pool_layout pool_stress pool_proc)
 # Under ASan: every case but the hundreds of processes (joining, bound), the stress for 5 s.
 POOL_ASAN_ARGS := --seconds 5 threads observe declare meminfo hostile permissions pid stress
 $(IT)/pool_layout: tests/integration/pool_layout.c core/pool/pool.h | $(IT)
