@@ -318,15 +318,22 @@ check-install: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/check_install.py \
 		--bin $(IT_BIN) --sim $(SIM_DIR)
 
+# A shared pool's member driven line by line (tests/integration/pool_member.c): the pool's own
+# code, no CUDA stack, for the readers' tests.
+$(IT)/pool_member: tests/integration/pool_member.c $(O)/libcuresv_core.a | $(IT)
+	$(CC) $(CFLAGS_ALL) $< $(O)/libcuresv_core.a $(BT_LIBS) $(LDFLAGS_ALL) -o $@
+
 # The scripts that read curesv's output (curesv-plot, curesv-merge, curesv-export), on output made
-# under the shim.
+# under the shim; curesv-stat --pool and curesv-top's pools on pools of driven members.
 check-tools: $(O)/libcuresv.so sim
 	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline \
-		$(IT_BIN)/exit_status $(IT_BIN)/streams $(IT_BIN)/orphans $(IT_BIN)/leak_sites
+		$(IT_BIN)/exit_status $(IT_BIN)/streams $(IT_BIN)/orphans $(IT_BIN)/leak_sites \
+		$(IT_BIN)/pool_member
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/export.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
+	python3 tests/integration/pool_read.py --lib $(O)/libcuresv.so --bin $(IT_BIN)
 
 # The live books (CURESV_LIVE): curesv-stat and curesv-top on programs that run while they read
 # them (tests/integration/live.py; curesv-top in a tmux terminal).
