@@ -251,8 +251,9 @@ static void text(curesv_out *o, const struct view *v)
 		curesv_print(o, "curesv: the pool's registry lock stayed taken: dead members, if any, "
 			     "were not reclaimed before this read\n");
 	else if (v->reclaimed > 0)
-		curesv_print(o, "curesv: reclaimed now: %ld dead member%s, their bytes given back\n",
-			     v->reclaimed, v->reclaimed == 1 ? "" : "s");
+		curesv_print(o, "curesv: reclaimed now: %ld dead member%s, what %s held given back\n",
+			     v->reclaimed, v->reclaimed == 1 ? "" : "s",
+			     v->reclaimed == 1 ? "it" : "they");
 	bool any = false;
 	for (int d = 0; d < CURESV_MAX_DEVICES; d++)
 		if (v->dev[d].shown) {
