@@ -407,7 +407,7 @@ test: deps
 FUZZ_CC ?= clang
 FUZZ_RUNS ?= 100000
 FUZZ := $(BUILD)/fuzz
-FUZZERS := config report stat suppressions
+FUZZERS := config report stat suppressions pool
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -Icore -Ishim \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
@@ -434,6 +434,8 @@ fuzz-scripts:
 
 # fuzz_stat's inputs each read a whole report out of an 85 MiB live file: a fifth as many.
 FUZZ_RUNS_stat ?= $(shell expr $(FUZZ_RUNS) / 5)
+# fuzz_pool's each read a 2.7 MiB pool file, a copy of it where it is cut short: a fifth as many.
+FUZZ_RUNS_pool ?= $(shell expr $(FUZZ_RUNS) / 5)
 # fuzz_report's inputs each write a whole report (text and JSON) of an engine they fill: half as
 # many, about 5 minutes on one core, so that make test stays well inside its time on 2 cores.
 FUZZ_RUNS_report ?= $(shell expr $(FUZZ_RUNS) / 2)

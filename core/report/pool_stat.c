@@ -82,7 +82,9 @@ static void see_reservations(struct view *v)
 		s->device = d;
 		s->size = held_u(LOAD(x->size), SANE);
 		s->used = held_to(LOAD(x->used), s->size);
+		/* the most it held is no less than what it holds */
 		s->peak = held_to(LOAD(x->peak), s->size);
+		s->peak = s->peak > s->used ? s->peak : s->used;
 		s->refusals = LOAD(x->refusals);
 		s->over = LOAD(x->over);
 		uint32_t m = LOAD(x->members);
@@ -113,6 +115,7 @@ static void see_devices(struct view *v)
 			}
 		s->shared = held_to(s->claimed - s->reserved, s->claimed);
 		s->live = held_to(s->shared + used, s->bound);
+		s->peak = s->peak > s->live ? s->peak : s->live;
 		s->shown = any || s->capacity || s->claimed || s->peak || s->refusals || s->over;
 	}
 }
@@ -127,14 +130,17 @@ static int64_t member_bytes(const struct view *v, unsigned m, unsigned account)
 	return held_to(h, v->dev[account - CURESV_POOL_SHARED0].bound);
 }
 
-/* Member slot m's bytes on device d: its shared-pool bytes there and its reservations' there. */
-static int64_t member_device_bytes(const struct view *v, unsigned m, int d)
+/* Member slot m's bytes on each device: its shared-pool bytes there and its reservations'
+ * there (one pass over its accounts). */
+static void member_devices(const struct view *v, unsigned m, int64_t out[CURESV_MAX_DEVICES])
 {
-	int64_t sum = member_bytes(v, m, CURESV_POOL_SHARED0 + (unsigned)d);
-	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++)
-		if (v->res[r].active && v->res[r].device == d)
-			sum += member_bytes(v, m, r);
-	return sum;
+	memset(out, 0, CURESV_MAX_DEVICES * sizeof *out);
+	for (unsigned a = 0; a < CURESV_POOL_ACCOUNTS; a++) {
+		if (a < CURESV_POOL_SHARED0 && !v->res[a].active)
+			continue;
+		int d = a < CURESV_POOL_SHARED0 ? v->res[a].device : (int)(a - CURESV_POOL_SHARED0);
+		out[d] += member_bytes(v, m, a);
+	}
 }
 
 static void see_members(struct view *v, const bool *alive)
@@ -230,9 +236,10 @@ static void text_members(curesv_out *o, const struct view *v)
 		const struct shown_member *m = &v->member[i];
 		if (!m->listed)
 			continue;
-		int64_t bytes = 0;
+		int64_t bytes = 0, per[CURESV_MAX_DEVICES];
+		member_devices(v, i, per);
 		for (int d = 0; d < CURESV_MAX_DEVICES; d++)
-			bytes += member_device_bytes(v, i, d);
+			bytes += per[d];
 		char b[32], when[32];
 		utc(m->joined_ns, when);
 		curesv_print(o, "curesv:   %5u %10" PRId64 " %10" PRIu32 " %5s %10s  %-20s  %s\n", i,
@@ -335,8 +342,10 @@ static void json_members(curesv_out *o, const struct view *v)
 		curesv_print_json(o, m->cmdline);
 		curesv_print(o, ", \"joined_ns\": %" PRId64 ", \"bytes\": [", m->joined_ns);
 		bool one = true;
+		int64_t per[CURESV_MAX_DEVICES];
+		member_devices(v, i, per);
 		for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
-			int64_t b = member_device_bytes(v, i, d);
+			int64_t b = per[d];
 			if (!b)
 				continue;
 			curesv_print(o, "%s{\"device\": %d, \"bytes\": %" PRId64 "}", one ? "" : ", ", d,
@@ -424,15 +433,20 @@ enum curesv_pool_stat_result curesv_pool_stat_bytes(const void *data, size_t siz
 						    char *why, size_t n)
 {
 	why[0] = '\0';
-	struct curesv_pool_file *c = copy_alloc();
-	if (!c) {
+	/* a whole file where its structures may lie is read where it is; anything else is copied
+	 * (the header's check then names what is wrong with it) */
+	bool in_place = size == sizeof(struct curesv_pool_file) && (uintptr_t)data % 64 == 0;
+	struct curesv_pool_file *c = in_place ? NULL : copy_alloc();
+	if (!in_place && !c) {
 		snprintf(why, n, "out of memory");
 		return CURESV_POOL_STAT_BAD;
 	}
-	memcpy(c, data, size < sizeof *c ? size : sizeof *c);
+	if (c)
+		memcpy(c, data, size < sizeof *c ? size : sizeof *c);
+	const struct curesv_pool_file *f = c ? c : data;
 	enum curesv_pool_stat_result r = CURESV_POOL_STAT_BAD;
-	if (curesv_pool_header_ok(c, size, why, n))
-		r = write_view(c, NULL, NULL, NULL, -1, format, out_fd, why, n);
+	if (curesv_pool_header_ok(f, size, why, n))
+		r = write_view(f, NULL, NULL, NULL, -1, format, out_fd, why, n);
 	free(c);
 	return r;
 }

@@ -340,10 +340,10 @@ Test(pool_stat, hostile_figures_are_held_to_their_bounds)
 	expect_py("d['pool'], d['path'], d['reclaimed']", "('hostile', None, None)");
 	expect_py("[(x['name'], x['device'], x['size'], x['used'], x['peak'], x['members']) "
 		  "for x in d['reservations']]",
-		  "[('x\"\\n\\\\AAAAAAAAAAAAAAAAAAAAAAAAAAA', 0, 1048576, 1048576, 0, 1024)]");
+		  "[('x\"\\n\\\\AAAAAAAAAAAAAAAAAAAAAAAAAAA', 0, 1048576, 1048576, 1048576, 1024)]");
 	expect_py("[(x['claimed'], x['shared'], x['live'], x['peak'], x['refusals']) "
 		  "for x in d['devices']]",
-		  "[(16777216, 15728640, 16777216, 0, 18446744073709551615)]");
+		  "[(16777216, 15728640, 16777216, 16777216, 18446744073709551615)]");
 	expect_py("[(m['slot'], m['pid'], m['alive'], m['joined_ns'], m['bytes']) "
 		  "for m in d['members']]",
 		  "[(0, 0, True, 0, [{'device': 0, 'bytes': 16777216}]), (1023, 77, False, 0, [])]");
