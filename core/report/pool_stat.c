@@ -62,6 +62,7 @@ struct view {
 	const struct curesv_pool_file *f;
 	const char *pool, *path;
 	long reclaimed;                 /* -1: not tried */
+	const char *skipped;            /* why the dead were not reclaimed (file mode), or NULL */
 	unsigned high, listed, alive;
 	struct shown_res res[CURESV_POOL_RESERVATIONS];
 	struct shown_dev dev[CURESV_MAX_DEVICES];
@@ -254,9 +255,9 @@ static void text(curesv_out *o, const struct view *v)
 	curesv_print(o, "curesv: ======== pool %s%s%s%s: %u member%s of %u, %u alive ========\n",
 		     v->pool, v->path ? " (" : "", v->path ? v->path : "", v->path ? ")" : "",
 		     v->listed, v->listed == 1 ? "" : "s", CURESV_POOL_MEMBERS, v->alive);
-	if (v->path && v->reclaimed < 0)
-		curesv_print(o, "curesv: the pool's registry lock stayed taken: dead members, if any, "
-			     "were not reclaimed before this read\n");
+	if (v->skipped)
+		curesv_print(o, "curesv: dead members, if any, were not reclaimed before this read: %s\n",
+			     v->skipped);
 	else if (v->reclaimed > 0)
 		curesv_print(o, "curesv: reclaimed now: %ld dead member%s, what %s held given back\n",
 			     v->reclaimed, v->reclaimed == 1 ? "" : "s",
@@ -371,6 +372,8 @@ static void json(curesv_out *o, const struct view *v)
 		curesv_print(o, "%ld", v->reclaimed);
 	else
 		curesv_print(o, "null");
+	curesv_print(o, ", \"reclaim_skipped\": ");
+	curesv_print_json_or_null(o, v->skipped);
 	curesv_print(o, ",\n  \"joins\": %" PRIu64 ", \"leaves\": %" PRIu64 ", \"reclaims\": %" PRIu64
 		     ", \"recounts\": %" PRIu64 ",\n", LOAD(h->joins), LOAD(h->leaves),
 		     LOAD(h->reclaims), LOAD(h->recounts));
@@ -386,7 +389,8 @@ static void json(curesv_out *o, const struct view *v)
  * slots say. */
 static enum curesv_pool_stat_result write_view(const struct curesv_pool_file *f, const bool *alive,
 					       const char *pool, const char *path, long reclaimed,
-					       enum curesv_report_format format, int out_fd,
+					       const char *skipped, enum curesv_report_format format,
+					       int out_fd,
 					       char *why, size_t n)
 {
 	struct view *v = calloc(1, sizeof *v);
@@ -401,6 +405,7 @@ static enum curesv_pool_stat_result write_view(const struct curesv_pool_file *f,
 	v->pool = pool;
 	v->path = path;
 	v->reclaimed = reclaimed;
+	v->skipped = skipped;
 	see(v, alive);
 	o->fd = out_fd;
 	o->one_line = format != CURESV_REPORT_JSON;
@@ -446,7 +451,7 @@ enum curesv_pool_stat_result curesv_pool_stat_bytes(const void *data, size_t siz
 	const struct curesv_pool_file *f = c ? c : data;
 	enum curesv_pool_stat_result r = CURESV_POOL_STAT_BAD;
 	if (curesv_pool_header_ok(f, size, why, n))
-		r = write_view(f, NULL, NULL, NULL, -1, format, out_fd, why, n);
+		r = write_view(f, NULL, NULL, NULL, -1, NULL, format, out_fd, why, n);
 	free(c);
 	return r;
 }
@@ -506,19 +511,22 @@ static void nap_ms(long ms)
 
 /* The registry lock (pool.h), waited for at most 2 s: a member that stopped holding it (SIGSTOP)
  * must not hang the reader. curesv_pool_reclaim then takes it again through the same open file
- * (a lock its own open file holds never blocks it) and lets it go. */
-static bool registry_try(int fd)
+ * (a lock its own open file holds never blocks it) and lets it go. NULL once taken, else why
+ * not. */
+static const char *registry_try(int fd, char *why, size_t n)
 {
 	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
 			   .l_start = CURESV_POOL_LOCK_REGISTRY, .l_len = 1 };
 	for (int round = 0; round < 400; round++) {
 		if (fcntl(fd, F_OFD_SETLK, &l) == 0)
-			return true;
-		if (errno != EAGAIN && errno != EACCES && errno != EINTR)
-			return false;
+			return NULL;
+		if (errno != EAGAIN && errno != EACCES && errno != EINTR) {
+			snprintf(why, n, "cannot lock the file: %s", strerror(errno));
+			return why;
+		}
 		nap_ms(5);
 	}
-	return false;
+	return "its registry lock stayed taken for 2 s";
 }
 
 static void registry_release(int fd)
@@ -548,22 +556,28 @@ static size_t read_all(int fd, struct curesv_pool_file *c)
 	return got;
 }
 
-/* Reclaims the pool's dead through a shared mapping: how many, -1 when it could not be tried. */
-static long reclaim(int fd)
+/* Reclaims the pool's dead through a shared mapping: how many, -1 (with why) when it could not
+ * be tried. */
+static long reclaim(int fd, const char **skipped, char *why, size_t n)
 {
 	void *m = mmap(NULL, sizeof(struct curesv_pool_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		       0);
-	if (m == MAP_FAILED)
+	if (m == MAP_FAILED) {
+		snprintf(why, n, "cannot map the file: %s", strerror(errno));
+		*skipped = why;
 		return -1;
+	}
 	long k = (long)curesv_pool_reclaim(m, fd, -1);
 	munmap(m, sizeof(struct curesv_pool_file));
 	return k;
 }
 
-static enum curesv_pool_stat_result read_pool(int fd, const char *value, const char *path,
-					      enum curesv_report_format format, int out_fd,
-					      char *why, size_t n)
+/* The pool open as `fd` (read-only, with `skipped` saying why, or read-write) written out. */
+static enum curesv_pool_stat_result read_pool(int fd, const char *skipped, const char *value,
+					      const char *path, enum curesv_report_format format,
+					      int out_fd, char *why, size_t n)
 {
+	char skip[128];
 	struct curesv_pool_file *c = copy_alloc();
 	bool *alive = calloc(CURESV_POOL_MEMBERS, sizeof *alive);
 	enum curesv_pool_stat_result r = CURESV_POOL_STAT_BAD;
@@ -573,13 +587,14 @@ static enum curesv_pool_stat_result read_pool(int fd, const char *value, const c
 		goto out;
 	}
 	/* the registry lock first: a pool being made is whole once its maker lets it go */
-	bool locked = registry_try(fd);
+	if (!skipped)
+		skipped = registry_try(fd, skip, sizeof skip);
 	if (!curesv_pool_header_ok(c, read_all(fd, c), why, n)) {
 		registry_release(fd);
 		goto out;
 	}
-	if (locked)
-		reclaimed = reclaim(fd);
+	if (!skipped)
+		reclaimed = reclaim(fd, &skipped, skip, sizeof skip);
 	registry_release(fd);
 	/* the books after the reclaim */
 	if (!curesv_pool_header_ok(c, read_all(fd, c), why, n))
@@ -587,7 +602,7 @@ static enum curesv_pool_stat_result read_pool(int fd, const char *value, const c
 	for (unsigned i = 0; i < CURESV_POOL_MEMBERS; i++)
 		alive[i] = LOAD(c->member[i].state) != CURESV_POOL_FREE &&
 			   curesv_pool_member_alive(fd, i);
-	r = write_view(c, alive, value, path, reclaimed, format, out_fd, why, n);
+	r = write_view(c, alive, value, path, reclaimed, skipped, format, out_fd, why, n);
 out:
 	free(alive);
 	free(c);
@@ -603,10 +618,17 @@ enum curesv_pool_stat_result curesv_pool_stat(const char *pool_value,
 	enum curesv_pool_stat_result r = find(pool_value, path, sizeof path, why, n);
 	if (r != CURESV_POOL_STAT_OK)
 		return r;
-	/* read-write: the reclaim writes the books and takes the registry lock; never made here */
-	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	/* read-write: the reclaim writes the books and takes the registry lock; never made here. A
+	 * read-only filesystem, or a file this user may only read, is read as it is. */
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), err = errno;
+	char ro[96];
+	const char *skipped = NULL;
+	if (fd < 0 && (err == EROFS || err == EACCES)) {
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		snprintf(ro, sizeof ro, "opened read-only (%s)", strerror(err));
+		skipped = ro;
+	}
 	if (fd < 0) {
-		int err = errno;
 		if (err == ENOENT) {
 			snprintf(why, n, "no such pool: no file '%s' (its first member makes it)", path);
 			return CURESV_POOL_STAT_NONE;
@@ -621,7 +643,7 @@ enum curesv_pool_stat_result curesv_pool_stat(const char *pool_value,
 		close(fd);
 		return CURESV_POOL_STAT_BAD;
 	}
-	r = read_pool(fd, pool_value, path, format, out_fd, bad, sizeof bad);
+	r = read_pool(fd, skipped, pool_value, path, format, out_fd, bad, sizeof bad);
 	if (r != CURESV_POOL_STAT_OK)
 		snprintf(why, n, "'%s': %s", path, bad);
 	close(fd);

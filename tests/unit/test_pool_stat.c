@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -365,4 +367,47 @@ Test(pool_stat, hostile_figures_are_held_to_their_bounds)
 	cr_expect(strstr(text, "curesv:   x\"\\n\\AAAA"), "%s", text);
 	cr_expect(strstr(text, "run\\n\\x01\"\\xff"), "%s", text);
 	free(f);
+}
+
+/* A member that holds the registry lock and stops (SIGSTOP) must not hang the reader: it waits 2 s,
+ * then reads the books without reclaiming, and says so. */
+Test(pool_stat, a_held_registry_lock_does_not_hang_the_reader)
+{
+	char path[512], why[256] = "";
+	pool_file("held", path, sizeof path);
+	curesv_pool p;
+	join_busy(&p, path, "held");
+	int ready[2];
+	cr_assert_eq(pipe(ready), 0);
+	pid_t child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		int fd = open(path, O_RDWR);
+		struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+		bool ok = fd >= 0 && fcntl(fd, F_OFD_SETLK, &l) == 0;
+		(void)!write(ready[1], ok ? "y" : "n", 1);
+		pause();
+		_exit(0);
+	}
+	char c = 0;
+	cr_assert_eq(read(ready[0], &c, 1), 1);
+	cr_assert_eq(c, 'y');
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	enum curesv_pool_stat_result r = read_pool("held", true, why, sizeof why);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	cr_assert_eq(r, CURESV_POOL_STAT_OK, "%s", why);
+	double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_expect(took >= 1.9 && took < 10, "the read took %.2f s", took);
+	expect_py("d['reclaimed'], d['reclaim_skipped']",
+		  "(None, 'its registry lock stayed taken for 2 s')");
+	expect_py("d['reservations'][0]['used']", "524288");
+	/* with the lock free again, the read reclaims */
+	cr_assert_eq(read_pool("held", false, why, sizeof why), CURESV_POOL_STAT_OK, "%s", why);
+	cr_expect_null(strstr(slurp(out_path, NULL), "not reclaimed"));
+	cr_assert_eq(read_pool("held", true, why, sizeof why), CURESV_POOL_STAT_OK, "%s", why);
+	expect_py("d['reclaimed'], d['reclaim_skipped']", "(0, None)");
+	curesv_pool_leave(&p);
 }
