@@ -58,11 +58,11 @@ def expect(what, got, want):
 class Member:
     """A pool_member process: a member of pool `name` (file `path`) while it runs."""
 
-    def __init__(self, ctx, path, name, enforce=True):
-        self.p = subprocess.Popen([os.path.join(ctx.args.bin, "pool_member"), path, name] +
-                                  (["enforce"] if enforce else []), stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env=ctx.env())
+    def __init__(self, ctx, path, name, enforce=True, argv0=None):
+        exe = os.path.join(ctx.args.bin, "pool_member")
+        self.p = subprocess.Popen([argv0 or exe, path, name] + (["enforce"] if enforce else []),
+                                  executable=exe, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=ctx.env())
         ctx.members.append(self)
         line = self.p.stdout.readline()
         if not line.startswith("joined "):
@@ -202,6 +202,20 @@ def prometheus(ctx):
     expect("member bytes", live.sample(fams, "curesv_pool_member_live_bytes", pid=b.pid, device=0),
            float(MiB + 524288))
     expect("counter", fams["curesv_pool_joins_total"]["type"], "counter")
+    # a member whose command line holds a newline, a quote, a backslash and an escape sequence
+    odd = Member(ctx, ctx.path("books"), "books", argv0='run\n"me\\\x1b[31m')
+    expect("charge", odd.do("charge s0 4096"), "charged")
+    r = ctx.stat("--pool", "books", "--prometheus")
+    fams = live.parse_exposition(r.stdout)
+    cmd = 'run\n"me\\\x1b[31m %s books enforce' % ctx.path("books")
+    expect("the odd member's labels", live.sample(fams, "curesv_pool_member_info", pid=odd.pid,
+                                                  cmdline=cmd), 1.0)
+    t = ctx.stat("--pool", "books")
+    expect("its text line", [x.split("  ")[-1] for x in t.stdout.splitlines()
+                             if " %d " % odd.pid in x and "run" in x],
+           ['run\\n"me\\\\x1b[31m %s books enforce' % ctx.path("books")])
+    expect("its JSON", [m["cmdline"] for m in ctx.stat_json("--pool", "books")["members"]
+                        if m["pid"] == odd.pid], [cmd])
     client = live.client_parse(r.stdout)
     if client is not None:
         key = ("curesv_pool_reservation_size_bytes",
