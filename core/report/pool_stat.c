@@ -480,28 +480,6 @@ static enum curesv_pool_stat_result find(const char *value, char *path, size_t p
 							  : CURESV_POOL_STAT_BAD;
 }
 
-/* The file is one a member would map (pool.c's checks): a regular file; in the per-user folder
- * the user's own, 0600; in a shared folder, open to no one outside its owner and group. */
-static bool file_ok(int fd, bool shared, char *why, size_t n)
-{
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		snprintf(why, n, "%s", strerror(errno));
-		return false;
-	}
-	if (!S_ISREG(st.st_mode))
-		snprintf(why, n, "not a regular file");
-	else if (!shared && st.st_uid != geteuid())
-		snprintf(why, n, "owned by uid %u, not %u", (unsigned)st.st_uid, (unsigned)geteuid());
-	else if (!shared && (st.st_mode & 0777) != 0600)
-		snprintf(why, n, "mode %03o, not 0600", (unsigned)(st.st_mode & 0777));
-	else if (shared && (st.st_mode & 0007))
-		snprintf(why, n, "mode %03o lets every user in", (unsigned)(st.st_mode & 0777));
-	else
-		return true;
-	return false;
-}
-
 static void nap_ms(long ms)
 {
 	struct timespec t = { 0, ms * 1000000L };
@@ -638,7 +616,7 @@ enum curesv_pool_stat_result curesv_pool_stat(const char *pool_value,
 		return CURESV_POOL_STAT_BAD;
 	}
 	char bad[192];
-	if (!file_ok(fd, pool_value[0] == '/', bad, sizeof bad)) {
+	if (!curesv_pool_file_ok(fd, pool_value[0] == '/', bad, sizeof bad)) {
 		snprintf(why, n, "'%s': %s", path, bad);
 		close(fd);
 		return CURESV_POOL_STAT_BAD;
