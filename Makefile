@@ -336,15 +336,22 @@ check-install: $(O)/libcuresv.so sim
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/check_install.py \
 		--bin $(IT_BIN) --sim $(SIM_DIR)
 
+# A shared pool's member driven line by line (tests/integration/pool_member.c): the pool's own
+# code, no CUDA stack, for the readers' tests.
+$(IT)/pool_member: tests/integration/pool_member.c $(O)/libcuresv_core.a | $(IT)
+	$(CC) $(CFLAGS_ALL) $< $(O)/libcuresv_core.a $(BT_LIBS) $(LDFLAGS_ALL) -o $@
+
 # The scripts that read curesv's output (curesv-plot, curesv-merge, curesv-export), on output made
-# under the shim.
+# under the shim; curesv-stat --pool and curesv-top's pools on pools of driven members.
 check-tools: $(O)/libcuresv.so sim
 	$(MAKE) VARIANT=plain $(IT_BIN)/handoff $(IT_BIN)/timelines $(IT_BIN)/stress $(IT_BIN)/pipeline \
-		$(IT_BIN)/exit_status $(IT_BIN)/streams $(IT_BIN)/orphans $(IT_BIN)/leak_sites
+		$(IT_BIN)/exit_status $(IT_BIN)/streams $(IT_BIN)/orphans $(IT_BIN)/leak_sites \
+		$(IT_BIN)/pool_member
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/tools.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
 	LD_LIBRARY_PATH=$(abspath $(SIM_DIR)) python3 tests/integration/export.py \
 		--lib $(O)/libcuresv.so --bin $(IT_BIN)
+	python3 tests/integration/pool_read.py --lib $(O)/libcuresv.so --bin $(IT_BIN)
 
 # The live books (CURESV_LIVE): curesv-stat and curesv-top on programs that run while they read
 # them (tests/integration/live.py; curesv-top in a tmux terminal).
@@ -419,7 +426,7 @@ test: deps
 FUZZ_CC ?= clang
 FUZZ_RUNS ?= 100000
 FUZZ := $(BUILD)/fuzz
-FUZZERS := config report stat suppressions
+FUZZERS := config report stat suppressions pool
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -pthread -Icore -Ishim \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
@@ -446,6 +453,8 @@ fuzz-scripts:
 
 # fuzz_stat's inputs each read a whole report out of an 85 MiB live file: a fifth as many.
 FUZZ_RUNS_stat ?= $(shell expr $(FUZZ_RUNS) / 5)
+# fuzz_pool's each read a 2.7 MiB pool file, a copy of it where it is cut short: a fifth as many.
+FUZZ_RUNS_pool ?= $(shell expr $(FUZZ_RUNS) / 5)
 # fuzz_report's inputs each write a whole report (text and JSON) of an engine they fill: half as
 # many, about 5 minutes on one core, so that make test stays well inside its time on 2 cores.
 FUZZ_RUNS_report ?= $(shell expr $(FUZZ_RUNS) / 2)

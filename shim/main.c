@@ -12,6 +12,13 @@
  *                                its live file, as the process would write it: exit status 0, 1
  *                                when the file is not one of this user's that this build reads, 3
  *                                when its process has ended (curesv-stat removes such files)
+ *     libcuresv.so --pool NAME|FOLDER [--json]
+ *                                the books of shared pool NAME (CURESV_POOL=NAME: the per-user
+ *                                folder's NAME.pool) or of a shared FOLDER's pool, after its dead
+ *                                members were reclaimed: exit status 0, 1 when the value, the
+ *                                folder or the file is refused (not a pool file of this build's,
+ *                                another user's, a link, a mode that lets others in), 4 when there
+ *                                is no such pool (no file: a pool's first member makes it)
  *
  * The launcher's --version and --check (and its check before starting a program) come here, so
  * what they say is what the preloaded library will do. Only write(2) and _exit(2): the C library
@@ -26,6 +33,7 @@
 #include "config/config.h"
 #include "curesv.h"
 #include "base/log.h"
+#include "report/pool_stat.h"
 #include "report/stat.h"
 #include "shim.h"
 
@@ -112,6 +120,18 @@ static int stat_file(const char *path, bool json)
 	return r == CURESV_STAT_OK ? 0 : r == CURESV_STAT_ENDED ? 3 : 1;
 }
 
+/* libcuresv.so --pool: one line on stderr naming the pool when it cannot be read (none when the
+ * per-user folder's checks said it already). */
+static int stat_pool(const char *value, bool json)
+{
+	char why[320];
+	enum curesv_pool_stat_result r = curesv_pool_stat(value, json ? CURESV_REPORT_JSON
+								  : CURESV_REPORT_TEXT, 1, why, sizeof why);
+	if (r != CURESV_POOL_STAT_OK && why[0])
+		curesv_log(CURESV_LOG_ERROR, "pool %s: %s", value, why);
+	return r == CURESV_POOL_STAT_OK ? 0 : r == CURESV_POOL_STAT_NONE ? 4 : 1;
+}
+
 static bool labels_valid(char **labels)
 {
 	for (; *labels; labels++)
@@ -138,7 +158,11 @@ void curesv_main(long *stack)
 	if ((argc == 3 || (argc == 4 && strcmp(argv[3], "--json") == 0)) &&
 	    strcmp(argv[1], "--stat") == 0)
 		_exit(stat_file(argv[2], argc == 4));
-	say(2, "usage: libcuresv.so --version | --check [CURESV_VAR=LABEL...] | --stat FILE [--json]\n"
+	if ((argc == 3 || (argc == 4 && strcmp(argv[3], "--json") == 0)) &&
+	    strcmp(argv[1], "--pool") == 0)
+		_exit(stat_pool(argv[2], argc == 4));
+	say(2, "usage: libcuresv.so --version | --check [CURESV_VAR=LABEL...] | --stat FILE [--json] |\n"
+	       "       --pool NAME|FOLDER [--json]\n"
 	       "libcuresv.so is preloaded into CUDA programs (LD_PRELOAD, or the curesv launcher);\n"
 	       "run as a program it prints its version or checks the CURESV_* environment.\n");
 	_exit(2);

@@ -293,6 +293,13 @@ static void maybe_emptied(struct curesv_pool_file *f)
 		atomic_store_explicit(&f->dev[d].capacity, 0, memory_order_relaxed);
 }
 
+/* a + b, held to int64_t's range (the file's figures may be anything) */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	return __builtin_add_overflow(a, b, &r) ? (b < 0 ? INT64_MIN : INT64_MAX) : r;
+}
+
 static void pause_briefly(unsigned round)
 {
 	if (round < 64) {
@@ -342,7 +349,10 @@ static bool recount(struct curesv_pool_file *f, int fd, unsigned high, int self)
 			struct curesv_pool_member *m = &f->member[i];
 			if (atomic_load_explicit(&m->state, memory_order_relaxed) != CURESV_POOL_ALIVE)
 				continue;
-			used += atomic_load_explicit(&m->held[r], memory_order_relaxed);
+			/* a member of a shared folder's group may write anything: no overflow */
+			int64_t h = atomic_load_explicit(&m->held[r], memory_order_relaxed);
+			if (__builtin_add_overflow(used, h, &used))
+				used = h < 0 ? INT64_MIN : INT64_MAX;
 			members += (atomic_load_explicit(&m->declared[r / 64], memory_order_relaxed) >>
 				    (r % 64)) & 1;
 		}
@@ -352,16 +362,20 @@ static bool recount(struct curesv_pool_file *f, int fd, unsigned high, int self)
 		if (members == 0 && used == 0)
 			atomic_store_explicit(&res->state, CURESV_POOL_RES_FREE, memory_order_relaxed);
 		else if ((unsigned)d < CURESV_MAX_DEVICES)
-			reserved[d] += (int64_t)atomic_load_explicit(&res->size, memory_order_relaxed);
+			reserved[d] = sat_add(reserved[d],
+					      (int64_t)(atomic_load_explicit(&res->size, memory_order_relaxed) &
+							INT64_MAX));
 	}
 	for (unsigned d = 0; d < CURESV_MAX_DEVICES; d++) {
 		int64_t shared = 0;
 		for (unsigned i = 0; i < high; i++)
 			if (atomic_load_explicit(&f->member[i].state, memory_order_relaxed) ==
 			    CURESV_POOL_ALIVE)
-				shared += atomic_load_explicit(&f->member[i].held[CURESV_POOL_SHARED0 + d],
-							       memory_order_relaxed);
-		atomic_store_explicit(&f->dev[d].claimed, reserved[d] + shared, memory_order_relaxed);
+				shared = sat_add(shared, atomic_load_explicit(
+								&f->member[i].held[CURESV_POOL_SHARED0 + d],
+								memory_order_relaxed));
+		atomic_store_explicit(&f->dev[d].claimed, sat_add(reserved[d], shared),
+				      memory_order_relaxed);
 	}
 	atomic_fetch_add_explicit(&f->h.recounts, 1, memory_order_relaxed);
 	atomic_store_explicit(&f->h.stale, 0, memory_order_relaxed);
@@ -434,7 +448,7 @@ static bool fits_fsize(size_t bytes)
 
 /* The opened file is one a member may map: a regular file; in the per-user folder this user's,
  * 0600; in a shared folder 0660 of the folder's group. */
-static bool file_ok(int fd, bool shared, char *why, size_t n)
+bool curesv_pool_file_ok(int fd, bool shared, char *why, size_t n)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
@@ -543,7 +557,7 @@ static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, c
 			char *why, size_t n)
 {
 	struct stat st;
-	if (!file_ok(fd, shared, why, n) || fstat(fd, &st) != 0)
+	if (!curesv_pool_file_ok(fd, shared, why, n) || fstat(fd, &st) != 0)
 		return false;
 	if (st.st_size == 0 && !file_make(fd, path, shared, p->name, why, n))
 		return false;

@@ -258,8 +258,8 @@ static inline bool curesv_pool_add_within_(const struct curesv_pool_account_ref 
 	uint64_t bound = atomic_load_explicit(r->bound, memory_order_relaxed);
 	int64_t cur = atomic_load_explicit(r->word, memory_order_relaxed), next;
 	do {
-		next = cur + b;
-		if (bound != 0 && next > (int64_t)bound)
+		/* the word may hold anything another member wrote: past int64_t is past the bound */
+		if (__builtin_add_overflow(cur, b, &next) || (bound != 0 && next > (int64_t)bound))
 			return false;
 	} while (!atomic_compare_exchange_weak_explicit(r->word, &cur, next, memory_order_relaxed,
 							memory_order_relaxed));
@@ -285,7 +285,8 @@ static inline bool curesv_pool_charge(curesv_pool *p, unsigned account, uint64_t
 		}
 	} else {
 		/* observe mode: no bound, one add */
-		now = atomic_fetch_add_explicit(r->word, b, memory_order_relaxed) + b;
+		now = (int64_t)((uint64_t)atomic_fetch_add_explicit(r->word, b, memory_order_relaxed) +
+				(uint64_t)b);
 	}
 	atomic_fetch_add_explicit(&p->me->held[account], b, memory_order_relaxed);
 	curesv_pool_update_end_(p);
@@ -314,6 +315,10 @@ unsigned curesv_pool_reclaim(struct curesv_pool_file *f, int fd, int self);
 
 /* Whether member slot i of the pool open as `fd` is held by a running process (its lock taken). */
 bool curesv_pool_member_alive(int fd, unsigned i);
+
+/* The open file fd is one a member may map (regular; private: the user's, 0600; shared: not open
+ * to every user): false with why[n]. */
+bool curesv_pool_file_ok(int fd, bool shared, char *why, size_t n);
 
 /* The layout hash a file of this build carries. */
 uint64_t curesv_pool_layout(void);
