@@ -140,14 +140,14 @@ class Books:
         return out
 
     def member(self, i, field):
-        off = self.lay["curesv_pool_file.member"] + i * self.lay["sizeof.curesv_pool_proc"]
-        at = off + self.lay["curesv_pool_proc." + field]
+        off = self.lay["curesv_pool_file.member"] + i * self.lay["sizeof.curesv_pool_member"]
+        at = off + self.lay["curesv_pool_member." + field]
         fmt = {"state": "I", "busy": "I", "uid": "I"}.get(field, "q")
         return self._u(fmt, at)
 
     def held(self, i, account):
-        off = self.lay["curesv_pool_file.member"] + i * self.lay["sizeof.curesv_pool_proc"]
-        return self._u("q", off + self.lay["curesv_pool_proc.held"] + 8 * account)
+        off = self.lay["curesv_pool_file.member"] + i * self.lay["sizeof.curesv_pool_member"]
+        return self._u("q", off + self.lay["curesv_pool_member.held"] + 8 * account)
 
     def shared_account(self, d=0):
         return self.lay["CURESV_POOL_SHARED0"] + d
@@ -800,7 +800,7 @@ def hostile(ctx):
     struct.pack_into("q", books, dev + lay["curesv_pool_device.claimed"], -(1 << 62))
     struct.pack_into("Q", books, dev + lay["curesv_pool_device.capacity"], 1)
     for i in range(0, lay["CURESV_POOL_MEMBERS"], 3):
-        struct.pack_into("I", books, mem + i * lay["sizeof.curesv_pool_proc"], 2)
+        struct.pack_into("I", books, mem + i * lay["sizeof.curesv_pool_member"], 2)
     with open(ctx.pool_path("books"), "wb") as f:
         f.write(books)
     os.chmod(ctx.pool_path("books"), 0o600)
