@@ -242,7 +242,7 @@ PRIVILEGED := python3 tests/integration/privileged.py --lib $(O)/libcuresv.so --
 # (--seconds for the stress, a case's name).
 POOL_PROGS := $(addprefix $(IT_BIN)/,pool_layout pool_stress pool_proc)
 # Under ASan: every case but the hundreds of processes (joining, bound), the stress for 5 s.
-POOL_ASAN_ARGS := --seconds 5 threads observe declare meminfo hostile permissions pid stress
+POOL_ASAN_ARGS := --seconds 5 threads release observe declare meminfo hostile permissions pid stress
 $(IT)/pool_layout: tests/integration/pool_layout.c core/pool/pool.h | $(IT)
 	$(IT_CC) -D_GNU_SOURCE -Icore $< -o $@
 
