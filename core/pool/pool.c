@@ -492,20 +492,22 @@ static bool file_make(int fd, const char *path, bool shared, const char *name, c
 	}
 	if (shared)
 		shared_mode(fd, path);
-	int err;
-	while ((err = posix_fallocate(fd, 0, (off_t)sizeof(struct curesv_pool_file))) == EINTR)
-		;
-	if (err != 0) {
-		(void)!ftruncate(fd, 0); /* the next member tries again */
-		snprintf(why, n, "cannot make it %zu bytes: %s", sizeof(struct curesv_pool_file),
-			 strerror(err));
-		return false;
-	}
+	/* mapped first, while empty (no page touched before its blocks exist): a mapping denied
+	 * leaves the file as it was, even where ftruncate is denied too */
 	void *m = mmap(NULL, sizeof(struct curesv_pool_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		       0);
 	if (m == MAP_FAILED) {
 		snprintf(why, n, "mmap: %s", strerror(errno));
-		(void)!ftruncate(fd, 0); /* never left unfinished: the next member makes it */
+		return false;
+	}
+	int err;
+	while ((err = posix_fallocate(fd, 0, (off_t)sizeof(struct curesv_pool_file))) == EINTR)
+		;
+	if (err != 0) {
+		munmap(m, sizeof(struct curesv_pool_file));
+		(void)!ftruncate(fd, 0); /* the next member tries again */
+		snprintf(why, n, "cannot make it %zu bytes: %s", sizeof(struct curesv_pool_file),
+			 strerror(err));
 		return false;
 	}
 	header_fill(m, name);
@@ -568,6 +570,11 @@ static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, c
 		return false;
 	}
 	struct curesv_pool_file *f = m;
+	/* made whole by a member that died before writing its header (SIGKILL at any instant): the
+	 * registry lock says no one is making it now, so it is finished here */
+	if (fstat(fd, &st) == 0 && (size_t)st.st_size == sizeof *f && f->h.magic == 0 &&
+	    atomic_load_explicit(&f->h.ready, memory_order_acquire) == 0)
+		header_fill(f, p->name);
 	if (fstat(fd, &st) != 0 || !curesv_pool_header_ok(f, (size_t)st.st_size, why, n)) {
 		munmap(m, sizeof *f);
 		return false;
@@ -582,7 +589,7 @@ static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, c
 	accounts_map(p);
 	p->index = (unsigned)slot;
 	p->me = &f->member[slot];
-	atomic_store_explicit(&p->nonce, member_fill(p->me, cmd), memory_order_relaxed);
+	p->nonce = member_fill(p->me, cmd);
 	p->dev = st.st_dev;
 	p->ino = st.st_ino;
 	atomic_fetch_add_explicit(&f->h.joins, 1, memory_order_relaxed);
@@ -593,7 +600,6 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 {
 	static char why[256]; /* the engine's start: once, maybe on a small stack */
 	p->f = NULL;
-	p->fd = -1;
 	p->enforce = enforce;
 	p->gone = false;
 	snprintf(p->path, sizeof p->path, "%s", path);
@@ -621,55 +627,28 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 	}
 	bool ok = join_locked(p, fd, path, shared, cmd, why, sizeof why);
 	registry_unlock(fd);
+	/* the member's lock stays with the open file, which the mapping references: no descriptor
+	 * is kept for the program to close or reuse */
+	close(fd);
 	if (!ok) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': %s: running unpooled", name, path,
 			   why);
-		close(fd);
 		return false;
 	}
-	p->fd = fd;
 	return true;
 }
 
-/* The member's descriptor of the pool, checked first: the program may have closed it and opened
- * another file on its number, which curesv must never lock or close. Lost, it is opened again by
- * its path (the same file) and the member's lock taken again, while the slot is still this
- * process's; else the process leaves the pool, with one line. False when there is none. */
-static bool fd_mend(curesv_pool *p)
+/* The pool's file opened again for one registry operation, or -1 when it is gone or another file
+ * now. No descriptor is kept between operations: the program may close or reuse any number (and
+ * may have none to spare), and the member's lock lives on the open file its mapping references. */
+static int pool_reopen(const curesv_pool *p)
 {
-	if (curesv_live_same(p->fd, p->dev, p->ino))
-		return true;
 	int fd = open(p->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0 && !curesv_live_same(fd, p->dev, p->ino)) {
 		close(fd);
 		fd = -1;
 	}
-	if (fd >= 0 && !registry_lock(fd)) {
-		close(fd); /* held past its wait: tried again next time */
-		p->fd = -1;
-		return false;
-	}
-	p->fd = fd;
-	bool mine = fd >= 0 && atomic_load_explicit(&p->me->nonce, memory_order_relaxed) == p->nonce &&
-		    byte_lock(fd, member_byte(p->index), F_WRLCK, false);
-	if (fd >= 0)
-		registry_unlock(fd);
-	if (mine)
-		return true;
-	atomic_store_explicit(&p->nonce, 0, memory_order_relaxed); /* never this process's again */
-	curesv_pool_still_mine_(p); /* says why, once */
-	return false;
-}
-
-bool curesv_pool_still_mine_(curesv_pool *p)
-{
-	if (p->nonce != 0 && atomic_load_explicit(&p->me->nonce, memory_order_relaxed) == p->nonce)
-		return true;
-	if (!atomic_exchange_explicit(&p->gone, true, memory_order_seq_cst))
-		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: the program closed curesv's descriptor of "
-			   "the pool, which dropped this process's membership: its allocations are "
-			   "counted in the pool no more", p->name);
-	return false;
+	return fd;
 }
 
 void curesv_pool_leave(curesv_pool *p)
@@ -681,21 +660,23 @@ void curesv_pool_leave(curesv_pool *p)
 	for (unsigned round = 0;
 	     atomic_load_explicit(&p->me->busy, memory_order_seq_cst) != 0 && round < 2000; round++)
 		pause_briefly(round);
-	bool ours = fd_mend(p);
-	if (ours && registry_lock(p->fd)) {
-		if (atomic_load_explicit(&p->me->nonce, memory_order_relaxed) == p->nonce) {
+	int fd = pool_reopen(p);
+	if (fd >= 0 && registry_lock(fd)) {
+		/* still this process's slot, and no thread of it mid-update (one that outlived the
+		 * wait above leaves its bytes to the reclaim after the process's end) */
+		if (atomic_load_explicit(&p->me->nonce, memory_order_relaxed) == p->nonce &&
+		    atomic_load_explicit(&p->me->busy, memory_order_seq_cst) == 0) {
 			give_back(p->f, p->me);
 			slot_free(p->f, p->me);
 			atomic_fetch_add_explicit(&p->f->h.leaves, 1, memory_order_relaxed);
 			maybe_emptied(p->f);
 		}
-		registry_unlock(p->fd);
+		registry_unlock(fd);
 	}
-	/* the mapping stays: a thread still running past the end may read it; the descriptor
-	 * goes (only if still the pool's), and with it the member's lock */
-	if (ours)
-		close(p->fd);
-	p->fd = -1;
+	if (fd >= 0)
+		close(fd);
+	/* the mapping stays: a thread still running past the end may read it; the member's lock
+	 * goes with the process (its slot is free: no one takes it for a member's) */
 }
 
 /* What a forked child's pool handle counts its (refused) updates' busy count in: not the parent's
@@ -708,9 +689,11 @@ void curesv_pool_forget(curesv_pool *p)
 		return;
 	atomic_store_explicit(&p->gone, true, memory_order_relaxed);
 	p->me = &forgotten; /* the child has one thread: no update is under way */
-	if (p->fd >= 0)
-		close(p->fd);
-	p->fd = -1;
+	/* The inherited shared mapping references the parent's open file, which carries the
+	 * parent's member lock: while the child lived, a dead parent would look alive. Zero pages
+	 * at the same address drop that reference and leave every pointer into it readable. */
+	(void)mmap(p->f, sizeof *p->f, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 }
 
 /* ---- capacity and reservations --------------------------------------------------------------- */
@@ -755,7 +738,7 @@ static bool claim_room(struct curesv_pool_file *f, int d, uint64_t size, bool en
 	return true;
 }
 
-static int res_make(curesv_pool *p, const char *name, int device, uint64_t size)
+static int res_make(curesv_pool *p, int fd, const char *name, int device, uint64_t size)
 {
 	struct curesv_pool_file *f = p->f;
 	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++) {
@@ -763,7 +746,7 @@ static int res_make(curesv_pool *p, const char *name, int device, uint64_t size)
 		if (atomic_load_explicit(&res->state, memory_order_relaxed) != CURESV_POOL_RES_FREE)
 			continue;
 		if (!claim_room(f, device, size, p->enforce)) {
-			reclaim_locked(f, p->fd, (int)p->index);
+			reclaim_locked(f, fd, (int)p->index);
 			if (!claim_room(f, device, size, p->enforce))
 				return -2;
 		}
@@ -783,7 +766,7 @@ static int res_make(curesv_pool *p, const char *name, int device, uint64_t size)
 	return -1;
 }
 
-static int declare_locked(curesv_pool *p, const char *name, int device, uint64_t *size)
+static int declare_locked(curesv_pool *p, int fd, const char *name, int device, uint64_t *size)
 {
 	struct curesv_pool_file *f = p->f;
 	char sz[32], psz[32];
@@ -805,7 +788,7 @@ static int declare_locked(curesv_pool *p, const char *name, int device, uint64_t
 			*size = have;
 		}
 	} else {
-		r = res_make(p, name, device, *size);
+		r = res_make(p, fd, name, device, *size);
 		if (r < 0) {
 			if (r == -1)
 				curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: reservation '%s': the pool "
@@ -827,12 +810,17 @@ static int declare_locked(curesv_pool *p, const char *name, int device, uint64_t
 
 int curesv_pool_declare(curesv_pool *p, const char *name, int device, uint64_t *size)
 {
-	if (p->f == NULL || p->gone || (unsigned)device >= CURESV_MAX_DEVICES || !fd_mend(p))
+	if (p->f == NULL || p->gone || (unsigned)device >= CURESV_MAX_DEVICES)
 		return -1;
-	if (!registry_lock(p->fd))
+	int fd = pool_reopen(p);
+	if (fd < 0 || !registry_lock(fd)) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
-	int r = declare_locked(p, name, device, size);
-	registry_unlock(p->fd);
+	}
+	int r = declare_locked(p, fd, name, device, size);
+	registry_unlock(fd);
+	close(fd);
 	return r;
 }
 
@@ -844,16 +832,22 @@ void curesv_pool_bind(curesv_pool *p, uint32_t handle, int r)
 
 void curesv_pool_undeclare(curesv_pool *p, int r)
 {
-	if (p->f == NULL || r < 0 || r >= (int)CURESV_POOL_RESERVATIONS || !fd_mend(p) ||
-	    !registry_lock(p->fd))
+	if (p->f == NULL || r < 0 || r >= (int)CURESV_POOL_RESERVATIONS)
 		return;
+	int fd = pool_reopen(p);
+	if (fd < 0 || !registry_lock(fd)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
 	uint64_t bit = UINT64_C(1) << (r % 64);
 	if (atomic_fetch_and_explicit(&p->me->declared[r / 64], ~bit, memory_order_relaxed) & bit) {
 		if (atomic_load_explicit(&p->f->res[r].members, memory_order_relaxed) > 0)
 			atomic_fetch_sub_explicit(&p->f->res[r].members, 1, memory_order_relaxed);
 		res_maybe_free(p->f, (unsigned)r);
 	}
-	registry_unlock(p->fd);
+	registry_unlock(fd);
+	close(fd);
 }
 
 void curesv_pool_release(curesv_pool *p, uint32_t handle, int device)
@@ -885,17 +879,22 @@ void curesv_pool_wait_unfrozen_(curesv_pool *p)
 	for (unsigned round = 0; atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst);
 	     round++) {
 		pause_briefly(round);
-		if (round % 256 == 255 && fd_mend(p) && registry_trylock(p->fd)) {
+		if (round % 256 != 255)
+			continue;
+		int fd = pool_reopen(p);
+		if (fd >= 0 && registry_trylock(fd)) {
 			/* frozen and no one holds the registry: its recounter died */
 			if (atomic_load_explicit(&p->f->h.frozen, memory_order_relaxed)) {
 				unsigned high = atomic_load_explicit(&p->f->h.member_high,
 								     memory_order_relaxed);
-				recount(p->f, p->fd, high > CURESV_POOL_MEMBERS ? CURESV_POOL_MEMBERS
+				recount(p->f, fd, high > CURESV_POOL_MEMBERS ? CURESV_POOL_MEMBERS
 										 : high,
 					(int)p->index);
 			}
-			registry_unlock(p->fd);
+			registry_unlock(fd);
 		}
+		if (fd >= 0)
+			close(fd);
 	}
 }
 
@@ -934,8 +933,11 @@ bool curesv_pool_charge_refused_(curesv_pool *p, unsigned account, int64_t b)
 {
 	const struct curesv_pool_account_ref *r = &p->acct[account];
 	int64_t now;
-	if (fd_mend(p) && curesv_pool_reclaim(p->f, p->fd, (int)p->index) != 0 &&
-	    curesv_pool_update_begin_(p)) {
+	int fd = pool_reopen(p);
+	unsigned reclaimed = fd < 0 ? 0 : curesv_pool_reclaim(p->f, fd, (int)p->index);
+	if (fd >= 0)
+		close(fd);
+	if (reclaimed != 0 && curesv_pool_update_begin_(p)) {
 		bool ok = curesv_pool_add_within_(r, b, &now);
 		if (ok)
 			atomic_fetch_add_explicit(&p->me->held[account], b, memory_order_relaxed);

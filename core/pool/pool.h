@@ -135,11 +135,10 @@ typedef struct curesv_pool {
 	struct curesv_pool_file *f;     /* the shared mapping */
 	struct curesv_pool_member *me;
 	unsigned index;                 /* of me */
-	int fd;                         /* holds the member's lock (close-on-exec) */
 	bool enforce;
 	_Atomic bool gone;              /* left (or a forked child's copy): no more updates */
 	struct curesv_pool_account_ref acct[CURESV_POOL_ACCOUNTS];
-	_Atomic uint64_t nonce;         /* me->nonce while the slot is this process's; 0 once lost */
+	uint64_t nonce;                 /* me->nonce while the slot is this process's */
 	dev_t dev;                      /* the pool file's, to know fd still names it */
 	ino_t ino;
 	/* the pool's reservation index of each ledger slot's generation (slot x generation mod 256):
@@ -216,7 +215,6 @@ static inline unsigned curesv_pool_account(const curesv_pool *p, uint32_t origin
 }
 
 /* The fast paths' slow halves (pool.c). */
-bool curesv_pool_still_mine_(curesv_pool *p);
 void curesv_pool_wait_unfrozen_(curesv_pool *p);
 void curesv_pool_charged_high_(const struct curesv_pool_account_ref *r, int64_t now,
 				 uint64_t bound);
@@ -231,15 +229,11 @@ static inline bool curesv_pool_update_begin_(curesv_pool *p)
 		 * sees them, or is seen busy and waited for */
 		atomic_fetch_add_explicit(&p->me->busy, 1, memory_order_seq_cst);
 		bool gone = atomic_load_explicit(&p->gone, memory_order_seq_cst);
-		/* the slot still this process's: a member whose lock the program dropped (its
-		 * descriptor closed) may have been reclaimed and its slot given to another */
 		if (__builtin_expect(!gone && !atomic_load_explicit(&p->f->h.frozen,
-								    memory_order_seq_cst) &&
-				     atomic_load_explicit(&p->me->nonce, memory_order_relaxed) ==
-					     atomic_load_explicit(&p->nonce, memory_order_relaxed), 1))
+								    memory_order_seq_cst), 1))
 			return true;
 		atomic_fetch_sub_explicit(&p->me->busy, 1, memory_order_release);
-		if (gone || !curesv_pool_still_mine_(p))
+		if (gone)
 			return false;
 		curesv_pool_wait_unfrozen_(p);
 	}

@@ -46,6 +46,16 @@ static curesv_pool *member(bool enforce)
 
 #define SHARED(d) (CURESV_POOL_SHARED0 + (d))
 
+/* A reclaim by member p, from a descriptor of its own (a member keeps none) */
+static unsigned reclaim_by(curesv_pool *p)
+{
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	unsigned n = curesv_pool_reclaim(p->f, fd, (int)p->index);
+	close(fd);
+	return n;
+}
+
 Test(pool, names_are_checked)
 {
 	char why[128];
@@ -159,7 +169,7 @@ Test(pool, a_dead_members_bytes_go_back_before_a_refusal)
 	cr_assert_eq(atomic_load(&a->f->dev[0].claimed), 6 << 20);
 	cr_assert_eq(atomic_load(&a->f->h.reclaims), 1);
 	cr_assert_eq(atomic_load(&a->f->h.recounts), 0);
-	cr_assert_eq(curesv_pool_reclaim(a->f, a->fd, (int)a->index), 0, "only once");
+	cr_assert_eq(reclaim_by(a), 0, "only once");
 	curesv_pool_leave(a);
 }
 
@@ -170,7 +180,7 @@ Test(pool, a_member_dead_mid_update_is_recounted_out)
 	cr_assert(curesv_pool_charge(a, SHARED(0), 1 << 20, true));
 	dies_holding(4 << 20, true);
 	cr_assert_eq(atomic_load(&a->f->dev[0].claimed), (5 << 20) + 7);
-	cr_assert_eq(curesv_pool_reclaim(a->f, a->fd, (int)a->index), 1);
+	cr_assert_eq(reclaim_by(a), 1);
 	cr_assert_eq(atomic_load(&a->f->h.recounts), 1);
 	cr_assert_eq(atomic_load(&a->f->dev[0].claimed), 1 << 20, "the live member's bytes alone");
 	cr_assert_eq(atomic_load(&a->f->h.frozen), 0);
@@ -223,7 +233,7 @@ Test(pool, the_members_bound_is_told_in_one_line)
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert_eq(WEXITSTATUS(st), 0, "the 1,025th is refused");
 	close(other); /* all of them die at once */
-	cr_assert_eq(curesv_pool_reclaim(a->f, a->fd, (int)a->index), CURESV_POOL_MEMBERS - 1);
+	cr_assert_eq(reclaim_by(a), CURESV_POOL_MEMBERS - 1);
 	curesv_pool_leave(a);
 }
 
@@ -246,4 +256,28 @@ Test(pool, a_released_reservations_bytes_become_the_devices_and_it_leaves_the_po
 	curesv_pool_credit(a, curesv_pool_account(a, handle, 0), 2 << 20);
 	cr_assert_eq(atomic_load(&a->f->dev[0].claimed), 0);
 	curesv_pool_leave(a);
+}
+
+Test(pool, a_member_keeps_no_descriptor_and_its_mapping_holds_its_lock)
+{
+	int before = open("/dev/null", O_RDONLY);
+	close(before);
+	curesv_pool *a = member(true);
+	int after = open("/dev/null", O_RDONLY);
+	cr_assert_eq(after, before, "the join left no descriptor open");
+	close(after);
+	int probe = open(path, O_RDWR);
+	cr_assert(curesv_pool_member_alive(probe, a->index), "the mapping holds the member's lock");
+	close(probe);
+	pid_t pid = fork();
+	if (pid == 0) {
+		curesv_pool_forget(a);
+		pause();
+		_exit(0);
+	}
+	curesv_pool_capacity(a, 0, 8 << 20);
+	cr_assert(curesv_pool_charge(a, SHARED(0), 1 << 20, true));
+	curesv_pool_leave(a);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 }
