@@ -6,10 +6,9 @@
  *   pool_stress SHARED SLOT SEED SECONDS [THREADS]
  *
  * SHARED is a file all members map (layout below, made by the driver): each process keeps the bytes
- * it holds in slot SLOT, and holds an open-file-description lock on byte 1+SLOT for its life, taken
- * before its first CUDA call so that its descriptor is below curesv's and closes first when it is
- * killed: a slot counts only while its lock is held, and it is dropped before the pool may reclaim
- * the process's bytes.
+ * it holds in slot SLOT, and holds an open-file-description lock on byte 1+SLOT for its life (taken
+ * before its first CUDA call, then moved to a high descriptor, see main): a slot counts only while
+ * its lock is held, and a killed process's is dropped before the pool may reclaim its bytes.
  *
  * After each allocation that succeeded a thread adds the bytes to its slot and checks, over the
  * locked slots, that the shared-pool bytes plus the reservation's size stay within the capacity and
@@ -226,10 +225,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	atomic_store(&sh->slot[me].pid, (int64_t)getpid());
-	/* curesv starts, and joins the pool, at the first CUDA call; then the lock moves above the
-	 * pool's descriptor. A killed process's files are released in the reverse order of their
-	 * descriptors (the kernel runs the deferred releases last queued first): the highest first,
-	 * so the slot stops counting before the pool may take the process for dead. */
+	/* curesv starts, and joins the pool, at the first CUDA call; then the lock moves to the
+	 * highest descriptor. A killed process's open files are released in the reverse order of
+	 * their last references' going (the kernel runs the deferred releases last queued first):
+	 * mappings go before descriptors, descriptors lowest first, so the file whose last reference
+	 * is the highest descriptor is released first of all, before the pool's (held by curesv's
+	 * mapping or descriptor): the slot stops counting before the pool may take the process for
+	 * dead. */
 	void *first = NULL;
 	if (cudaMalloc(&first, 4096) == cudaSuccess)
 		cudaFree(first);
