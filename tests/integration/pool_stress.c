@@ -201,7 +201,7 @@ int main(int argc, char **argv)
 	int threads = argc > 5 ? atoi(argv[5]) : 4;
 	if (me >= SLOTS || threads < 1 || threads > 64)
 		return 2;
-	/* before any CUDA call: the lock's descriptor is below curesv's pool descriptor */
+	/* before any CUDA call: the slot is this process's before curesv starts */
 	lock_fd = open(argv[1], O_RDWR | O_CLOEXEC);
 	if (lock_fd < 0) {
 		perror("pool_stress: open");
