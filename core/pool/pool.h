@@ -236,6 +236,11 @@ static inline bool curesv_pool_update_begin_(curesv_pool *p)
 		if (gone)
 			return false;
 		curesv_pool_wait_unfrozen_(p);
+		if (atomic_load_explicit(&p->f->h.frozen, memory_order_relaxed)) {
+			/* a recounter stopped: go on (it will be recounted again) */
+			atomic_fetch_add_explicit(&p->me->busy, 1, memory_order_seq_cst);
+			return true;
+		}
 	}
 }
 
