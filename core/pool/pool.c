@@ -54,13 +54,19 @@ bool curesv_pool_path(const char *v, char *out, size_t n, char *why, size_t wn)
 	if (!curesv_pool_name_ok(v, why, wn))
 		return false;
 	if (v[0] == '/') {
-		if (strlen(v) >= 4000) {
+		size_t len = strlen(v);
+		if (len >= 4000) {
 			snprintf(why, wn, "the folder's path is too long");
 			return false;
 		}
-		if (!shared_dir_ok(v, why, wn))
+		/* without trailing slashes: lstat of "link/" would follow the link */
+		static char dir[4000];
+		memcpy(dir, v, len + 1);
+		while (len > 1 && dir[len - 1] == '/')
+			dir[--len] = '\0';
+		if (!shared_dir_ok(dir, why, wn))
 			return false;
-		k = snprintf(out, n, "%s/curesv.pool", v);
+		k = snprintf(out, n, "%s/curesv.pool", dir);
 	} else {
 		/* static: the engine's start may run on a thread with a small stack (once) */
 		static char dir[4096];
@@ -772,6 +778,7 @@ static bool claim_room(struct curesv_pool_file *f, int d, uint64_t size, bool en
 							memory_order_relaxed, memory_order_relaxed));
 	if (cap != 0 && next > (int64_t)cap)
 		atomic_fetch_add_explicit(&dev->over, 1, memory_order_relaxed);
+	raise_peak(&dev->peak, next);
 	return true;
 }
 
@@ -906,6 +913,28 @@ void curesv_pool_release(curesv_pool *p, uint32_t handle, int device)
 		curesv_pool_update_end_(p);
 	}
 	curesv_pool_undeclare(p, (int)r);
+}
+
+void curesv_pool_reclaim_soon(curesv_pool *p)
+{
+	static _Atomic int64_t last;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t t = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, before =
+		atomic_load_explicit(&last, memory_order_relaxed);
+	if (p->f == NULL || atomic_load_explicit(&p->gone, memory_order_relaxed) ||
+	    t - before < 500 * 1000 * 1000 ||
+	    !atomic_compare_exchange_strong_explicit(&last, &before, t, memory_order_relaxed,
+						     memory_order_relaxed))
+		return;
+	int fd = pool_reopen(p);
+	if (fd < 0)
+		return;
+	if (registry_trylock(fd)) {
+		reclaim_locked(p->f, fd, (int)p->index);
+		registry_unlock(fd);
+	}
+	close(fd);
 }
 
 /* ---- the allocation path --------------------------------------------------------------------- */
