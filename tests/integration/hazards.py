@@ -237,7 +237,10 @@ HAZARDS = [
     Hazard("fork() x20 while 4 threads allocate; the children exit()", prog("fork-threads")),
     Hazard("vfork + exec and posix_spawn of sh -c true", prog("spawn")),
     Hazard("exec of itself after its allocations", prog("exec")),
-    Hazard("SIGKILL while allocating", prog("spin"),
+    Hazard("SIGKILL while allocating (10 runs)", prog("spin"),
+           features=("trace-rmm", "report", "exitcode", "pool"), send=signal.SIGKILL,
+           files="killed", repeat=10),
+    Hazard("SIGKILL while a forked child lives on", prog("orphan"),
            features=("trace-rmm", "report", "exitcode", "pool"), send=signal.SIGKILL,
            files="killed"),
     Hazard("LD_PRELOAD inherited by sh -c true (never uses CUDA)",
@@ -470,29 +473,29 @@ def pool_books(path):
         devs, res, members = pf.devices(), pf.reservations(), pf.members()
         problems = ["member %d (pid %d) is alive after the program ended" % (m["slot"], m["pid"])
                     for m in members if m["alive"]]
-        claimed = [dv["claimed"] for dv in devs]
-        sizes = [sum(r["size"] for r in res.values() if r["device"] == d) for d in range(ndev)]
-        for d in range(ndev):
-            held = sum(m["held"].get(shared0 + d, 0) for m in members)
-            if claimed[d] != sizes[d] + held:
-                problems.append("device %d: claimed %d, but its reservations' sizes are %d and "
-                                "the members hold %d in its shared pool" %
-                                (d, claimed[d], sizes[d], held))
-        for r, rv in res.items():
-            held = sum(m["held"].get(r, 0) for m in members)
-            declared = sum(r in m["declared"] for m in members)
-            if rv["used"] != held or rv["members"] != declared:
-                problems.append("reservation '%s': used %d by %d members, but the members hold "
-                                "%d and %d declare it" % (rv["name"], rv["used"], rv["members"],
-                                                          held, declared))
-        for r, slots in ((r, [m["slot"] for m in members if r in m["declared"]])
-                         for r in set().union(*(m["declared"] for m in members))):
-            if r not in res:
-                problems.append("members %s declare reservation %d, which is not in the pool" %
-                                (slots, r))
         dead = [m for m in members if not m["alive"]]
         recount = (pf.header("frozen") or pf.header("stale") or
                    any(m["busy"] or m["state"] == L["CURESV_POOL_RECLAIMING"] for m in dead))
+        claimed = [dv["claimed"] for dv in devs]
+        if not recount:
+            # no member died in the middle of an update: each word is what the members hold
+            sizes = [sum(r["size"] for r in res.values() if r["device"] == d)
+                     for d in range(ndev)]
+            for d in range(ndev):
+                held = sum(m["held"].get(shared0 + d, 0) for m in members)
+                if claimed[d] != sizes[d] + held:
+                    problems.append("device %d: claimed %d, but its reservations' sizes are %d "
+                                    "and the members hold %d in its shared pool" %
+                                    (d, claimed[d], sizes[d], held))
+            for r, rv in res.items():
+                held = sum(m["held"].get(r, 0) for m in members)
+                declared = sum(r in m["declared"] for m in members)
+                if rv["used"] != held or rv["members"] != declared:
+                    problems.append("reservation '%s': used %d by %d members, but the members "
+                                    "hold %d and %d declare it" %
+                                    (rv["name"], rv["used"], rv["members"], held, declared))
+            for r in sorted(set().union(*(m["declared"] for m in members)) - set(res)):
+                problems.append("members declare reservation %d, which is not in the pool" % r)
         note = "%d dead counted out%s" % (len(dead), ", recounted" if recount else "")
         if recount:
             live = [m for m in members if m["alive"]]
