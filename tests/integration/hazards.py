@@ -15,8 +15,9 @@ Features: trace (rmm and chrome), report file, exit status (CURESV_ERROR_EXITCOD
 books (CURESV_LIVE=1) and a shared pool (CURESV_POOL, a name of its own per run: once the program
 ended, the pool's books read zero when its dead are counted out, read from the pool file with the
 offsets of core/pool/pool.h's structures that a small C program prints; where the hazard leaves no
-room for the file, the program runs unpooled after one line). Rows that need root (mounts, namespaces) print SKIPPED without it; a skipped
-row never reads as a pass. Exit status 1 when a row failed.
+room for the file, the program runs unpooled after one line). Rows that need root (mounts,
+namespaces) print SKIPPED without it; a skipped row never reads as a pass. Exit status 1 when a row
+failed.
 """
 import argparse
 import atexit
