@@ -124,12 +124,13 @@ class Hazard:
     mount that is gone afterwards: not examined). `data`: the program writes ctx.data, which must
     read the same with curesv. `features`: the columns run. `pool`: what the hazard leaves the
     pool column, where it differs from `files` ("lost": the pool file cannot be made or used, the
-    program runs unpooled; "whole": it can, where the other features' files cannot)."""
+    program runs unpooled; "whole": it can, where the other features' files cannot).
+    `not_under_tsan`: columns left out under the thread sanitizer."""
     def __init__(self, name, argv, features=ALL, send=None, files="whole", root=False,
                  data=False, out_in_mount=False, launcher=False, needs=None, repeat=1,
-                 sanitized=True, leaks=1, twin=False, pool=None):
+                 sanitized=True, leaks=1, twin=False, pool=None, not_under_tsan=()):
         self.repeat, self.sanitized, self.leaks, self.twin = repeat, sanitized, leaks, twin
-        self.pool = pool
+        self.pool, self.not_under_tsan = pool, not_under_tsan
         self.name, self.argv, self.features, self.send = name, argv, features, send
         self.files, self.root, self.data = files, root, data
         self.out_in_mount, self.launcher, self.needs = out_in_mount, launcher, needs
@@ -225,9 +226,12 @@ HAZARDS = [
     Hazard("SIGTERM sent", prog("wait"), features=SIGNALS, send=signal.SIGTERM),
     Hazard("SIGHUP sent", prog("wait"), features=SIGNALS, send=signal.SIGHUP),
     Hazard("raise(SIGINT) by the program", prog("raise", "INT"), features=SIGNALS),
+    # (the pool column not under TSan: curesv's handler, set past TSan's interceptor, runs at
+    # once, and can land inside TSan's own atomic on a table slot, then wait for that atomic's
+    # lock in its table walk: the program hangs, inside TSan; seen there 2 runs in 30)
     Hazard("SIGTERM lands on a thread inside malloc, free or curesv (10 runs)", prog("busy"),
            features=("trace-rmm", "report", "pool"), send=signal.SIGTERM, files="either",
-           repeat=10),
+           repeat=10, not_under_tsan=("pool",)),
     Hazard("its own SIGINT handler, set before the first CUDA call", prog("own", "INT", "before"),
            features=NO_SIGNAL_END, send=signal.SIGINT),
     Hazard("its own SIGTERM handler, set after the first CUDA call", prog("own", "TERM", "after"),
@@ -855,6 +859,9 @@ def main():
                 continue
             try:
                 if (hazard.launcher or not hazard.sanitized) and args.sanitizer_runtime:
+                    continue
+                if fkey in hazard.not_under_tsan and "tsan" in os.path.basename(
+                        args.sanitizer_runtime):
                     continue
                 if hazard.root and os.geteuid() != 0:
                     raise Skip("not root (mounts and namespaces need it)")
