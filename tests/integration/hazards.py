@@ -125,12 +125,14 @@ class Hazard:
     read the same with curesv. `features`: the columns run. `pool`: what the hazard leaves the
     pool column, where it differs from `files` ("lost": the pool file cannot be made or used, the
     program runs unpooled; "whole": it can, where the other features' files cannot).
-    `not_under_tsan`: columns left out under the thread sanitizer."""
+    `not_under_tsan`: columns left out under the thread sanitizer. `dead_at_exit`: the pool
+    members a program that exits leaves behind, to be counted out (an image that exec'd)."""
     def __init__(self, name, argv, features=ALL, send=None, files="whole", root=False,
                  data=False, out_in_mount=False, launcher=False, needs=None, repeat=1,
-                 sanitized=True, leaks=1, twin=False, pool=None, not_under_tsan=()):
+                 sanitized=True, leaks=1, twin=False, pool=None, not_under_tsan=(),
+                 dead_at_exit=0):
         self.repeat, self.sanitized, self.leaks, self.twin = repeat, sanitized, leaks, twin
-        self.pool, self.not_under_tsan = pool, not_under_tsan
+        self.pool, self.not_under_tsan, self.dead_at_exit = pool, not_under_tsan, dead_at_exit
         self.name, self.argv, self.features, self.send = name, argv, features, send
         self.files, self.root, self.data = files, root, data
         self.out_in_mount, self.launcher, self.needs = out_in_mount, launcher, needs
@@ -245,7 +247,8 @@ HAZARDS = [
     # processes
     Hazard("fork() x20 while 4 threads allocate; the children exit()", prog("fork-threads")),
     Hazard("vfork + exec and posix_spawn of sh -c true", prog("spawn")),
-    Hazard("exec of itself after its allocations", prog("exec")),
+    # (the image before the exec ends without its exit: its member is left to be counted out)
+    Hazard("exec of itself after its allocations", prog("exec"), dead_at_exit=1),
     Hazard("SIGKILL while allocating (10 runs)", prog("spin"),
            features=("trace-rmm", "report", "exitcode", "pool"), send=signal.SIGKILL,
            files="killed", repeat=10),
@@ -262,10 +265,7 @@ HAZARDS = [
     Hazard("RLIMIT_NOFILE used up before the first CUDA call", prog("nofile"),
            features=("trace-rmm", "report", "exitcode", "signal", "live", "pool"), files="lost"),
     Hazard("EINTR: a 100 us interval timer with a handler", prog("eintr")),
-    # shared pool left out: SIGSEGV, the stack overflows in curesv_engine_pool_start (path[4096]
-    # and why[256] on the stack, curesv_pool_path's dir[4096] inlined into it)
-    Hazard("a PTHREAD_STACK_MIN thread makes every CUDA call", prog("tinystack"),
-           features=NO_POOL),
+    Hazard("a PTHREAD_STACK_MIN thread makes every CUDA call", prog("tinystack")),
     # filesystems (root: a private mount namespace)
     Hazard("a tiny tmpfs (8 KiB) holds the files", prog("plain", wrap=in_mount("size=8k")),
            features=("trace-rmm", "trace-chrome", "report", "exitcode", "live", "pool"),
@@ -276,10 +276,8 @@ HAZARDS = [
     Hazard("a tmpfs filled up after the program started holds the files",
            prog("fill", "MNT", wrap=in_mount("size=16m")), features=("live", "pool"), root=True,
            out_in_mount=True, files="kept-out"),
-    # shared pool left out: two lines, curesv_user_dir's ("cannot create it") and then
-    # curesv_engine_pool_start's ("no folder for it (said above): running unpooled")
     Hazard("a read-only tmpfs holds the files", prog("plain", wrap=in_mount("ro,size=64k")),
-           features=("trace-rmm", "report", "exitcode", "signal", "live"), root=True,
+           features=("trace-rmm", "report", "exitcode", "signal", "live", "pool"), root=True,
            out_in_mount=True, files="lost"),
     # pid 1 is not ended by a signal at its default action: the program goes on, frees what it
     # kept, and the report is written at its exit, not at the signal
@@ -482,12 +480,12 @@ def pool_books(path):
     a recount is owed, every word recounted from the live members. Before that, each account's
     word must be what the members hold (the books add up). Afterwards, with no member alive:
     every device's claimed less its active reservations' sizes is 0, and no reservation holds a
-    byte. Returns (problems, a note)."""
+    byte. Returns (problems, the dead counted out, whether the books were recounted)."""
     pf = PoolFile(path)
     try:
         if not pf.ok:
             return ["the pool file is not whole (%d bytes, magic, version or ready wrong)"
-                    % len(pf.b)], ""
+                    % len(pf.b)], 0, False
         L = pf.L
         shared0, ndev = L["CURESV_POOL_SHARED0"], L["CURESV_MAX_DEVICES"]
         devs, res, members = pf.devices(), pf.reservations(), pf.members()
@@ -516,7 +514,6 @@ def pool_books(path):
                                     (rv["name"], rv["used"], rv["members"], held, declared))
             for r in sorted(set().union(*(m["declared"] for m in members)) - set(res)):
                 problems.append("members declare reservation %d, which is not in the pool" % r)
-        note = "%d dead counted out%s" % (len(dead), ", recounted" if recount else "")
         if recount:
             live = [m for m in members if m["alive"]]
             for r in list(res):
@@ -549,7 +546,7 @@ def pool_books(path):
         for rv in res.values():
             problems.append("reservation '%s' still in the pool once the dead were counted out "
                             "(used %d, %d members)" % (rv["name"], rv["used"], rv["members"]))
-        return problems, note
+        return problems, len(dead), bool(recount)
     finally:
         pf.close()
 
@@ -662,7 +659,7 @@ def cell(args, hazard, fkey):
             with open(ctx.data, "rb") as f, open(plain_ctx_data, "rb") as g:
                 expect("the program's data file", f.read(), g.read())
         if fkey == "pool":
-            return check_pool(args, ctx, files, out_dir, ours, err_report)
+            return check_pool(args, ctx, hazard, files, out_dir, ours, err_report, status)
         check_files(hazard, fkey, out_dir, ctx.out, ours, err_report)
         return "; ".join(ours)[:110]
 
@@ -717,7 +714,7 @@ def pool_running(ctx, folder, pids):
            sorted(pids))
 
 
-def check_pool(args, ctx, files, out_dir, ours, err_report):
+def check_pool(args, ctx, hazard, files, out_dir, ours, err_report, status):
     """The pool column: pooled where the hazard leaves room for the pool file (the report names
     the pool, no line about it, the books zero once the program's dead are counted out, and the
     next member joins), unpooled after one line where it does not."""
@@ -757,12 +754,17 @@ def check_pool(args, ctx, files, out_dir, ours, err_report):
     books_at = os.path.join(ctx.out, "kept", name + ".pool") if kept else path
     if not os.path.exists(books_at):
         raise AssertionError("no pool file at %s once the program ended" % books_at)
-    problems, note = pool_books(books_at)
+    problems, dead, recounted = pool_books(books_at)
+    if status >= 0 and dead != hazard.dead_at_exit:
+        # an exit gives the member's bytes back at once (curesv_pool_leave): none is left for
+        # another member to find dead
+        problems.insert(0, "the program exited, yet %d of its members never left the pool "
+                           "(want %d)" % (dead, hazard.dead_at_exit))
     if problems:
         raise AssertionError("the pool's books: " + "; ".join(problems[:4]))
     if not kept:
         next_member(args, ctx, out_dir, name, path)
-    return "pooled: %s" % note
+    return "pooled: %d dead counted out%s" % (dead, ", recounted" if recounted else "")
 
 
 def next_member(args, ctx, folder, name, path):
@@ -778,7 +780,7 @@ def next_member(args, ctx, folder, name, path):
     pool = load_report(report).get("pool") if os.path.exists(report) else "no report"
     if not isinstance(pool, dict) or pool.get("name") != name:
         raise AssertionError("the next member's report's pool: %r, want %r" % (pool, name))
-    problems, _ = pool_books(path)
+    problems = pool_books(path)[0]
     if problems:
         raise AssertionError("the pool's books after the next member: " + "; ".join(problems[:4]))
 
