@@ -217,7 +217,9 @@ HAZARDS = [
     # descriptors closed or replaced under curesv
     # shared pool left out: in the forked child, curesv_pool_forget closes the pool's descriptor
     # number unchecked, the program's data file by then, so the child's write fails ("child exit
-    # 3"); curesv_pool_leave locks, unlocks and closes that number unchecked too
+    # 3"); past that, at the exit fd_mend cannot take the member's lock again from the reopened
+    # file (the mapping still holds it, through the first open file description), so the process
+    # never leaves the pool: its bytes wait for another member to find it dead
     Hazard("close_range(3, ~0U), then a data file on the freed numbers, also written by a child",
            prog("closeall", "DATA"), features=NO_POOL, data=True),
     Hazard("close_range, and the trace's file removed: it cannot be reopened",
@@ -301,8 +303,9 @@ HAZARDS = [
     Hazard("seccomp: files with O_CREAT denied", prog("plain", wrap=seccomp("open-creat")),
            features=("trace-rmm", "report", "exitcode", "signal", "live", "pool"), files="lost"),
     # shared pool left out: the first member's mmap is denied after posix_fallocate made the
-    # file whole, its header never written: every later member is refused ("not a curesv pool
-    # file: running unpooled") for as long as the file is there
+    # file whole, and its ftruncate back to nothing is denied too: the header never written,
+    # every later member is refused ("not a curesv pool file: running unpooled") for as long as
+    # the file is there
     Hazard("seccomp: memfd_create, ftruncate and shared mmap denied",
            prog("plain", wrap=seccomp("memfd_create,ftruncate,mmap-shared")),
            features=("trace-rmm", "report", "exitcode", "signal", "live"), pool="lost"),
