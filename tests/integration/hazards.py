@@ -215,13 +215,8 @@ NO_SIGNAL_END = ("trace-rmm", "trace-chrome", "report", "exitcode", "live", "poo
 HAZARDS = [
     Hazard("baseline: no hazard", prog("plain")),
     # descriptors closed or replaced under curesv
-    # shared pool left out: in the forked child, curesv_pool_forget closes the pool's descriptor
-    # number unchecked, the program's data file by then, so the child's write fails ("child exit
-    # 3"); past that, at the exit fd_mend cannot take the member's lock again from the reopened
-    # file (the mapping still holds it, through the first open file description), so the process
-    # never leaves the pool: its bytes wait for another member to find it dead
     Hazard("close_range(3, ~0U), then a data file on the freed numbers, also written by a child",
-           prog("closeall", "DATA"), features=NO_POOL, data=True),
+           prog("closeall", "DATA"), data=True),
     Hazard("close_range, and the trace's file removed: it cannot be reopened",
            prog("closeall", "DATA", "gone"), features=("trace-rmm", "trace-chrome"), data=True,
            files="lost"),
@@ -254,11 +249,9 @@ HAZARDS = [
     Hazard("SIGKILL while allocating (10 runs)", prog("spin"),
            features=("trace-rmm", "report", "exitcode", "pool"), send=signal.SIGKILL,
            files="killed", repeat=10),
-    # shared pool left out: the child's inherited shared mapping of the pool file keeps the
-    # parent's open file description, and so its member lock: the killed parent stays alive in
-    # the pool with every byte it held until the child ends
     Hazard("SIGKILL while a forked child lives on", prog("orphan"),
-           features=("trace-rmm", "report", "exitcode"), send=signal.SIGKILL, files="killed"),
+           features=("trace-rmm", "report", "exitcode", "pool"), send=signal.SIGKILL,
+           files="killed"),
     Hazard("LD_PRELOAD inherited by sh -c true (never uses CUDA)",
            lambda ctx: ["sh", "-c", "true"], files="none"),
     Hazard("LD_PRELOAD inherited by a shell that only forks",
@@ -297,18 +290,13 @@ HAZARDS = [
     # seccomp
     Hazard("seccomp: flock denied", prog("plain", wrap=seccomp("flock")),
            features=("trace-rmm", "report", "exitcode", "signal", "live", "pool")),
-    # shared pool left out: the child's write fails, as in the row without seccomp
     Hazard("seccomp: statx denied, and close_range then a data file on the freed numbers",
-           prog("closeall", "DATA", wrap=seccomp("statx")), features=NO_POOL, data=True),
+           prog("closeall", "DATA", wrap=seccomp("statx")), data=True),
     Hazard("seccomp: files with O_CREAT denied", prog("plain", wrap=seccomp("open-creat")),
            features=("trace-rmm", "report", "exitcode", "signal", "live", "pool"), files="lost"),
-    # shared pool left out: the first member's mmap is denied after posix_fallocate made the
-    # file whole, and its ftruncate back to nothing is denied too: the header never written,
-    # every later member is refused ("not a curesv pool file: running unpooled") for as long as
-    # the file is there
     Hazard("seccomp: memfd_create, ftruncate and shared mmap denied",
            prog("plain", wrap=seccomp("memfd_create,ftruncate,mmap-shared")),
-           features=("trace-rmm", "report", "exitcode", "signal", "live"), pool="lost"),
+           features=("trace-rmm", "report", "exitcode", "signal", "live", "pool"), pool="lost"),
     # what the live books alone call: file locks, a thread of their own, futex waits
     Hazard("seccomp: fcntl file locks denied", prog("plain", wrap=seccomp("fcntl-lock")),
            features=("live", "pool"), files="lost"),
