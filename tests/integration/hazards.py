@@ -209,7 +209,6 @@ def python(mode):
 
 
 SIGNALS = ("trace-rmm", "trace-chrome", "report", "exitcode", "live", "pool")
-NO_POOL = ("trace-rmm", "trace-chrome", "report", "exitcode", "signal", "live")
 NO_SIGNAL_END = ("trace-rmm", "trace-chrome", "report", "exitcode", "live", "pool")
 
 HAZARDS = [
