@@ -105,6 +105,14 @@ bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct cu
 	/* Reservations first, capacities after: CURESV_RESERVATIONS past a configured capacity are all
 	 * kept with one warning (the configuration's), as they are when the capacity is the driver's. */
 	curesv_engine_pool_start(e);
+	/* the pool's capacities first: its reservations are held to them as they are declared */
+	static uint64_t caps[CURESV_MAX_DEVICES]; /* static: a small stack may run this, once */
+	for (int d = 0; d < CURESV_MAX_DEVICES; d++) {
+		bool set;
+		caps[d] = curesv_config_capacity(cfg, d, &set);
+		if (set)
+			caps[d] = curesv_engine_pool_capacity(e, d, caps[d], true);
+	}
 	for (unsigned i = 0; i < cfg->n_reservations; i++) {
 		const struct curesv_reservation_spec *spec = &cfg->reservations[i];
 		curesv_status st = reserve(e, spec->name, spec->size, spec->device);
@@ -117,7 +125,7 @@ bool curesv_engine_init_in(curesv_engine *e, const curesv_config *cfg, struct cu
 		uint64_t cap = curesv_config_capacity(cfg, d, &set);
 		if (!set)
 			continue;
-		cap = curesv_engine_pool_capacity(e, d, cap, true);
+		cap = caps[d];
 		curesv_ledger_set_capacity(&e->ledger, d, cap, true);
 		CURESV_TRACE(.action = CURESV_TRACE_CAPACITY, .device = (int16_t)d, .bytes = cap);
 	}

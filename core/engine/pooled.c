@@ -203,6 +203,7 @@ void curesv_engine_pool_budget(curesv_engine *e, curesv_ref origin, int device, 
 	struct curesv_pool_file *f = e->pool->f;
 	unsigned a = CURESV_POOL_SHARED0 + (unsigned)device;
 	struct curesv_payer payer;
+	curesv_pool_reclaim_soon(e->pool); /* a dead member's bytes are free memory */
 	/* the thread's reservation while live and on this device, as the ledger decides who pays */
 	if (origin != CURESV_SHARED && curesv_ledger_payer(&e->ledger, origin, device, &payer)) {
 		a = curesv_pool_account(e->pool, payer.handle, device);

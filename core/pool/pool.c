@@ -54,13 +54,19 @@ bool curesv_pool_path(const char *v, char *out, size_t n, char *why, size_t wn)
 	if (!curesv_pool_name_ok(v, why, wn))
 		return false;
 	if (v[0] == '/') {
-		if (strlen(v) >= 4000) {
+		size_t len = strlen(v);
+		if (len >= 4000) {
 			snprintf(why, wn, "the folder's path is too long");
 			return false;
 		}
-		if (!shared_dir_ok(v, why, wn))
+		/* without trailing slashes: lstat of "link/" would follow the link */
+		static char dir[4000];
+		memcpy(dir, v, len + 1);
+		while (len > 1 && dir[len - 1] == '/')
+			dir[--len] = '\0';
+		if (!shared_dir_ok(dir, why, wn))
 			return false;
-		k = snprintf(out, n, "%s/curesv.pool", v);
+		k = snprintf(out, n, "%s/curesv.pool", dir);
 	} else {
 		/* static: the engine's start may run on a thread with a small stack (once) */
 		static char dir[4096];
@@ -104,15 +110,22 @@ static pthread_mutex_t registry_threads = PTHREAD_MUTEX_INITIALIZER;
 static bool registry_lock(int fd)
 {
 	curesv_lock(&registry_threads);
-	struct timespec t = { 0, 20 * 1000 };
-	for (long waited = 0; waited < 2000L * 1000 * 1000; waited += t.tv_nsec) {
+	/* held for microseconds: yield first, then short sleeps (a crowd of joiners each polls
+	 * often enough to take it soon after it is let go) */
+	struct timespec t = { 0, 25 * 1000 };
+	for (long waited = 0, round = 0; waited < 2000L * 1000 * 1000; round++) {
 		if (byte_lock(fd, CURESV_POOL_LOCK_REGISTRY, F_WRLCK, false))
 			return true;
 		if (errno != EAGAIN && errno != EACCES)
 			break;
-		nanosleep(&t, NULL);
-		if (t.tv_nsec < 1000 * 1000)
-			t.tv_nsec *= 2;
+		if (round < 16) {
+			sched_yield();
+		} else {
+			nanosleep(&t, NULL);
+			waited += t.tv_nsec;
+			if (t.tv_nsec < 200 * 1000)
+				t.tv_nsec *= 2;
+		}
 		errno = ETIMEDOUT;
 	}
 	int err = errno;
@@ -318,17 +331,20 @@ static bool recount(struct curesv_pool_file *f, int fd, unsigned high, int self)
 {
 	/* seq_cst, with the members' busy count: a member sees frozen, or is seen busy */
 	atomic_store_explicit(&f->h.frozen, 1, memory_order_seq_cst);
+	/* an update is a few instructions: a member busy for long is stopped (SIGSTOP, a debugger)
+	 * and must not hold every other member up; about 100 ms in all */
+	unsigned round = 0;
 	for (unsigned i = 0; i < high; i++) {
 		struct curesv_pool_member *m = &f->member[i];
 		if (atomic_load_explicit(&m->state, memory_order_relaxed) == CURESV_POOL_FREE)
 			continue;
-		for (unsigned round = 0; atomic_load_explicit(&m->busy, memory_order_seq_cst) != 0;
-		     round++) {
+		for (; atomic_load_explicit(&m->busy, memory_order_seq_cst) != 0; round++) {
 			if ((int)i != self && !curesv_pool_member_alive(fd, i)) {
+				give_back(f, m);
 				slot_free(f, m); /* died meanwhile: counted out below */
 				break;
 			}
-			if (round > 10000) { /* about 2 s: the next reclaim tries again */
+			if (round > 64 + 500) { /* the next reclaim tries again */
 				atomic_store_explicit(&f->h.stale, 1, memory_order_relaxed);
 				atomic_store_explicit(&f->h.frozen, 0, memory_order_seq_cst);
 				return false;
@@ -401,24 +417,16 @@ static unsigned reclaim_locked(struct curesv_pool_file *f, int fd, int self)
 			continue;
 		found++;
 		/* busy: its last update may or may not be in the words; RECLAIMING: a reclaimer
-		 * died in the middle of this one */
-		if (st == CURESV_POOL_RECLAIMING || atomic_load_explicit(&m->busy, memory_order_acquire)) {
-			atomic_store_explicit(&m->state, CURESV_POOL_RECLAIMING, memory_order_relaxed);
+		 * died in the middle of this one. Its held bytes go back all the same (exact but
+		 * for that one update), and a recount settles the rest. */
+		if (st == CURESV_POOL_RECLAIMING || atomic_load_explicit(&m->busy, memory_order_acquire))
 			again = true;
-			continue;
-		}
 		atomic_store_explicit(&m->state, CURESV_POOL_RECLAIMING, memory_order_relaxed);
 		give_back(f, m);
 		slot_free(f, m);
 	}
-	if (again) {
-		/* the slots left to recount leave the books with it */
-		for (unsigned i = 0; i < high; i++)
-			if (atomic_load_explicit(&f->member[i].state, memory_order_relaxed) ==
-			    CURESV_POOL_RECLAIMING)
-				slot_free(f, &f->member[i]);
+	if (again)
 		recount(f, fd, high, self);
-	}
 	if (found) {
 		atomic_fetch_add_explicit(&f->h.reclaims, found, memory_order_relaxed);
 		maybe_emptied(f);
@@ -555,19 +563,40 @@ static uint64_t member_fill(struct curesv_pool_member *m, const char *cmd)
 	return nonce;
 }
 
-static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, const char *cmd,
-			char *why, size_t n)
+/* A mapping of the file at fd, whole and of this build's (its header ready): the common case,
+ * checked before the registry lock is taken. NULL for anything else. */
+static struct curesv_pool_file *map_ready(int fd)
 {
 	struct stat st;
-	if (!curesv_pool_file_ok(fd, shared, why, n) || fstat(fd, &st) != 0)
-		return false;
+	char why[8];
+	if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof(struct curesv_pool_file))
+		return NULL;
+	void *m = mmap(NULL, sizeof(struct curesv_pool_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       0);
+	if (m == MAP_FAILED)
+		return NULL;
+	if (curesv_pool_header_ok(m, (size_t)st.st_size, why, sizeof why))
+		return m;
+	munmap(m, sizeof(struct curesv_pool_file));
+	return NULL;
+}
+
+/* The file made, finished or mapped, under the registry lock: NULL with why[n]. */
+static struct curesv_pool_file *map_locked(curesv_pool *p, int fd, const char *path, bool shared,
+					   char *why, size_t n)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, n, "%s", strerror(errno));
+		return NULL;
+	}
 	if (st.st_size == 0 && !file_make(fd, path, shared, p->name, why, n))
-		return false;
+		return NULL;
 	void *m = mmap(NULL, sizeof(struct curesv_pool_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		       0);
 	if (m == MAP_FAILED) {
 		snprintf(why, n, "mmap: %s", strerror(errno));
-		return false;
+		return NULL;
 	}
 	struct curesv_pool_file *f = m;
 	/* made whole by a member that died before writing its header (SIGKILL at any instant): the
@@ -577,23 +606,9 @@ static bool join_locked(curesv_pool *p, int fd, const char *path, bool shared, c
 		header_fill(f, p->name);
 	if (fstat(fd, &st) != 0 || !curesv_pool_header_ok(f, (size_t)st.st_size, why, n)) {
 		munmap(m, sizeof *f);
-		return false;
+		return NULL;
 	}
-	int slot = slot_take(f, fd);
-	if (slot < 0) {
-		snprintf(why, n, "it has %u members, its most", CURESV_POOL_MEMBERS);
-		munmap(m, sizeof *f);
-		return false;
-	}
-	p->f = f;
-	accounts_map(p);
-	p->index = (unsigned)slot;
-	p->me = &f->member[slot];
-	p->nonce = member_fill(p->me, cmd);
-	p->dev = st.st_dev;
-	p->ino = st.st_ino;
-	atomic_fetch_add_explicit(&f->h.joins, 1, memory_order_relaxed);
-	return true;
+	return f;
 }
 
 bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool enforce)
@@ -606,15 +621,23 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 	snprintf(p->name, sizeof p->name, "%s", name);
 	memset((void *)p->res_of, 0xff, sizeof p->res_of);
 	bool shared = name[0] == '/';
-	/* read before the registry lock: others wait on it */
-	static char cmd[CURESV_POOL_CMDLINE];
-	curesv_live_cmdline(cmd, sizeof cmd);
 	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, shared ? 0660 : 0600);
-	if (fd < 0) {
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
 		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': %s: running unpooled", name, path,
 			   strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return false;
 	}
+	if (!curesv_pool_file_ok(fd, shared, why, sizeof why)) {
+		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': %s: running unpooled", name, path,
+			   why);
+		close(fd);
+		return false;
+	}
+	/* the file checked and mapped before the registry lock: others wait only for a slot */
+	struct curesv_pool_file *f = map_ready(fd);
 	if (!registry_lock(fd)) {
 		if (errno == ETIMEDOUT)
 			curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': another process held its "
@@ -622,19 +645,39 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 		else
 			curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': cannot lock it: %s: running "
 				   "unpooled", name, path, strerror(errno));
+		if (f)
+			munmap(f, sizeof *f);
 		close(fd);
 		return false;
 	}
-	bool ok = join_locked(p, fd, path, shared, cmd, why, sizeof why);
+	if (!f)
+		f = map_locked(p, fd, path, shared, why, sizeof why);
+	int slot = f ? slot_take(f, fd) : -1;
 	registry_unlock(fd);
 	/* the member's lock stays with the open file, which the mapping references: no descriptor
 	 * is kept for the program to close or reuse */
 	close(fd);
-	if (!ok) {
+	if (slot < 0) {
+		if (f) {
+			snprintf(why, sizeof why, "it has %u members, its most", CURESV_POOL_MEMBERS);
+			munmap(f, sizeof *f);
+		}
 		curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': %s: running unpooled", name, path,
 			   why);
 		return false;
 	}
+	/* the slot is this process's from its lock on: no joiner takes it, no reclaim looks at it
+	 * while it reads free */
+	p->f = f;
+	accounts_map(p);
+	p->index = (unsigned)slot;
+	p->me = &f->member[slot];
+	static char cmd[CURESV_POOL_CMDLINE];
+	curesv_live_cmdline(cmd, sizeof cmd);
+	p->nonce = member_fill(p->me, cmd);
+	p->dev = st.st_dev;
+	p->ino = st.st_ino;
+	atomic_fetch_add_explicit(&f->h.joins, 1, memory_order_relaxed);
 	return true;
 }
 
@@ -735,6 +778,7 @@ static bool claim_room(struct curesv_pool_file *f, int d, uint64_t size, bool en
 							memory_order_relaxed, memory_order_relaxed));
 	if (cap != 0 && next > (int64_t)cap)
 		atomic_fetch_add_explicit(&dev->over, 1, memory_order_relaxed);
+	raise_peak(&dev->peak, next);
 	return true;
 }
 
@@ -871,6 +915,28 @@ void curesv_pool_release(curesv_pool *p, uint32_t handle, int device)
 	curesv_pool_undeclare(p, (int)r);
 }
 
+void curesv_pool_reclaim_soon(curesv_pool *p)
+{
+	static _Atomic int64_t last;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t t = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, before =
+		atomic_load_explicit(&last, memory_order_relaxed);
+	if (p->f == NULL || atomic_load_explicit(&p->gone, memory_order_relaxed) ||
+	    t - before < 500 * 1000 * 1000 ||
+	    !atomic_compare_exchange_strong_explicit(&last, &before, t, memory_order_relaxed,
+						     memory_order_relaxed))
+		return;
+	int fd = pool_reopen(p);
+	if (fd < 0)
+		return;
+	if (registry_trylock(fd)) {
+		reclaim_locked(p->f, fd, (int)p->index);
+		registry_unlock(fd);
+	}
+	close(fd);
+}
+
 /* ---- the allocation path --------------------------------------------------------------------- */
 
 /* Waits out a recount; takes it over when its maker died (the registry lock free). */
@@ -878,6 +944,12 @@ void curesv_pool_wait_unfrozen_(curesv_pool *p)
 {
 	for (unsigned round = 0; atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst);
 	     round++) {
+		if (round > 64 + 500) {
+			/* about 100 ms: its maker is stopped with the registry held. The update goes
+			 * on; the recount it may meet is owed again. */
+			atomic_store_explicit(&p->f->h.stale, 1, memory_order_relaxed);
+			return;
+		}
 		pause_briefly(round);
 		if (round % 256 != 255)
 			continue;

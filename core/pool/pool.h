@@ -199,6 +199,11 @@ void curesv_pool_release(curesv_pool *p, uint32_t handle, int device);
  * the reservation leaves the pool when no member declares it and it holds nothing. */
 void curesv_pool_undeclare(curesv_pool *p, int r);
 
+/* Reclaims the dead now if no one holds the registry and the last such try is 0.5 s old: for a
+ * reader's figures (CURESV_MEMINFO=budget), which must not count a member dead for long. Never
+ * waits. Thread-safe. */
+void curesv_pool_reclaim_soon(curesv_pool *p);
+
 /* ---- the allocation path ------------------------------------------------------------------- */
 
 /* The pool account of ledger handle `origin` (slot << 16 | generation; 0: the shared pool) on
@@ -236,6 +241,11 @@ static inline bool curesv_pool_update_begin_(curesv_pool *p)
 		if (gone)
 			return false;
 		curesv_pool_wait_unfrozen_(p);
+		if (atomic_load_explicit(&p->f->h.frozen, memory_order_relaxed)) {
+			/* a recounter stopped: go on (it will be recounted again) */
+			atomic_fetch_add_explicit(&p->me->busy, 1, memory_order_seq_cst);
+			return true;
+		}
 	}
 }
 

@@ -162,16 +162,17 @@ static void json_pool(struct curesv_out *o, const curesv_pool_snap *p)
 		     p->member, p->members, p->refusals);
 	for (unsigned i = 0; i < p->ndev; i++)
 		curesv_print(o, "%s{\"device\": %d, \"capacity\": %" PRIu64 ", \"claimed\": %" PRId64
-			     ", \"live\": %" PRId64 ", \"peak\": %" PRId64 "}", i ? ", " : "",
-			     p->dev[i].device, p->dev[i].capacity, p->dev[i].claimed, p->dev[i].live,
-			     p->dev[i].peak);
+			     ", \"live\": %" PRId64 ", \"peak\": %" PRId64 ", \"over\": %" PRIu64 "}",
+			     i ? ", " : "", p->dev[i].device, p->dev[i].capacity, p->dev[i].claimed,
+			     p->dev[i].live, p->dev[i].peak, p->dev[i].over);
 	curesv_print(o, "], \"reservations\": [");
 	for (unsigned i = 0; i < p->nres; i++) {
 		curesv_print(o, "%s{\"name\": ", i ? ", " : "");
 		curesv_print_json(o, p->res[i].name);
 		curesv_print(o, ", \"device\": %d, \"size\": %" PRIu64 ", \"used\": %" PRId64
-			     ", \"peak\": %" PRId64 ", \"members\": %u}", p->res[i].device,
-			     p->res[i].size, p->res[i].used, p->res[i].peak, p->res[i].members);
+			     ", \"peak\": %" PRId64 ", \"over\": %" PRIu64 ", \"members\": %u}",
+			     p->res[i].device, p->res[i].size, p->res[i].used, p->res[i].peak,
+			     p->res[i].over, p->res[i].members);
 	}
 	curesv_print(o, "]},\n");
 }

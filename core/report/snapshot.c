@@ -152,6 +152,8 @@ void curesv_pool_snapshot(curesv_engine *e, curesv_pool_snap *out)
 				CURESV_POOL_ALIVE;
 	out->refusals = atomic_load_explicit(&e->pool_refusals, memory_order_relaxed);
 	int64_t reserved[CURESV_MAX_DEVICES] = { 0 }, used[CURESV_MAX_DEVICES] = { 0 };
+	/* observe mode lets a pool pass its bounds: its figures are shown as they are, and marked */
+	bool hold = e->ledger.enforce;
 	out->nres = 0;
 	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++) {
 		const struct curesv_pool_reservation *res = &f->res[r];
@@ -160,7 +162,8 @@ void curesv_pool_snapshot(curesv_engine *e, curesv_pool_snap *out)
 		    (unsigned)d >= CURESV_MAX_DEVICES)
 			continue;
 		uint64_t size = atomic_load_explicit(&res->size, memory_order_relaxed);
-		int64_t u = clamp(atomic_load_explicit(&res->used, memory_order_relaxed), (int64_t)size);
+		int64_t u = clamp(atomic_load_explicit(&res->used, memory_order_relaxed),
+				  hold ? (int64_t)size : 0);
 		reserved[d] += (int64_t)size;
 		used[d] += u;
 		bool mine = atomic_load_explicit(&p->me->declared[r / 64], memory_order_relaxed) &
@@ -173,7 +176,8 @@ void curesv_pool_snapshot(curesv_engine *e, curesv_pool_snap *out)
 		out->res[out->nres].size = size;
 		out->res[out->nres].used = u;
 		out->res[out->nres].peak = clamp(atomic_load_explicit(&res->peak, memory_order_relaxed),
-						 (int64_t)size);
+						 hold ? (int64_t)size : 0);
+		out->res[out->nres].over = atomic_load_explicit(&res->over, memory_order_relaxed);
 		out->res[out->nres].members = atomic_load_explicit(&res->members, memory_order_relaxed);
 		out->nres++;
 	}
@@ -187,11 +191,13 @@ void curesv_pool_snapshot(curesv_engine *e, curesv_pool_snap *out)
 		int64_t shared = claimed - reserved[d];
 		out->dev[out->ndev].device = d;
 		out->dev[out->ndev].capacity = cap;
-		out->dev[out->ndev].claimed = clamp(claimed, cap > INT64_MAX ? 0 : (int64_t)cap);
+		int64_t bound = hold && cap <= INT64_MAX ? (int64_t)cap : 0;
+		out->dev[out->ndev].claimed = clamp(claimed, bound);
+		out->dev[out->ndev].over = atomic_load_explicit(&f->dev[d].over, memory_order_relaxed);
 		out->dev[out->ndev].live = (shared < 0 ? 0 : shared) + used[d];
 		out->dev[out->ndev].peak = clamp(atomic_load_explicit(&f->dev[d].peak,
 								      memory_order_relaxed),
-						 cap > INT64_MAX ? 0 : (int64_t)cap);
+						 bound);
 		out->ndev++;
 	}
 }

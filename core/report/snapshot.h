@@ -57,9 +57,10 @@ typedef struct curesv_pool_snap {
 	unsigned member, members;       /* this process's slot; members alive now */
 	uint64_t refusals;              /* this process's allocations the pool refused */
 	unsigned ndev;
-	struct { int device; uint64_t capacity; int64_t claimed, live, peak; } dev[CURESV_MAX_DEVICES];
+	struct { int device; uint64_t capacity, over; int64_t claimed, live, peak; }
+		dev[CURESV_MAX_DEVICES];
 	unsigned nres;
-	struct { char name[CURESV_NAME_MAX]; int device; uint64_t size; int64_t used, peak;
+	struct { char name[CURESV_NAME_MAX]; int device; uint64_t size, over; int64_t used, peak;
 		 unsigned members; } res[CURESV_POOL_SHOWN];
 } curesv_pool_snap;
 

@@ -251,20 +251,29 @@ static void text_pool(struct curesv_out *o, const curesv_pool_snap *p)
 	curesv_print(o, ": member %u, %u member%s now; %" PRIu64 " allocation%s refused by the pool\n",
 		     p->member, p->members, p->members == 1 ? "" : "s", p->refusals,
 		     p->refusals == 1 ? "" : "s");
-	for (unsigned i = 0; i < p->ndev; i++)
+	for (unsigned i = 0; i < p->ndev; i++) {
 		curesv_print(o, "curesv:   pool device %d: capacity %s, claimed %s (reservations and "
-			     "shared bytes of every member), live %s\n", p->dev[i].device,
+			     "shared bytes of every member), live %s", p->dev[i].device,
 			     p->dev[i].capacity ? curesv_format_bytes((int64_t)p->dev[i].capacity, a)
 						: "unknown",
 			     curesv_format_bytes(p->dev[i].claimed, b),
 			     curesv_format_bytes(p->dev[i].live, c));
+		if (p->dev[i].over)
+			curesv_print(o, "; passed its capacity in %" PRIu64 " allocation%s (observe "
+				     "mode)", p->dev[i].over, p->dev[i].over == 1 ? "" : "s");
+		curesv_print(o, "\n");
+	}
 	for (unsigned i = 0; i < p->nres; i++) {
 		curesv_print(o, "curesv:   pool reservation ");
 		curesv_print_json(o, p->res[i].name);
-		curesv_print(o, " on device %d: %s of %s used by %u member%s, peak %s\n",
+		curesv_print(o, " on device %d: %s of %s used by %u member%s, peak %s",
 			     p->res[i].device, curesv_format_bytes(p->res[i].used, a),
 			     curesv_format_bytes((int64_t)p->res[i].size, b), p->res[i].members,
 			     p->res[i].members == 1 ? "" : "s", curesv_format_bytes(p->res[i].peak, c));
+		if (p->res[i].over)
+			curesv_print(o, "; passed its size in %" PRIu64 " allocation%s (observe mode)",
+				     p->res[i].over, p->res[i].over == 1 ? "" : "s");
+		curesv_print(o, "\n");
 	}
 }
 

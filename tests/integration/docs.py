@@ -11,7 +11,7 @@
                      printed (stdout or stderr), a pid read as any pid; a line `...` is skipped
   any other block is an error, so that none is left unchecked; `make install` runs with DESTDIR
   set to a stage in the scratch folder;
-- README is a front page: at most 450 lines, and its tools table names every tool;
+- README is a front page: at most 490 lines, and its tools table names every tool;
 - every man page renders with `groff -man -Tutf8 -ww -z` and `man -l` without a warning;
 - curesv(1) names every option `scripts/curesv --help` lists, each tool's page every option of
   the tool's --help, and curesv-report(5) every metric curesv-stat prints;
@@ -32,7 +32,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAN = os.path.join(ROOT, "scripts", "man")
 TOOLS = ("curesv-plot", "curesv-merge", "curesv-export", "curesv-stat", "curesv-top")
 PAGES = ["curesv.1", "curesv.3", "curesv-report.5"] + ["%s.1" % t for t in TOOLS]
-README_MAX_LINES = 450
+README_MAX_LINES = 490
 
 failures = []
 
@@ -81,7 +81,10 @@ def scratch_folder():
 def readme_commands():
     readme = os.path.join(ROOT, "README.md")
     work = scratch_folder()
-    env = dict(os.environ, DESTDIR=os.path.join(work, "stage"))
+    # the live books and pools of the README's programs in a folder of their own (the scratch
+    # folder, 0700): a reader lists none of the user's other programs, and a pool of the user's
+    # with the README's name is left alone
+    env = dict(os.environ, DESTDIR=os.path.join(work, "stage"), XDG_RUNTIME_DIR=work)
     env.pop("LD_LIBRARY_PATH", None)
     env.pop("MAKEFLAGS", None)
     env.pop("MAKELEVEL", None)

@@ -23,6 +23,9 @@
  *     hazard tinystack              the first CUDA call and the rest on a PTHREAD_STACK_MIN thread
  *                                   (with HAZARD_END=TERM, that thread raises SIGTERM)
  *     hazard spin                   "hazard: ready", then allocates until killed
+ *     hazard orphan                 allocations, a child forked that outlives the program (its
+ *                                   stdout and stderr on /dev/null; it ends 3 s after its parent),
+ *                                   "hazard: ready", then sleeps until a signal ends it
  *     hazard stdin                  allocations, "hazard: ready", then reads stdin to its end, frees
  *                                   what it kept and exits 0
  *     hazard fill DIR               allocations, then DIR's filesystem filled up by a file of its
@@ -256,6 +259,27 @@ static int busy(void)
 	return 0;
 }
 
+/* A forked child that lives on after the program ended (a daemon's, a worker left behind): what
+ * the program held must not outlive it through the child. */
+static int orphan(void)
+{
+	work();
+	fflush(stdout);
+	pid_t parent = getpid();
+	if (fork() == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		while (getppid() == parent)
+			usleep(10000);
+		sleep(3);
+		_exit(0);
+	}
+	ready();
+	sleep_forever();
+	return 0;
+}
+
 static int nofile(void)
 {
 	/* the driver the runtime loads at its first call is there already: that dlopen needs no
@@ -406,6 +430,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(mode, "busy") == 0)
 		return busy();
+	if (strcmp(mode, "orphan") == 0)
+		return orphan();
 	if (strcmp(mode, "nofile") == 0)
 		return nofile();
 	if (strcmp(mode, "eintr") == 0)
