@@ -6,6 +6,7 @@ once past it (observe mode lets the allocation through). A thread with no reserv
 device's shared pool: its memory less the reservation. Run with PYTORCH_NO_CUDA_MEMORY_CACHING=1
 (each tensor its own cudaMalloc) and PYTHONPATH holding scripts/ (the curesv module reads what is
 charged). Prints "torch_meminfo: ok", or what failed."""
+import ctypes
 import sys
 import threading
 
@@ -41,7 +42,14 @@ def main():
     check("free past the budget", torch.cuda.mem_get_info(), (0, 2 * GiB))
 
     seen = {}
-    t = threading.Thread(target=lambda: seen.update(info=torch.cuda.mem_get_info()))
+
+    def unattached():
+        # a new thread is named after the one that made it ("python3", which the rule
+        # matches): named otherwise before its first CUDA call, no rule attaches it
+        ctypes.CDLL(None).prctl(15, b"unattached", 0, 0, 0)  # PR_SET_NAME
+        seen.update(info=torch.cuda.mem_get_info())
+
+    t = threading.Thread(target=unattached)
     t.start()
     t.join()
     device_total = torch.cuda.get_device_properties(0).total_memory
