@@ -523,28 +523,36 @@ static bool file_make(int fd, const char *path, bool shared, const char *name, c
 	return true;
 }
 
-/* Takes a slot of f: a free one, else one whose member is dead. The registry lock held. */
-static int slot_take(struct curesv_pool_file *f, int fd)
+/* Takes a free slot of f: its own lock, taken without waiting, makes it this member's (two joiners
+ * never get one slot, and no registry lock is needed: hundreds joining at once wait on nothing).
+ * A slot found free but no longer free once locked (taken, and its member died since) is left to
+ * the reclaimers; a free slot whose lock is held is a leaver's, until its process ends. With the
+ * registry lock held (`locked`), the dead are reclaimed when none is free. */
+static int slot_take(struct curesv_pool_file *f, int fd, bool locked)
 {
 	for (int pass = 0; pass < 2; pass++) {
-		unsigned high = atomic_load_explicit(&f->h.member_high, memory_order_relaxed);
-		if (high > CURESV_POOL_MEMBERS)
-			high = CURESV_POOL_MEMBERS;
 		for (unsigned i = 0; i < CURESV_POOL_MEMBERS; i++) {
+			unsigned high = atomic_load_explicit(&f->h.member_high, memory_order_acquire);
 			/* a slot past the high water was never used: free */
-			if ((i >= high || atomic_load_explicit(&f->member[i].state,
-							       memory_order_acquire) ==
-						  CURESV_POOL_FREE) &&
-			    byte_lock(fd, member_byte(i), F_WRLCK, false)) {
-				if (i >= high)
-					atomic_store_explicit(&f->h.member_high, i + 1,
-							      memory_order_relaxed);
-				return (int)i;
+			if (i < high && atomic_load_explicit(&f->member[i].state,
+							     memory_order_acquire) != CURESV_POOL_FREE)
+				continue;
+			if (!byte_lock(fd, member_byte(i), F_WRLCK, false))
+				continue;
+			if (i < atomic_load_explicit(&f->h.member_high, memory_order_acquire) &&
+			    atomic_load_explicit(&f->member[i].state, memory_order_acquire) !=
+				    CURESV_POOL_FREE) {
+				byte_lock(fd, member_byte(i), F_UNLCK, false);
+				continue;
 			}
-			if (i >= high)
-				break; /* its lock held: a leaver's, closing; none after it is used */
+			while (high <= i &&
+			       !atomic_compare_exchange_weak_explicit(&f->h.member_high, &high, i + 1,
+								      memory_order_acq_rel,
+								      memory_order_acquire))
+				;
+			return (int)i;
 		}
-		if (pass == 0 && reclaim_locked(f, fd, -1) == 0)
+		if (!locked || pass > 0 || reclaim_locked(f, fd, -1) == 0)
 			break;
 	}
 	return -1;
@@ -579,6 +587,18 @@ static struct curesv_pool_file *map_ready(int fd)
 		return m;
 	munmap(m, sizeof(struct curesv_pool_file));
 	return NULL;
+}
+
+/* Whether the file at fd is one a member is making: empty, or whole with no header yet. */
+static bool being_made(int fd)
+{
+	struct stat st;
+	uint64_t magic = 1;
+	if (fstat(fd, &st) != 0)
+		return false;
+	return st.st_size == 0 ||
+	       ((size_t)st.st_size == sizeof(struct curesv_pool_file) &&
+		pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic && magic == 0);
 }
 
 /* The file made, finished or mapped, under the registry lock: NULL with why[n]. */
@@ -636,9 +656,18 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 		close(fd);
 		return false;
 	}
-	/* the file checked and mapped before the registry lock: others wait only for a slot */
+	/* the file checked and mapped before the registry lock, and a free slot taken without it
+	 * (its own lock makes it this process's): joiners wait on no one. A file another member is
+	 * making is whole in a moment: waited for without the lock, which every member joining
+	 * meanwhile would otherwise queue on. */
 	struct curesv_pool_file *f = map_ready(fd);
-	if (!registry_lock(fd)) {
+	for (unsigned i = 0; !f && i < 200 && being_made(fd); i++) {
+		struct timespec t = { 0, 500 * 1000 };
+		nanosleep(&t, NULL);
+		f = map_ready(fd);
+	}
+	int slot = f ? slot_take(f, fd, false) : -1;
+	if (slot < 0 && !registry_lock(fd)) {
 		if (errno == ETIMEDOUT)
 			curesv_log(CURESV_LOG_WARN, "CURESV_POOL=%s: '%s': another process held its "
 				   "registry lock for 2 s (stopped?): running unpooled", name, path);
@@ -650,10 +679,13 @@ bool curesv_pool_join(curesv_pool *p, const char *path, const char *name, bool e
 		close(fd);
 		return false;
 	}
-	if (!f)
-		f = map_locked(p, fd, path, shared, why, sizeof why);
-	int slot = f ? slot_take(f, fd) : -1;
-	registry_unlock(fd);
+	if (slot < 0) {
+		/* a new file, one a dead member left unfinished, or no free slot: the dead reclaimed */
+		if (!f)
+			f = map_locked(p, fd, path, shared, why, sizeof why);
+		slot = f ? slot_take(f, fd, true) : -1;
+		registry_unlock(fd);
+	}
 	/* the member's lock stays with the open file, which the mapping references: no descriptor
 	 * is kept for the program to close or reuse */
 	close(fd);
@@ -694,6 +726,49 @@ static int pool_reopen(const curesv_pool *p)
 	return fd;
 }
 
+/* Whether member m declares a reservation of the pool. */
+static bool declares(struct curesv_pool_member *m)
+{
+	for (unsigned w = 0; w < (CURESV_POOL_RESERVATIONS + 63) / 64; w++)
+		if (atomic_load_explicit(&m->declared[w], memory_order_relaxed))
+			return true;
+	return false;
+}
+
+/* Leaving without the registry lock, for a member that declares no reservation (nothing of the
+ * pool's structure changes): its bytes go back as an update does, counted busy, so that a recount
+ * waits for it; the slot is freed while the process still holds its lock, so no joiner takes it
+ * before the process ends. False when a recount is under way. */
+static bool leave_quietly(curesv_pool *p)
+{
+	struct curesv_pool_member *m = p->me;
+	atomic_fetch_add_explicit(&m->busy, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&p->f->h.frozen, memory_order_seq_cst) ||
+	    atomic_load_explicit(&m->nonce, memory_order_relaxed) != p->nonce) {
+		atomic_fetch_sub_explicit(&m->busy, 1, memory_order_release);
+		return false;
+	}
+	give_back(p->f, m);
+	atomic_store_explicit(&m->pid, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->nonce, 0, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&m->busy, 1, memory_order_release);
+	/* release: a recount, or a joiner once the process ended, that finds it free finds it
+	 * empty */
+	atomic_store_explicit(&m->state, CURESV_POOL_FREE, memory_order_release);
+	atomic_fetch_add_explicit(&p->f->h.leaves, 1, memory_order_relaxed);
+	return true;
+}
+
+/* Whether no member slot is taken. */
+static bool emptied(struct curesv_pool_file *f)
+{
+	unsigned high = atomic_load_explicit(&f->h.member_high, memory_order_relaxed);
+	for (unsigned i = 0; i < high && i < CURESV_POOL_MEMBERS; i++)
+		if (atomic_load_explicit(&f->member[i].state, memory_order_relaxed) != CURESV_POOL_FREE)
+			return false;
+	return true;
+}
+
 void curesv_pool_leave(curesv_pool *p)
 {
 	if (p->f == NULL || atomic_load_explicit(&p->gone, memory_order_relaxed))
@@ -703,8 +778,16 @@ void curesv_pool_leave(curesv_pool *p)
 	for (unsigned round = 0;
 	     atomic_load_explicit(&p->me->busy, memory_order_seq_cst) != 0 && round < 2000; round++)
 		pause_briefly(round);
+	bool quiet = atomic_load_explicit(&p->me->busy, memory_order_seq_cst) == 0 &&
+		     !declares(p->me) && leave_quietly(p);
+	/* the last to leave takes the registry lock, for the pool to forget its capacities */
+	if (quiet && !emptied(p->f))
+		return;
 	int fd = pool_reopen(p);
-	if (fd >= 0 && registry_lock(fd)) {
+	if (fd >= 0 && quiet && registry_lock(fd)) {
+		maybe_emptied(p->f);
+		registry_unlock(fd);
+	} else if (fd >= 0 && !quiet && registry_lock(fd)) {
 		/* still this process's slot, and no thread of it mid-update (one that outlived the
 		 * wait above leaves its bytes to the reclaim after the process's end) */
 		if (atomic_load_explicit(&p->me->nonce, memory_order_relaxed) == p->nonce &&
