@@ -980,22 +980,39 @@ void curesv_pool_undeclare(curesv_pool *p, int r)
 void curesv_pool_release(curesv_pool *p, uint32_t handle, int device)
 {
 	_Atomic uint16_t *map = &p->res_of[(handle >> 16) & 0xffu][handle & 0xffu];
-	unsigned r = atomic_exchange_explicit(map, (uint16_t)CURESV_POOL_NONE, memory_order_relaxed);
-	if (r >= CURESV_POOL_RESERVATIONS || (unsigned)device >= CURESV_MAX_DEVICES || p->f == NULL)
+	unsigned r = atomic_load_explicit(map, memory_order_relaxed);
+	if (r >= CURESV_POOL_RESERVATIONS || (unsigned)device >= CURESV_MAX_DEVICES || p->f == NULL ||
+	    atomic_load_explicit(&p->gone, memory_order_relaxed))
 		return;
-	/* its live bytes are the device's shared pool's from now on, as the ledger's orphan tier
-	 * is the device's: the pool's reservation may then leave with its last member */
-	if (curesv_pool_update_begin_(p)) {
+	int fd = pool_reopen(p);
+	if (fd < 0 || !registry_lock(fd)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	/* Its live bytes are the device's shared pool's from now on, as the ledger's orphan tier is
+	 * the device's, only when the reservation leaves the pool with this member (its size goes
+	 * back, more than they take). Another member still declares it: they keep taking its room,
+	 * as they take the device's, until freed. */
+	if (atomic_load_explicit(&p->f->res[r].members, memory_order_relaxed) <= 1) {
+		atomic_store_explicit(map, (uint16_t)CURESV_POOL_NONE, memory_order_relaxed);
+		/* the registry lock held: no recount runs meanwhile */
 		int64_t x = atomic_exchange_explicit(&p->me->held[r], 0, memory_order_relaxed);
 		if (x != 0) {
 			atomic_fetch_sub_explicit(&p->f->res[r].used, x, memory_order_relaxed);
 			atomic_fetch_add_explicit(&p->f->dev[device].claimed, x, memory_order_relaxed);
-			atomic_fetch_add_explicit(&p->me->held[CURESV_POOL_SHARED0 + (unsigned)device], x,
-						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&p->me->held[CURESV_POOL_SHARED0 + (unsigned)device],
+						  x, memory_order_relaxed);
 		}
-		curesv_pool_update_end_(p);
 	}
-	curesv_pool_undeclare(p, (int)r);
+	uint64_t bit = UINT64_C(1) << (r % 64);
+	if (atomic_fetch_and_explicit(&p->me->declared[r / 64], ~bit, memory_order_relaxed) & bit) {
+		if (atomic_load_explicit(&p->f->res[r].members, memory_order_relaxed) > 0)
+			atomic_fetch_sub_explicit(&p->f->res[r].members, 1, memory_order_relaxed);
+		res_maybe_free(p->f, r);
+	}
+	registry_unlock(fd);
+	close(fd);
 }
 
 void curesv_pool_reclaim_soon(curesv_pool *p)
