@@ -255,18 +255,23 @@ static void res_maybe_free(struct curesv_pool_file *f, unsigned r)
 	atomic_store_explicit(&res->state, CURESV_POOL_RES_FREE, memory_order_release);
 }
 
+/* Member m no longer declares reservation r (if it did): one member fewer, and the reservation
+ * leaves the pool once none declares it and it holds nothing. Under the registry lock. */
+static void undeclare_locked(struct curesv_pool_file *f, struct curesv_pool_member *m, unsigned r)
+{
+	uint64_t bit = UINT64_C(1) << (r % 64);
+	if (!(atomic_fetch_and_explicit(&m->declared[r / 64], ~bit, memory_order_relaxed) & bit))
+		return;
+	if (atomic_load_explicit(&f->res[r].members, memory_order_relaxed) > 0)
+		atomic_fetch_sub_explicit(&f->res[r].members, 1, memory_order_relaxed);
+	res_maybe_free(f, r);
+}
+
 /* Member m no longer declares any reservation. Under the registry lock. */
 static void undeclare_all(struct curesv_pool_file *f, struct curesv_pool_member *m)
 {
-	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++) {
-		uint64_t bit = UINT64_C(1) << (r % 64);
-		if (!(atomic_load_explicit(&m->declared[r / 64], memory_order_relaxed) & bit))
-			continue;
-		atomic_fetch_and_explicit(&m->declared[r / 64], ~bit, memory_order_relaxed);
-		if (atomic_load_explicit(&f->res[r].members, memory_order_relaxed) > 0)
-			atomic_fetch_sub_explicit(&f->res[r].members, 1, memory_order_relaxed);
-		res_maybe_free(f, r);
-	}
+	for (unsigned r = 0; r < CURESV_POOL_RESERVATIONS; r++)
+		undeclare_locked(f, m, r);
 }
 
 /* Takes every byte member m holds off the books. Its updates must be over (its threads quiet,
@@ -726,6 +731,23 @@ static int pool_reopen(const curesv_pool *p)
 	return fd;
 }
 
+/* The pool's file opened again with the registry lock taken (registry_close ends both), or -1. */
+static int registry_open(const curesv_pool *p)
+{
+	int fd = pool_reopen(p);
+	if (fd >= 0 && !registry_lock(fd)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static void registry_close(int fd)
+{
+	registry_unlock(fd);
+	close(fd);
+}
+
 /* Whether member m declares a reservation of the pool. */
 static bool declares(struct curesv_pool_member *m)
 {
@@ -939,15 +961,11 @@ int curesv_pool_declare(curesv_pool *p, const char *name, int device, uint64_t *
 {
 	if (p->f == NULL || p->gone || (unsigned)device >= CURESV_MAX_DEVICES)
 		return -1;
-	int fd = pool_reopen(p);
-	if (fd < 0 || !registry_lock(fd)) {
-		if (fd >= 0)
-			close(fd);
+	int fd = registry_open(p);
+	if (fd < 0)
 		return -1;
-	}
 	int r = declare_locked(p, fd, name, device, size);
-	registry_unlock(fd);
-	close(fd);
+	registry_close(fd);
 	return r;
 }
 
@@ -961,20 +979,11 @@ void curesv_pool_undeclare(curesv_pool *p, int r)
 {
 	if (p->f == NULL || r < 0 || r >= (int)CURESV_POOL_RESERVATIONS)
 		return;
-	int fd = pool_reopen(p);
-	if (fd < 0 || !registry_lock(fd)) {
-		if (fd >= 0)
-			close(fd);
+	int fd = registry_open(p);
+	if (fd < 0)
 		return;
-	}
-	uint64_t bit = UINT64_C(1) << (r % 64);
-	if (atomic_fetch_and_explicit(&p->me->declared[r / 64], ~bit, memory_order_relaxed) & bit) {
-		if (atomic_load_explicit(&p->f->res[r].members, memory_order_relaxed) > 0)
-			atomic_fetch_sub_explicit(&p->f->res[r].members, 1, memory_order_relaxed);
-		res_maybe_free(p->f, (unsigned)r);
-	}
-	registry_unlock(fd);
-	close(fd);
+	undeclare_locked(p->f, p->me, (unsigned)r);
+	registry_close(fd);
 }
 
 void curesv_pool_release(curesv_pool *p, uint32_t handle, int device)
@@ -984,12 +993,9 @@ void curesv_pool_release(curesv_pool *p, uint32_t handle, int device)
 	if (r >= CURESV_POOL_RESERVATIONS || (unsigned)device >= CURESV_MAX_DEVICES || p->f == NULL ||
 	    atomic_load_explicit(&p->gone, memory_order_relaxed))
 		return;
-	int fd = pool_reopen(p);
-	if (fd < 0 || !registry_lock(fd)) {
-		if (fd >= 0)
-			close(fd);
+	int fd = registry_open(p);
+	if (fd < 0)
 		return;
-	}
 	/* Its live bytes are the device's shared pool's from now on, as the ledger's orphan tier is
 	 * the device's, only when the reservation leaves the pool with this member (its size goes
 	 * back, more than they take). Another member still declares it: they keep taking its room,
@@ -1005,14 +1011,8 @@ void curesv_pool_release(curesv_pool *p, uint32_t handle, int device)
 						  x, memory_order_relaxed);
 		}
 	}
-	uint64_t bit = UINT64_C(1) << (r % 64);
-	if (atomic_fetch_and_explicit(&p->me->declared[r / 64], ~bit, memory_order_relaxed) & bit) {
-		if (atomic_load_explicit(&p->f->res[r].members, memory_order_relaxed) > 0)
-			atomic_fetch_sub_explicit(&p->f->res[r].members, 1, memory_order_relaxed);
-		res_maybe_free(p->f, r);
-	}
-	registry_unlock(fd);
-	close(fd);
+	undeclare_locked(p->f, p->me, r);
+	registry_close(fd);
 }
 
 void curesv_pool_reclaim_soon(curesv_pool *p)
